@@ -1,0 +1,374 @@
+"""A real Starlette/uvicorn server speaking the PROFILE wire contract (shared/PROFILE.md).
+
+MCP streamable-HTTP style at ``/mcp``: ``initialize`` is answered with JSON and an
+``Mcp-Session-Id``; ``tools/call`` with a ``text/event-stream`` of progress notifications and
+the JSON-RPC result; ``GET /mcp`` with ``Last-Event-ID`` replays a stream from its replay
+buffer (linked by event ID, never by URL). Every way of losing events the samples need is a
+knob of :class:`ServerKnobs`, so each scenario is the same honest server told to misbehave in
+one precise way. Not part of the package: only ``samples/make_samples.py`` uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+PROTOCOL_VERSION = "2025-11-25"
+IdScheme = Literal["int", "prefixed", "opaque"]
+
+# Headers every event stream carries: caches and reverse proxies must neither store nor
+# buffer an event stream (nginx honours X-Accel-Buffering).
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# How long a stalled live stream waits for its client to go away before giving up.
+STALL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ServerKnobs:
+    """How the server numbers, writes, evicts and replays events (one scenario's server)."""
+
+    session_id: str
+    id_scheme: IdScheme = "int"
+    shared_counter: bool = False  # one counter for all streams of the server
+    seed: str = "sse-forensics"  # opaque IDs come from a PRNG seeded with this
+    events_per_call: int = 20  # data events per tools/call stream, the result included
+    event_interval: float = 0.005  # seconds between events (one TCP segment each)
+    priming: bool = True  # 2025-11-25 priming event: an ID with empty data
+    retry_ms: int = 1000
+    keepalive_every: int = 0  # a `: ping` comment after every k data events (0: none)
+    live_evicted: tuple[int, int] | None = None  # data events assigned an ID, never written
+    signal_stream_gap: bool = False  # announce live_evicted with a stream-gap event
+    live_stop_after: int | None = None  # live writer stalls after this data event
+    backpressure_after: int | None = None  # backpressure-disconnect after this data event
+    replay_evicted: tuple[int, int] | None = None  # data events missing from the replay buffer
+    resume_status: int = 200  # 410: the server refuses every resume
+    signal_resume_gap: bool = False  # a resume-gap event opens a replay that jumps
+    interleaved_calls: int = 0  # n concurrent tools/call streams take turns on the counter
+    standalone_events: int = 0  # GET stream: notifications sent once all calls finished
+
+
+@dataclass
+class StoredEvent:
+    """One event as written (or as it would have been written) on a stream."""
+
+    event_id: str
+    data: str  # "" for a priming event
+    replayable: bool = True
+
+
+@dataclass
+class EventStream:
+    """A server-side stream: its number, its events in ID order, and its replay buffer."""
+
+    number: int
+    assigned: list[str] = field(default_factory=list)  # every ID handed out, evicted or not
+    events: list[StoredEvent] = field(default_factory=list)  # the replay buffer
+
+
+class EventIdAllocator:
+    """Hands out event IDs in one of the three PROFILE schemes.
+
+    Allocation ``n`` of stream ``s`` is ``n`` (int, per stream), ``s<s>_<n>`` (prefixed) or
+    the ``n``-th UUID of a PRNG seeded by (seed, s) (opaque): the same IDs on every run.
+    With ``shared`` the int counter is one for the whole server and starts at 1.
+    """
+
+    def __init__(self, scheme: IdScheme, shared: bool, seed: str) -> None:
+        self.scheme = scheme
+        self.shared = shared
+        self.seed = seed
+        self.shared_next = 1
+        self.per_stream_next: dict[int, int] = {}
+        self.generators: dict[int, random.Random] = {}
+
+    def allocate(self, stream: int) -> str:
+        if self.shared:
+            value = self.shared_next
+            self.shared_next += 1
+            return str(value)
+        n = self.per_stream_next.get(stream, 0)
+        self.per_stream_next[stream] = n + 1
+        if self.scheme == "int":
+            return str(n)
+        if self.scheme == "prefixed":
+            return f"s{stream}_{n}"
+        rng = self.generators.setdefault(stream, random.Random(f"{self.seed}/{stream}"))
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def expected_event_id(knobs: ServerKnobs, stream: int, data_event: int) -> str:
+    """The ID data event ``data_event`` (1-based) of ``stream`` gets: for expected.json."""
+    allocator = EventIdAllocator(knobs.id_scheme, knobs.shared_counter, knobs.seed)
+    offset = 0 if knobs.priming else 1
+    event_id = ""
+    for _ in range(data_event + 1 - offset):
+        event_id = allocator.allocate(stream)
+    return event_id
+
+
+def sse_event(
+    data: str, event_id: str | None = None, event: str | None = None, retry: int | None = None
+) -> bytes:
+    """Serialize one event (WHATWG HTML §9.2.5 `text/event-stream`), LF line endings."""
+    lines = []
+    if event is not None:
+        lines.append(f"event: {event}")
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
+    lines.extend(f"data: {line}" if line else "data:" for line in data.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def wire_id(event_id: str) -> int | str:
+    """IDs inside signal payloads are written as on the wire: JSON numbers for int IDs."""
+    return int(event_id) if event_id.isdigit() else event_id
+
+
+def jsonrpc(payload: dict) -> str:
+    return json.dumps({"jsonrpc": "2.0", **payload}, separators=(",", ":"))
+
+
+class ProfileServer:
+    """State of one server instance: one session, its streams and the shared ID counter."""
+
+    def __init__(self, knobs: ServerKnobs) -> None:
+        self.knobs = knobs
+        self.ids = EventIdAllocator(knobs.id_scheme, knobs.shared_counter, knobs.seed)
+        self.streams: list[EventStream] = []
+        self.event_index: dict[str, EventStream] = {}  # event ID -> the stream it was sent on
+        self.calls_started = 0
+        self.calls_finished = 0
+        self.turn = asyncio.Condition()
+        self.calls_done = asyncio.Event()
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/mcp", self.endpoint, methods=["POST", "GET", "DELETE"])])
+
+    # --- HTTP ---------------------------------------------------------------------------
+    async def endpoint(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self.post(request)
+        if request.headers.get("mcp-session-id") != self.knobs.session_id:
+            return self.error(404, None, "Not Found: unknown session")
+        if request.method == "DELETE":
+            return Response(status_code=200, headers=self.session_header)
+        last_event_id = request.headers.get("last-event-id")
+        if last_event_id is not None:
+            return self.resume(last_event_id)
+        return self.standalone_stream()
+
+    @property
+    def session_header(self) -> dict[str, str]:
+        return {"Mcp-Session-Id": self.knobs.session_id}
+
+    def error(self, status: int, request_id: object, message: str) -> JSONResponse:
+        body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}}
+        return JSONResponse(body, status_code=status, headers=self.session_header)
+
+    async def post(self, request: Request) -> Response:
+        message = await request.json()
+        method = message.get("method")
+        if method == "initialize":
+            result = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "profile-server", "version": "1.0"},
+            }
+            return JSONResponse(
+                {"jsonrpc": "2.0", "id": message["id"], "result": result},
+                headers=self.session_header,
+            )
+        if request.headers.get("mcp-session-id") != self.knobs.session_id:
+            return self.error(404, message.get("id"), "Not Found: unknown session")
+        if "id" not in message:  # a notification (notifications/initialized)
+            return Response(status_code=202, headers=self.session_header)
+        if method == "tools/call":
+            # A server that disconnects slow streams closes the connection, not just the body.
+            closes = self.knobs.backpressure_after is not None
+            return self.event_stream(self.tool_call(message), close=closes)
+        return self.error(400, message["id"], f"unsupported method {method}")
+
+    def event_stream(self, body: AsyncIterator[bytes], close: bool) -> StreamingResponse:
+        headers = {**STREAM_HEADERS, **self.session_header}
+        if close:  # the server ends the connection, not only the response
+            headers["Connection"] = "close"
+        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+    # --- streams ------------------------------------------------------------------------
+    def new_stream(self) -> EventStream:
+        stream = EventStream(number=len(self.streams) + 1)
+        self.streams.append(stream)
+        return stream
+
+    async def allocate(self, stream: EventStream, slot: int | None) -> str:
+        """Next ID for ``stream``; interleaved calls wait their turn on the shared counter."""
+        if slot is None:
+            return self.ids.allocate(stream.number)
+        turns = self.knobs.interleaved_calls
+        async with self.turn:
+            await asyncio.wait_for(
+                self.turn.wait_for(lambda: (self.ids.shared_next - 1) % turns == slot),
+                timeout=STALL_SECONDS,
+            )
+            event_id = self.ids.allocate(stream.number)
+            self.turn.notify_all()
+        return event_id
+
+    def store(self, stream: EventStream, event: StoredEvent, keep: bool) -> None:
+        stream.assigned.append(event.event_id)
+        self.event_index[event.event_id] = stream
+        if keep:
+            stream.events.append(event)
+
+    async def tool_call(self, request: dict) -> AsyncIterator[bytes]:
+        """The result stream of one tools/call: priming, progress notifications, result."""
+        knobs = self.knobs
+        stream = self.new_stream()
+        slot = None
+        if knobs.interleaved_calls:
+            slot = self.calls_started
+            self.calls_started += 1
+        meta = request.get("params", {}).get("_meta", {})
+        token = meta.get("progressToken", request["id"])
+        live = True  # False once the live connection stopped carrying events
+        try:
+            if knobs.priming:
+                priming = StoredEvent(await self.allocate(stream, slot), "", replayable=False)
+                self.store(stream, priming, keep=True)
+                yield sse_event("", priming.event_id, retry=knobs.retry_ms)
+            total = knobs.events_per_call
+            for n in range(1, total + 1):
+                if n == total:
+                    result = {"content": [{"type": "text", "text": f"done after {total - 1} steps"}]}
+                    data = jsonrpc({"id": request["id"], "result": result})
+                else:
+                    params = {"progressToken": token, "progress": n, "total": total - 1}
+                    params["message"] = f"step {n}"
+                    data = jsonrpc({"method": "notifications/progress", "params": params})
+                event = StoredEvent(await self.allocate(stream, slot), data)
+                self.store(stream, event, keep=not in_range(n, knobs.replay_evicted))
+                if not live:
+                    continue  # the tool keeps producing into the replay buffer
+                if in_range(n, knobs.live_evicted):
+                    continue  # a careless server evicts events and keeps counting
+                gap = knobs.live_evicted
+                if knobs.signal_stream_gap and gap and n == gap[1] + 1:
+                    yield self.stream_gap_event(stream, gap)
+                await asyncio.sleep(knobs.event_interval)
+                yield sse_event(data, event.event_id)
+                if knobs.keepalive_every and n % knobs.keepalive_every == 0 and n < total:
+                    yield b": ping\n\n"
+                if n == knobs.backpressure_after:
+                    payload = json.dumps({"last_written_id": wire_id(event.event_id)})
+                    yield sse_event(payload, event="backpressure-disconnect")
+                    live = False
+                elif n == knobs.live_stop_after:
+                    live = False
+            if knobs.live_stop_after is not None and knobs.backpressure_after is None:
+                # Stalled: hold the response open until the client gives up (Starlette
+                # cancels this generator when uvicorn reports the disconnect).
+                await asyncio.sleep(STALL_SECONDS)
+        finally:
+            self.calls_finished += 1
+            if knobs.interleaved_calls and self.calls_finished >= knobs.interleaved_calls:
+                self.calls_done.set()
+
+    def stream_gap_event(self, stream: EventStream, gap: tuple[int, int]) -> bytes:
+        """`stream-gap` {first, last}: the IDs the evicted data events were assigned."""
+        first = self.id_of(stream, gap[0])
+        last = self.id_of(stream, gap[1])
+        payload = json.dumps({"first": wire_id(first), "last": wire_id(last)})
+        return sse_event(payload, event="stream-gap")
+
+    def id_of(self, stream: EventStream, data_event: int) -> str:
+        """ID assigned to data event ``data_event`` (1-based) of ``stream``."""
+        offset = 0 if self.knobs.priming else 1
+        return stream.assigned[data_event - offset]
+
+    def resume(self, last_event_id: str) -> Response:
+        """GET with Last-Event-ID: replay what follows that ID on the stream it was seen on."""
+        stream = self.event_index.get(last_event_id)
+        if self.knobs.resume_status == 410 or stream is None:
+            return self.error(410, None, f"Gone: events after {last_event_id} are no longer kept")
+        return self.event_stream(self.replay(stream, last_event_id), close=False)
+
+    async def replay(self, stream: EventStream, requested: str) -> AsyncIterator[bytes]:
+        """What the replay buffer still holds after ``requested``, in ID order."""
+        rank = {event_id: i for i, event_id in enumerate(stream.assigned)}
+        pending = [
+            e for e in stream.events if e.replayable and rank[e.event_id] > rank[requested]
+        ]
+        if self.knobs.signal_resume_gap and pending:
+            oldest = wire_id(pending[0].event_id)
+            payload = {"requested": wire_id(requested), "oldest_retained": oldest}
+            yield sse_event(json.dumps(payload), event="resume-gap")
+        for event in pending:
+            await asyncio.sleep(self.knobs.event_interval)
+            yield sse_event(event.data, event.event_id)
+
+    def standalone_stream(self) -> Response:
+        if not self.knobs.standalone_events:
+            return Response(status_code=405, headers=self.session_header)
+        return self.event_stream(self.notifications(), close=False)
+
+    async def notifications(self) -> AsyncIterator[bytes]:
+        """Standalone GET stream: quiet until the calls finish, then a few notifications."""
+        stream = self.new_stream()
+        await asyncio.wait_for(self.calls_done.wait(), timeout=STALL_SECONDS)
+        if self.knobs.priming:
+            priming = StoredEvent(self.ids.allocate(stream.number), "", replayable=False)
+            self.store(stream, priming, keep=True)
+            yield sse_event("", priming.event_id, retry=self.knobs.retry_ms)
+        for n in range(1, self.knobs.standalone_events + 1):
+            params = {"level": "info", "logger": "profile-server", "data": f"notice {n}"}
+            data = jsonrpc({"method": "notifications/message", "params": params})
+            event = StoredEvent(self.ids.allocate(stream.number), data)
+            self.store(stream, event, keep=True)
+            await asyncio.sleep(self.knobs.event_interval)
+            yield sse_event(data, event.event_id)
+
+
+def in_range(n: int, span: tuple[int, int] | None) -> bool:
+    return span is not None and span[0] <= n <= span[1]
+
+
+@contextmanager
+def running_server(app: object, port: int) -> Iterator[str]:
+    """Run ``app`` on uvicorn at 127.0.0.1:``port`` in a thread; yield the /mcp URL."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

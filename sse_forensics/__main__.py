@@ -1,0 +1,3 @@
+from sse_forensics.cli import main
+
+main()

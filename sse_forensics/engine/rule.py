@@ -1,0 +1,96 @@
+"""A rule file: one detection, documented like a ruff rule (what it does, why it is bad,
+an example, how to fix it). No Python in a rule: its predicate is an SQL boolean expression
+over one fact table, compiled with ``polars.sql_expr`` so it runs vectorised."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from sse_forensics.facts.tables import TABLE_SCHEMAS
+from sse_forensics.verdicts import CLASSIFICATIONS, SEVERITIES
+_REQUIRED = ("id", "title", "severity", "table", "where", "message", "rationale", "remediation")
+
+
+class RuleError(Exception):
+    """A rule file that cannot be used; ``str()`` says which file and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    title: str
+    severity: str
+    table: str
+    where: str
+    message: str
+    rationale: str
+    remediation: str
+    classification: str | None = None  # a constant …
+    classification_from: str | None = None  # … or a column holding one per row
+    evidence: tuple[str, ...] = ("evidence",)
+    fingerprint: tuple[str, ...] = ("session_id", "stream", "first", "last")
+    example: str = ""
+    references: tuple[str, ...] = ()
+    path: str = ""
+
+    def predicate(self) -> pl.Expr:
+        return pl.sql_expr(self.where)
+
+
+def load_rule(path: Path) -> Rule:
+    """Parse and validate one rule file; raise :class:`RuleError` naming what is wrong."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RuleError(f"{path}: cannot read rule file: {exc}") from None
+    missing = [k for k in _REQUIRED if not isinstance(raw.get(k), str) or not raw[k].strip()]
+    if missing:
+        raise RuleError(f"{path}: missing or empty key(s): {', '.join(missing)}")
+    table = raw["table"]
+    if table not in TABLE_SCHEMAS:
+        raise RuleError(f"{path}: unknown table {table!r} (one of {', '.join(TABLE_SCHEMAS)})")
+    columns = TABLE_SCHEMAS[table]
+    if raw["severity"] not in SEVERITIES:
+        raise RuleError(f"{path}: severity must be one of {', '.join(SEVERITIES)}")
+    classification = raw.get("classification")
+    classification_from = raw.get("classification_from")
+    if (classification is None) == (classification_from is None):
+        raise RuleError(f"{path}: give exactly one of 'classification' or 'classification_from'")
+    if classification is not None and classification not in CLASSIFICATIONS:
+        raise RuleError(f"{path}: classification must be one of {', '.join(CLASSIFICATIONS)}")
+    if classification_from is not None and classification_from not in columns:
+        raise RuleError(f"{path}: classification_from names unknown column {classification_from!r}")
+    for key in ("evidence", "fingerprint", "references"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RuleError(f"{path}: {key!r} must be a list of strings")
+    for key in ("evidence", "fingerprint"):
+        unknown = [c for c in raw.get(key, []) if c not in columns]
+        if unknown:
+            raise RuleError(f"{path}: {key} names unknown column(s) {', '.join(unknown)}")
+    rule = Rule(
+        id=raw["id"],
+        title=raw["title"],
+        severity=raw["severity"],
+        table=table,
+        where=raw["where"],
+        message=raw["message"],
+        rationale=raw["rationale"].strip(),
+        remediation=raw["remediation"].strip(),
+        classification=classification,
+        classification_from=classification_from,
+        evidence=tuple(raw.get("evidence", ["evidence"])),
+        fingerprint=tuple(raw.get("fingerprint", ["session_id", "stream", "first", "last"])),
+        example=str(raw.get("example", "")).strip(),
+        references=tuple(raw.get("references", [])),
+        path=str(path),
+    )
+    try:  # compile against an empty table of the right schema: catches bad SQL and columns
+        pl.DataFrame(schema=columns).filter(rule.predicate())
+    except Exception as exc:  # polars raises several error types for bad SQL
+        raise RuleError(f"{path}: predicate {rule.where!r} does not compile: {exc}") from None
+    return rule

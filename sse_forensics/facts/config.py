@@ -1,0 +1,17 @@
+"""What a user can tell the analyzer about their servers (PROFILE.md: "every name here is
+the default; each one is configurable")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sse_forensics.facts.ids import DEFAULT_PREFIXED, IdScheme
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisConfig:
+    session_header: str = "Mcp-Session-Id"
+    session_path_regex: str = r"/session/(?P<session>[^/]+)/"
+    id_scheme: IdScheme | None = None  # None: auto-detect per session
+    prefixed_regex: str = DEFAULT_PREFIXED
+    protocol_version_header: str = "MCP-Protocol-Version"

@@ -1,0 +1,333 @@
+"""Every discontinuity in a stream's event IDs, the signal that covers it (if any) and
+whether the capture holds all the bytes between its two ends (PROFILE.md, "Gap signalling"
+and "What counts as what").
+
+- A **live** gap: two consecutive ID-carrying events of one response whose counters jump.
+  It is signalled only by a ``stream-gap`` covering it *before the next data event*.
+- A **resume** gap: a resume whose first data event is not the successor of its
+  ``Last-Event-ID``. It is signalled by a ``resume-gap`` on that response, a ``410``, or a
+  ``backpressure-disconnect`` whose ID the resume continues from.
+- A gap whose stretch contains missing capture bytes is ``indeterminate``: capture loss is
+  never server loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Literal
+
+from sse_forensics.facts.ids import IdCodec, IdKey
+from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
+from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STREAM_GAP
+from sse_forensics.reassembly.exchange import BodyHole
+
+Verdict = Literal["expected_gap", "silent_corruption", "indeterminate"]
+Location = Literal["live", "resume"]
+
+
+@dataclass(slots=True)
+class MissingRange:
+    """Counter values between two IDs that no stream of the capture carried."""
+
+    prefix: str
+    first: int | None
+    last: int | None
+    count: int
+
+
+@dataclass(slots=True)
+class GapRecord:
+    location: Location
+    stream: StreamRecord  # the response on which the discontinuity shows
+    detected_by: str  # "id-jump" | "observed-order" | "signal" | "status"
+    first: str | None
+    last: str | None
+    count: int | None
+    before: EventRecord | None = None
+    after: EventRecord | None = None
+    signal: str | None = None
+    signal_event: EventRecord | None = None
+    signal_late: bool = False
+    holes: list[BodyHole] = field(default_factory=list)
+    keys: MissingRange | None = None
+    missing_ids: list[str] = field(default_factory=list)  # opaque scheme: as observed
+
+    @property
+    def complete(self) -> bool:
+        return not self.holes
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.signal is not None and not self.signal_late:
+            return "expected_gap"
+        return "silent_corruption" if self.complete else "indeterminate"
+
+    def covers(self, event_id: str, codec: IdCodec) -> bool:
+        if self.keys is not None and self.keys.first is not None:
+            key = codec.key(event_id)
+            return (
+                key is not None
+                and key.prefix == self.keys.prefix
+                and self.keys.first <= key.seq <= (self.keys.last or self.keys.first)
+            )
+        return event_id in self.missing_ids or event_id == self.first
+
+    def evidence(self) -> list[Evidence]:
+        out: list[Evidence] = []
+        s = self.stream
+        if s.exchange.request is not None:
+            req = s.exchange.request
+            leid = f" Last-Event-ID {s.last_event_id!r}" if s.last_event_id is not None else ""
+            out.append(evidence(req.origin, f"request {req.method} {req.target[:200]}{leid}"))
+        if s.exchange.response is not None and self.location == "resume":
+            out.append(evidence(s.response_origin, f"response status {s.status}"))
+        if self.location == "resume" and s.resumed_event is not None:
+            out.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
+        if self.before is not None:
+            out.append(self.before.cite(f"last event before the gap: id {self.before.sse.id_field}"))
+        if self.signal_event is not None:
+            late = " (late: after the next data event)" if self.signal_late else ""
+            out.append(self.signal_event.cite(f"{self.signal} event {self.signal_event.sse.data[:120]}{late}"))
+        if self.after is not None:
+            out.append(self.after.cite(f"first event after the gap: id {self.after.sse.id_field}"))
+        for hole in self.holes:
+            span = hole.span
+            out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
+        return out
+
+
+def _missing(
+    lo: IdKey, hi: IdKey, taken: frozenset, also_taken: frozenset = frozenset()
+) -> MissingRange:
+    """Counter values strictly between ``lo`` and ``hi`` not taken by other streams."""
+    start, end = lo.seq + 1, hi.seq - 1
+    if end < start:
+        return MissingRange(lo.prefix, None, None, 0)
+    excluded = sorted(
+        k.seq
+        for k in (taken | also_taken)
+        if k.prefix == lo.prefix and start <= k.seq <= end
+    )
+    count = end - start + 1 - len(excluded)
+    if count <= 0:
+        return MissingRange(lo.prefix, None, None, 0)
+    excluded_set = set(excluded)
+    first = start
+    while first in excluded_set:
+        first += 1
+    last = end
+    while last in excluded_set:
+        last -= 1
+    return MissingRange(lo.prefix, first, last, count)
+
+
+def _signal_covers(
+    event: EventRecord, rng: MissingRange, codec: IdCodec, taken: frozenset
+) -> bool:
+    """A ``stream-gap`` (first..last) or ``resume-gap`` (after requested, before
+    oldest_retained) covers every missing value of ``rng``."""
+    payload = event.signal
+    if payload is None or not payload.valid or rng.first is None:
+        return False
+    a = codec.key(payload.first or "")
+    b = codec.key(payload.last or "")
+    if a is None or b is None or a.prefix != rng.prefix or b.prefix != rng.prefix:
+        return False
+    if event.sse.event == RESUME_GAP:  # exclusive bounds
+        lo, hi = a.seq + 1, b.seq - 1
+    else:
+        lo, hi = a.seq, b.seq
+    if lo <= rng.first and rng.last <= hi:
+        return True
+    # Partial coverage still counts when everything outside it went to other streams.
+    outside_lo = _missing(IdKey(rng.prefix, rng.first - 1), IdKey(rng.prefix, lo), taken)
+    outside_hi = _missing(IdKey(rng.prefix, hi), IdKey(rng.prefix, rng.last + 1), taken)
+    return lo <= rng.last and hi >= rng.first and outside_lo.count == 0 and outside_hi.count == 0
+
+
+def _holes_between(stream: StreamRecord, start: int, end: int) -> list[BodyHole]:
+    return [h for h in stream.exchange.holes if start <= h.body_offset <= end]
+
+
+def _render(codec: IdCodec, rng: MissingRange, like: str) -> tuple[str | None, str | None]:
+    if rng.first is None:
+        return None, None
+    return (
+        codec.render(IdKey(rng.prefix, rng.first), like),
+        codec.render(IdKey(rng.prefix, rng.last or rng.first), like),
+    )
+
+
+def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[GapRecord]:
+    """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
+    signals that no observed jump explains (the only evidence with opaque IDs)."""
+    gaps: list[GapRecord] = []
+    used_signals: set[int] = set()
+    numbered = [e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"]
+    signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
+    for a, b in pairwise(numbered):
+        if a.key.prefix != b.key.prefix or b.key.seq <= a.key.seq + 1:
+            continue
+        rng = _missing(a.key, b.key, taken)
+        if rng.count == 0:
+            continue
+        next_data = next(
+            (e.position for e in stream.events if e.position > a.position and e.kind == "data"),
+            len(stream.events),
+        )
+        first, last = _render(codec, rng, a.sse.id_field)
+        gap = GapRecord(
+            "live", stream, "id-jump", first, last, rng.count, before=a, after=b, keys=rng,
+            holes=_holes_between(stream, a.sse.end, b.sse.start),
+        )
+        for sig in signals:
+            if sig.position > a.position and _signal_covers(sig, rng, codec, taken):
+                gap.signal, gap.signal_event = STREAM_GAP, sig
+                gap.signal_late = sig.position > next_data
+                used_signals.add(sig.position)
+                break
+        gaps.append(gap)
+    for sig in signals:
+        if sig.position in used_signals or sig.signal is None or not sig.signal.valid:
+            continue
+        a, b = codec.key(sig.signal.first or ""), codec.key(sig.signal.last or "")
+        count = None
+        keys = None
+        if a is not None and b is not None and a.prefix == b.prefix and b.seq >= a.seq:
+            count = b.seq - a.seq + 1
+            keys = MissingRange(a.prefix, a.seq, b.seq, count)
+        gaps.append(
+            GapRecord(
+                "live", stream, "signal", sig.signal.first, sig.signal.last, count,
+                signal=STREAM_GAP, signal_event=sig, keys=keys,
+            )
+        )
+    return gaps
+
+
+def observed_order(stream: StreamRecord, streams: list[StreamRecord]) -> list[EventRecord]:
+    """Data events of the logical stream that precede ``stream``: the original response and
+    earlier resumes of it, in time order (the only continuity opaque IDs allow)."""
+    root = stream.logical
+    out: list[EventRecord] = []
+    for s in streams:
+        if s is stream:
+            break
+        if s.logical is root:
+            out.extend(e for e in s.events if e.kind == "data" and e.carries_id)
+    return out
+
+
+def resume_gap(
+    resume: StreamRecord, codec: IdCodec, taken: frozenset, streams: list[StreamRecord]
+) -> GapRecord | None:
+    """Judge a resume's answer against its ``Last-Event-ID`` (PROFILE.md: a resume whose first
+    event is not the successor of ``Last-Event-ID`` is silent corruption unless signalled)."""
+    leid = resume.last_event_id
+    status = resume.status
+    if leid is None or status is None or leid == "":
+        return None
+    if status == 410:
+        succ = successor(resume, codec, streams, taken)
+        return GapRecord("resume", resume, "status", succ, None, None, signal="410")
+    if not (200 <= status < 300 and resume.exchange.is_event_stream):
+        return None
+    data = resume.data_events()
+    if not data or not data[0].carries_id:
+        return None
+    first = data[0]
+    before_first = [e for e in resume.events if e.position < first.position]
+    gap: GapRecord | None = None
+    if codec.arithmetic:
+        lk, fk = codec.key(leid), first.key
+        if lk is None or fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
+            return None
+        replay_keys = frozenset(e.key for e in before_first if e.key is not None)
+        rng = _missing(lk, fk, taken, replay_keys)
+        if rng.count == 0:
+            return None
+        lo, hi = _render(codec, rng, leid)
+        gap = GapRecord("resume", resume, "id-jump", lo, hi, rng.count, after=first, keys=rng)
+    else:
+        order = [e.sse.id_field for e in observed_order(resume, streams)]
+        if leid not in order:
+            return None
+        after_leid = order[len(order) - 1 - order[::-1].index(leid) + 1 :]
+        if not after_leid or first.sse.id_field == after_leid[0]:
+            return None
+        replayed = {e.sse.id_field for e in resume.events}
+        if first.sse.id_field in after_leid:
+            missing = after_leid[: after_leid.index(first.sse.id_field)]
+        else:
+            missing = [i for i in after_leid if i not in replayed]
+        if not missing:
+            return None
+        gap = GapRecord(
+            "resume", resume, "observed-order", missing[0], missing[-1], len(missing),
+            after=first, missing_ids=missing,
+        )
+    gap.holes = _holes_between(resume, 0, first.sse.start)
+    if not codec.arithmetic and resume.resumed_from is not None and resume.resumed_event:
+        origin = resume.resumed_from
+        gap.holes += _holes_between(origin, resume.resumed_event.sse.end, 1 << 62)
+    _cover_resume(gap, resume, codec, taken, streams, first)
+    return gap
+
+
+def _cover_resume(
+    gap: GapRecord,
+    resume: StreamRecord,
+    codec: IdCodec,
+    taken: frozenset,
+    streams: list[StreamRecord],
+    first: EventRecord,
+) -> None:
+    for sig in resume.events:
+        if sig.kind != "signal" or sig.sse.event != RESUME_GAP or sig.signal is None:
+            continue
+        if gap.keys is not None:
+            ok = _signal_covers(sig, gap.keys, codec, taken)
+        else:
+            ok = sig.signal.first == resume.last_event_id
+        if ok:
+            gap.signal, gap.signal_event = RESUME_GAP, sig
+            gap.signal_late = sig.position > first.position
+            return
+    # A backpressure-disconnect naming W, then a resume from W (PROFILE.md: expected gap).
+    for s in streams:
+        if s is resume:
+            break
+        if s.logical is not resume.logical:
+            continue
+        for sig in s.events:
+            if (
+                sig.kind == "signal"
+                and sig.sse.event == BACKPRESSURE_DISCONNECT
+                and sig.signal is not None
+                and sig.signal.first == resume.last_event_id
+            ):
+                gap.signal, gap.signal_event = BACKPRESSURE_DISCONNECT, sig
+                return
+
+
+def successor(
+    resume: StreamRecord, codec: IdCodec, streams: list[StreamRecord], taken: frozenset
+) -> str | None:
+    """The ID that should follow ``Last-Event-ID``: the next counter value no other stream
+    took where the scheme allows arithmetic, else the event observed after it."""
+    leid = resume.last_event_id or ""
+    if codec.arithmetic:
+        key = codec.key(leid)
+        if key is None:
+            return None
+        nxt = IdKey(key.prefix, key.seq + 1)
+        while nxt in taken:
+            nxt = IdKey(key.prefix, nxt.seq + 1)
+        return codec.render(nxt, leid)
+    order = [e.sse.id_field for e in observed_order(resume, streams)]
+    if leid in order:
+        idx = len(order) - 1 - order[::-1].index(leid)
+        if idx + 1 < len(order):
+            return order[idx + 1]
+    return None

@@ -1,0 +1,113 @@
+"""In-memory records the fact builder works on before it writes polars tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sse_forensics.facts.ids import IdKey
+from sse_forensics.facts.jsonrpc import RpcMessage
+from sse_forensics.facts.signals import SignalPayload
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.sse import SSEEvent
+
+EventKind = Literal["data", "priming", "signal", "close", "other"]
+StreamKind = Literal["post", "get", "resume"]
+Evidence = dict[str, object]
+
+
+def evidence(origin: Origin | None, what: str) -> Evidence:
+    """One evidence entry with every key present (a fixed schema for the tables)."""
+    if origin is None:
+        return {"source": None, "frame": None, "line": None, "ts": None, "what": what}
+    return {
+        "source": origin.source,
+        "frame": origin.number if origin.kind == "frame" else None,
+        "line": origin.number if origin.kind == "line" else None,
+        "ts": origin.ts,
+        "what": what,
+    }
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    session_id: str
+    inferred: bool
+    how: str  # "header" | "path" | "connection"
+    protocol_version: str | None = None
+    id_scheme: str = "opaque"
+    counter_scope: str = "unknown"
+
+
+@dataclass(slots=True)
+class EventRecord:
+    stream: StreamRecord
+    position: int  # index among the stream's SSE events (0-based)
+    sse: SSEEvent
+    kind: EventKind
+    key: IdKey | None = None
+    signal: SignalPayload | None = None
+    rpc: list[RpcMessage] | None = None
+
+    @property
+    def origin(self) -> Origin | None:
+        return self.sse.origins[0] if self.sse.origins else None
+
+    @property
+    def last_origin(self) -> Origin | None:
+        return self.sse.origins[-1] if self.sse.origins else None
+
+    @property
+    def carries_id(self) -> bool:
+        """The block set a non-empty ``id`` (WHATWG: an empty ``id`` resets, NUL is ignored)."""
+        return bool(self.sse.id_field)
+
+    def cite(self, what: str | None = None) -> Evidence:
+        label = what or f"{self.kind} event id {self.sse.id_field or self.sse.id!r}"
+        return evidence(self.origin, label)
+
+
+@dataclass(slots=True)
+class StreamRecord:
+    """One ``text/event-stream`` response (PROFILE.md, "Sessions and streams")."""
+
+    key: str
+    label: str
+    exchange: Exchange
+    connection: Connection
+    session: SessionRecord
+    kind: StreamKind
+    last_event_id: str | None
+    events: list[EventRecord] = field(default_factory=list)
+    root: StreamRecord | None = None  # the stream this one continues (itself when original)
+    resumed_from: StreamRecord | None = None  # where Last-Event-ID was seen
+    resumed_event: EventRecord | None = None
+
+    @property
+    def logical(self) -> StreamRecord:
+        return self.root or self
+
+    @property
+    def status(self) -> int | None:
+        return self.exchange.response.status if self.exchange.response else None
+
+    @property
+    def request_origin(self) -> Origin | None:
+        return self.exchange.request.origin if self.exchange.request else None
+
+    @property
+    def response_origin(self) -> Origin | None:
+        return self.exchange.response.origin if self.exchange.response else None
+
+    @property
+    def first_ts(self) -> float:
+        origin = self.request_origin or self.response_origin or self.connection.first
+        return origin.ts
+
+    def id_events(self) -> list[EventRecord]:
+        return [e for e in self.events if e.carries_id]
+
+    def data_events(self) -> list[EventRecord]:
+        return [e for e in self.events if e.kind == "data"]

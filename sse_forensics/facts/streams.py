@@ -1,0 +1,174 @@
+"""Streams, their events, and the resumes that continue them (PROFILE.md, "Sessions and
+streams", "Event IDs", "Events that are not data").
+
+A resume is linked to its stream by event ID, never by URL: it continues the stream on which
+its ``Last-Event-ID`` was seen, which may have been opened by a ``POST`` on another
+connection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.ids import IdCodec, detect_scheme
+from sse_forensics.facts.jsonrpc import parse_messages
+from sse_forensics.facts.model import EventKind, EventRecord, SessionRecord, StreamRecord
+from sse_forensics.facts.sessions import ExchangeKey
+from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
+from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.http_events import header
+from sse_forensics.sse import SSEEvent
+
+LAST_EVENT_ID = "Last-Event-ID"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def classify(sse: SSEEvent) -> tuple[EventKind, list | None]:
+    """Data events carry a JSON-RPC message; priming events are an ``id`` with empty data;
+    ``event: close`` and the gap signals are control events."""
+    if sse.event in SIGNAL_EVENT_TYPES:
+        return "signal", None
+    if sse.event == "close":
+        return "close", None
+    if sse.data == "":
+        return ("priming" if sse.id_field is not None else "other"), None
+    rpc = parse_messages(sse.data)
+    return ("data" if rpc else "other"), rpc
+
+
+def stream_key(conn: Connection, ex: Exchange) -> str:
+    """Stable across runs and input order: the Community ID of the flow plus the exchange's
+    position on it."""
+    return f"{conn.community_id}/{ex.index}"
+
+
+def stream_label(conn: Connection, ex: Exchange) -> str:
+    req = ex.request
+    what = f"{req.method} {_CONTROL.sub('?', req.target)[:80]}" if req else "(request not captured)"
+    return f"conn {conn.id} #{ex.index} {what}"
+
+
+def build_streams(
+    exchanges: list[Exchange],
+    connections: dict[int, Connection],
+    sessions: dict[ExchangeKey, SessionRecord],
+) -> list[StreamRecord]:
+    """A record per event-stream response and per resume request, in time order."""
+    streams: list[StreamRecord] = []
+    for ex in exchanges:
+        leid = header(ex.request_headers, LAST_EVENT_ID)
+        if not ex.is_event_stream and leid is None:
+            continue
+        conn = connections[ex.connection_id]
+        method = ex.request.method.upper() if ex.request else ""
+        kind = "resume" if leid is not None else ("post" if method == "POST" else "get")
+        rec = StreamRecord(
+            key=stream_key(conn, ex),
+            label=stream_label(conn, ex),
+            exchange=ex,
+            connection=conn,
+            session=sessions[(ex.connection_id, ex.index)],
+            kind=kind,
+            last_event_id=leid.strip() if leid is not None else None,
+        )
+        for position, sse in enumerate(ex.events):
+            kind_, rpc = classify(sse)
+            signal = parse_signal(sse.event, sse.data) if kind_ == "signal" else None
+            rec.events.append(EventRecord(rec, position, sse, kind_, signal=signal, rpc=rpc))
+        streams.append(rec)
+    streams.sort(key=lambda s: (s.first_ts, s.connection.id, s.exchange.index))
+    return streams
+
+
+def link_resumes(streams: list[StreamRecord]) -> None:
+    """Point each resume at the stream where its ``Last-Event-ID`` was seen: same session
+    first, then the latest such stream that began before the resume."""
+    seen: dict[str, list[tuple[StreamRecord, EventRecord]]] = defaultdict(list)
+    for stream in streams:  # time order: a resume may continue an earlier resume
+        if stream.kind == "resume" and stream.last_event_id:
+            candidates = [
+                (s, e) for s, e in seen.get(stream.last_event_id, []) if s is not stream
+            ]
+            same_session = [c for c in candidates if c[0].session is stream.session]
+            pick = (same_session or candidates or [None])[-1]
+            if pick is not None:
+                stream.resumed_from, stream.resumed_event = pick
+                stream.root = pick[0].logical
+        for event in stream.events:
+            if event.carries_id:
+                bucket = seen[event.sse.id_field]
+                if not bucket or bucket[-1][0] is not stream:
+                    bucket.append((stream, event))
+                else:
+                    bucket[-1] = (stream, event)
+
+
+def assign_ids(
+    streams: list[StreamRecord], config: AnalysisConfig
+) -> dict[str, IdCodec]:
+    """Detect each session's ID scheme and give every ID-carrying event its arithmetic key."""
+    by_session: dict[str, list[StreamRecord]] = defaultdict(list)
+    for s in streams:
+        by_session[s.session.session_id].append(s)
+    codecs: dict[str, IdCodec] = {}
+    for session_id, items in by_session.items():
+        ids = [[e.sse.id_field for e in s.id_events() if e.kind != "signal"] for s in items]
+        codec = detect_scheme(ids, config.prefixed_regex, config.id_scheme)
+        codecs[session_id] = codec
+        items[0].session.id_scheme = codec.scheme
+        for s in items:
+            for e in s.id_events():
+                e.key = codec.key(e.sse.id_field)
+    return codecs
+
+
+def counter_scopes(streams: list[StreamRecord]) -> dict[int, frozenset]:
+    """Decide per session whether the ID counter is per stream or shared (session- or
+    server-wide) and return, per logical stream, the keys that other streams took.
+
+    PROFILE.md: with a shared counter a stream's IDs legitimately skip values that went to
+    other streams, and a value is missing only if it appears on no stream of the capture.
+    A value that repeats on two logical streams proves the counters are not shared.
+    """
+    logical: dict[int, StreamRecord] = {}
+    keys: dict[int, set] = defaultdict(set)
+    for s in streams:
+        root = s.logical
+        logical[id(root)] = root
+        keys[id(root)].update(e.key for e in s.id_events() if e.key is not None)
+
+    def repeats(roots: list[StreamRecord]) -> bool:
+        seen: set = set()
+        for r in roots:
+            mine = keys[id(r)]
+            if seen & mine:
+                return True
+            seen |= mine
+        return False
+
+    servers: dict[tuple, list[StreamRecord]] = defaultdict(list)
+    sessions: dict[str, list[StreamRecord]] = defaultdict(list)
+    for root in logical.values():
+        servers[root.connection.server].append(root)
+        sessions[root.session.session_id].append(root)
+
+    exclusions: dict[int, frozenset] = {}
+    for roots in servers.values():
+        server_shared = len(roots) > 1 and not repeats(roots)
+        for root in roots:
+            peers = sessions[root.session.session_id]
+            if server_shared:
+                others = [r for r in roots if r is not root]
+                scope = "server" if len({r.session.session_id for r in roots}) > 1 else "session"
+            elif len(peers) > 1 and not repeats(peers):
+                others = [r for r in peers if r is not root]
+                scope = "session"
+            else:
+                others = []
+                scope = "per-stream" if len(peers) > 1 or len(roots) > 1 else "unknown"
+            root.session.counter_scope = scope
+            exclusions[id(root)] = frozenset().union(*(keys[id(r)] for r in others))
+    return exclusions

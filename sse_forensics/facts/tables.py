@@ -1,0 +1,165 @@
+"""Fixed schemas of the fact tables, so that a rule's predicate meets the same columns and
+types on every capture — even an empty one. Documented in ``docs/facts.md``."""
+
+from __future__ import annotations
+
+import polars as pl
+
+EVIDENCE = pl.List(
+    pl.Struct(
+        {
+            "source": pl.String,
+            "frame": pl.Int64,
+            "line": pl.Int64,
+            "ts": pl.Float64,
+            "what": pl.String,
+        }
+    )
+)
+
+_STREAM_COMMON = {
+    "session_id": pl.String,
+    "session_inferred": pl.Boolean,
+    "stream": pl.String,
+    "stream_label": pl.String,
+    "id_scheme": pl.String,
+    "counter_scope": pl.String,
+}
+
+TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "sessions": {
+        "session_id": pl.String,
+        "session_inferred": pl.Boolean,
+        "session_source": pl.String,
+        "protocol_version": pl.String,
+        "id_scheme": pl.String,
+        "counter_scope": pl.String,
+        "streams": pl.Int64,
+        "resumes": pl.Int64,
+        "data_events": pl.Int64,
+    },
+    "streams": {
+        **_STREAM_COMMON,
+        "response_stream": pl.String,
+        "response_label": pl.String,
+        "kind": pl.String,
+        "method": pl.String,
+        "target": pl.String,
+        "status": pl.Int64,
+        "last_event_id": pl.String,
+        "resumes_stream": pl.String,
+        "connection": pl.Int64,
+        "community_id": pl.String,
+        "request_frame": pl.Int64,
+        "response_frame": pl.Int64,
+        "source": pl.String,
+        "first_ts": pl.Float64,
+        "last_ts": pl.Float64,
+        "events": pl.Int64,
+        "data_events": pl.Int64,
+        "first_id": pl.String,
+        "last_id": pl.String,
+        "complete": pl.Boolean,
+        "end_reason": pl.String,
+        "missing_spans": pl.Int64,
+        "no_store": pl.Boolean,
+        "trailing_bytes": pl.Int64,
+    },
+    "events": {
+        "session_id": pl.String,
+        "stream": pl.String,
+        "response_stream": pl.String,
+        "position": pl.Int64,
+        "id": pl.String,
+        "id_field": pl.String,
+        "event": pl.String,
+        "kind": pl.String,
+        "data_bytes": pl.Int64,
+        "rpc_method": pl.String,
+        "rpc_id": pl.String,
+        "source": pl.String,
+        "frame_first": pl.Int64,
+        "frame_last": pl.Int64,
+        "ts_first": pl.Float64,
+        "ts_last": pl.Float64,
+        "offset_start": pl.Int64,
+        "offset_end": pl.Int64,
+    },
+    "resumes": {
+        **_STREAM_COMMON,
+        "response_stream": pl.String,
+        "response_label": pl.String,
+        "last_event_id": pl.String,
+        "successor": pl.String,
+        "resumes_stream": pl.String,
+        "status": pl.Int64,
+        "is_event_stream": pl.Boolean,
+        "data_events": pl.Int64,
+        "first_event_id": pl.String,
+        "successor_dropped": pl.Boolean,
+        "dropped_by": pl.String,
+        "gap_signal": pl.String,
+        "first": pl.String,
+        "last": pl.String,
+        "count": pl.Int64,
+        "evidence_complete": pl.Boolean,
+        "verdict": pl.String,
+        "request_frame": pl.Int64,
+        "ts": pl.Float64,
+        "evidence": EVIDENCE,
+    },
+    "gaps": {
+        "gap_id": pl.Int64,
+        **_STREAM_COMMON,
+        "response_stream": pl.String,
+        "response_label": pl.String,
+        "location": pl.String,
+        "detected_by": pl.String,
+        "first": pl.String,
+        "last": pl.String,
+        "count": pl.Int64,
+        "before_id": pl.String,
+        "after_id": pl.String,
+        "last_event_id": pl.String,
+        "status": pl.Int64,
+        "signal": pl.String,
+        "signal_late": pl.Boolean,
+        "evidence_complete": pl.Boolean,
+        "missing_spans": pl.Int64,
+        "verdict": pl.String,
+        "ts": pl.Float64,
+        "ts_after": pl.Float64,
+        "evidence": EVIDENCE,
+    },
+    "signals": {
+        "session_id": pl.String,
+        "stream": pl.String,
+        "response_stream": pl.String,
+        "kind": pl.String,
+        "first": pl.String,
+        "last": pl.String,
+        "valid": pl.Boolean,
+        "position": pl.Int64,
+        "source": pl.String,
+        "frame": pl.Int64,
+        "ts": pl.Float64,
+    },
+    "requests": {
+        "session_id": pl.String,
+        "connection": pl.Int64,
+        "exchange": pl.Int64,
+        "rpc_method": pl.String,
+        "rpc_id": pl.String,
+        "source": pl.String,
+        "frame": pl.Int64,
+        "ts": pl.Float64,
+        "status": pl.Int64,
+        "response_complete": pl.Boolean,
+    },
+}
+
+
+def frame(table: str, rows: list[dict]) -> pl.DataFrame:
+    """Rows as a DataFrame with the table's fixed schema (missing keys become null)."""
+    schema = TABLE_SCHEMAS[table]
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

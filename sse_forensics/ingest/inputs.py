@@ -1,0 +1,56 @@
+"""Which files to read, and their frames merged into one timeline (like ``mergecap``)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+from collections.abc import Iterator
+
+from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest.packets import Frame
+from sse_forensics.ingest.pcap import CaptureReader, sniff_capture
+
+
+def expand_inputs(paths: list[str]) -> list[str]:
+    """Files as given; a directory stands for the capture files directly in it (by magic
+    number, sorted by name). A path that does not exist raises :class:`UnreadableInput`."""
+    files: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                candidate = os.path.join(path, name)
+                if os.path.isfile(candidate) and sniff_capture(candidate):
+                    files.append(candidate)
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            raise UnreadableInput(path, "no such file or directory")
+    return files
+
+
+def _keyed(reader: CaptureReader) -> Iterator[tuple[float, Frame | ReadError]]:
+    """(merge key, item); a ReadError sorts at its own time, or right after the frame
+    before it (its place in the file)."""
+    last = -math.inf
+    for item in reader:
+        if isinstance(item, Frame):
+            last = item.origin.ts
+            yield last, item
+        else:
+            yield (item.ts if item.ts is not None else last), item
+
+
+def merged_frames(paths: list[str]) -> Iterator[Frame | ReadError]:
+    """Frames of all ``paths`` in timestamp order, as one capture (``mergecap`` merges the
+    same way: each file is assumed in order; equal times keep the order of ``paths``).
+    Every frame keeps its own file and frame number.
+
+    All files are opened first, so a file that is not a capture raises
+    :class:`UnreadableInput` before any frame is produced.
+    """
+    readers = [CaptureReader(path) for path in paths]
+    if len(readers) == 1:
+        return iter(readers[0])
+    merged = heapq.merge(*(_keyed(r) for r in readers), key=lambda pair: pair[0])
+    return (item for _key, item in merged)

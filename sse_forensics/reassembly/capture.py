@@ -1,0 +1,180 @@
+"""Drive the layers over one capture: frames → TCP segments → per-connection byte streams →
+HTTP exchanges → SSE events. This module wires the sans-I/O parsers together; it reads no
+files itself (the frames come from :mod:`sse_forensics.ingest`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sse_forensics.errors import ReadError
+from sse_forensics.ingest.linklayer import decode_tcp
+from sse_forensics.ingest.packets import Frame
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.exchange import BodyHole, Exchange
+from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.http import HTTPConnection
+from sse_forensics.reassembly.http_events import (
+    BodyGap,
+    HTTPEvent,
+    ProtocolError,
+    RequestBody,
+    RequestEnd,
+    RequestHead,
+    ResponseBody,
+    ResponseEnd,
+    ResponseHead,
+)
+from sse_forensics.reassembly.sse import SSEParser
+from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+
+
+@dataclass(slots=True)
+class Reassembly:
+    """Everything reassembled from one capture (one or more files merged in time order)."""
+
+    connections: list[Connection] = field(default_factory=list)
+    exchanges: list[Exchange] = field(default_factory=list)
+    errors: list[ReadError] = field(default_factory=list)
+    frames: int = 0
+    tcp_segments: int = 0
+
+
+class _ConnectionAnalyzer:
+    """HTTP and SSE state of one TCP connection."""
+
+    __slots__ = ("connection", "errors", "exchanges", "http", "parsers")
+
+    def __init__(self, connection: Connection, errors: list[ReadError]) -> None:
+        self.connection = connection
+        self.http = HTTPConnection()
+        self.exchanges: dict[int, Exchange] = {}
+        self.parsers: dict[int, SSEParser] = {}
+        self.errors = errors
+
+    def _exchange(self, index: int) -> Exchange:
+        ex = self.exchanges.get(index)
+        if ex is None:
+            ex = self.exchanges[index] = Exchange(connection_id=self.connection.id, index=index)
+        return ex
+
+    def data(self, direction: Direction, piece: StreamData | MissingSpan) -> None:
+        if isinstance(piece, StreamData):
+            self._handle(self.http.feed(direction, piece.data, piece.origin))
+        else:
+            self._handle(self.http.missing(piece))
+
+    def end(self, direction: Direction, origin: Origin | None, reason: str) -> None:
+        self._handle(self.http.end(direction, origin, reason))
+
+    def finish(self) -> None:
+        """End of capture: streams still open are closed as incomplete."""
+        for index, parser in list(self.parsers.items()):
+            self._close_parser(self._exchange(index), parser)
+
+    def _close_parser(self, ex: Exchange, parser: SSEParser) -> None:
+        ex.events.extend(parser.close())
+        ex.comments.extend(parser.take_comments())
+        ex.trailing = parser.trailing
+        del self.parsers[ex.index]
+
+    def _handle(self, events: list[HTTPEvent]) -> None:
+        for ev in events:
+            if isinstance(ev, ResponseBody):
+                ex = self._exchange(ev.exchange)
+                ex.body_bytes += len(ev.data)
+                ex.last_body_origin = ev.origin
+                parser = self.parsers.get(ev.exchange)
+                if parser is not None:
+                    ex.events.extend(parser.feed(ev.data, ev.origin))
+                    ex.comments.extend(parser.take_comments())
+                else:
+                    ex.keep_response_body(ev.data)
+            elif isinstance(ev, RequestHead):
+                self._exchange(ev.exchange).request = ev
+            elif isinstance(ev, RequestBody):
+                self._exchange(ev.exchange).keep_request_body(ev.data)
+            elif isinstance(ev, RequestEnd):
+                self._exchange(ev.exchange).request_complete = True
+            elif isinstance(ev, ResponseHead):
+                ex = self._exchange(ev.exchange)
+                if ev.interim:
+                    ex.interim.append(ev)
+                else:
+                    ex.response = ev
+                    if ex.is_event_stream:
+                        self.parsers[ev.exchange] = SSEParser(report_empty=True)
+            elif isinstance(ev, ResponseEnd):
+                ex = self._exchange(ev.exchange)
+                ex.response_complete = ev.complete
+                ex.response_end_reason = ev.reason
+                ex.response_end = ev.origin
+                parser = self.parsers.get(ev.exchange)
+                if parser is not None:
+                    self._close_parser(ex, parser)
+            elif isinstance(ev, BodyGap):
+                if ev.direction != "server":
+                    continue
+                ex = self._exchange(ev.exchange)
+                parser = self.parsers.get(ev.exchange)
+                offset = parser.offset if parser is not None else ex.body_bytes
+                ex.holes.append(BodyHole(body_offset=offset, span=ev.span))
+                if parser is not None:
+                    ex.events.extend(parser.skip(ev.span.length))
+            elif isinstance(ev, ProtocolError):
+                origin = ev.origin
+                self.errors.append(
+                    ReadError(
+                        source=origin.source if origin else "",
+                        what=f"HTTP {ev.direction}: {ev.what}",
+                        frame=origin.number if origin else None,
+                        ts=origin.ts if origin else None,
+                    )
+                )
+
+
+def reassemble(items: Iterable[Frame | ReadError]) -> Reassembly:
+    """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
+    exchanges and SSE events."""
+    result = Reassembly()
+    tracker = ConnectionTracker()
+    analyzers: dict[int, _ConnectionAnalyzer] = {}
+
+    def route(pieces: list[tuple[Connection, Direction, StreamData | MissingSpan]]) -> None:
+        for conn, direction, piece in pieces:
+            analyzer = analyzers.get(conn.id)
+            if analyzer is None:
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, result.errors)
+            analyzer.data(direction, piece)
+
+    for item in items:
+        if isinstance(item, ReadError):
+            result.errors.append(item)
+            continue
+        result.frames += 1
+        seg = decode_tcp(item)
+        if seg is None:
+            continue
+        if isinstance(seg, ReadError):
+            result.errors.append(seg)
+            continue
+        result.tcp_segments += 1
+        route(tracker.feed(seg))
+    route(tracker.close())
+
+    for conn in tracker.connections:
+        analyzer = analyzers.get(conn.id)
+        if analyzer is None:
+            continue
+        for direction in ("client", "server"):
+            fin = conn.fin.get(direction)
+            if fin is not None:
+                analyzer.end(direction, fin, "fin")
+            elif conn.rst is not None:
+                analyzer.end(direction, conn.rst, "rst")
+            else:
+                analyzer.end(direction, conn.last, "capture-end")
+        analyzer.finish()
+        result.exchanges.extend(analyzer.exchanges[i] for i in sorted(analyzer.exchanges))
+    result.connections = list(tracker.connections)
+    return result

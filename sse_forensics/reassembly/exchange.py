@@ -1,0 +1,71 @@
+"""One HTTP exchange as reassembled from a capture: the request, the final response, and —
+for a ``text/event-stream`` response — its SSE events, comments and missing-bytes spans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.http_events import Headers, RequestHead, ResponseHead, header
+from sse_forensics.reassembly.stream import MissingSpan
+
+# Bodies other than event streams are kept only as far as the facts need them (JSON-RPC
+# requests and responses are small); a cap keeps a large download from living in memory.
+MAX_KEPT_BODY = 1 << 20
+
+
+@dataclass(slots=True)
+class BodyHole:
+    """A missing-bytes span inside a response body, at ``body_offset`` of the decoded body."""
+
+    body_offset: int
+    span: MissingSpan
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Request ``index`` on its connection and the final response that answered it."""
+
+    connection_id: int
+    index: int
+    request: RequestHead | None = None
+    request_body: bytearray = field(default_factory=bytearray)
+    request_complete: bool = False
+    interim: list[ResponseHead] = field(default_factory=list)
+    response: ResponseHead | None = None
+    response_body: bytearray = field(default_factory=bytearray)
+    response_complete: bool = False
+    response_end_reason: str | None = None
+    response_end: Origin | None = None
+    last_body_origin: Origin | None = None
+    events: list = field(default_factory=list)  # list[SSEEvent]
+    comments: list = field(default_factory=list)  # list[SSEComment]
+    holes: list[BodyHole] = field(default_factory=list)
+    trailing: bytes = b""
+    body_bytes: int = 0
+
+    @property
+    def request_headers(self) -> Headers:
+        return self.request.headers if self.request else []
+
+    @property
+    def response_headers(self) -> Headers:
+        return self.response.headers if self.response else []
+
+    @property
+    def is_event_stream(self) -> bool:
+        """RFC 9110 §8.3: media type compared case-insensitively, parameters ignored."""
+        if self.response is None:
+            return False
+        ctype = header(self.response.headers, "content-type") or ""
+        return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+    def keep_request_body(self, data: bytes) -> None:
+        room = MAX_KEPT_BODY - len(self.request_body)
+        if room > 0:
+            self.request_body += data[:room]
+
+    def keep_response_body(self, data: bytes) -> None:
+        room = MAX_KEPT_BODY - len(self.response_body)
+        if room > 0:
+            self.response_body += data[:room]

@@ -1,0 +1,245 @@
+"""TCP connection tracking: which segments belong together, who is the client, and the
+two reassembled byte streams of each connection.
+
+The client is, in order of evidence: the sender of a SYN without ACK; the receiver of a
+SYN+ACK (RFC 9293 §3.5); the side whose first payload starts with an HTTP method token,
+or whose peer's first payload starts with ``HTTP/`` (RFC 9112 §3, §4); else the side with
+the higher (ephemeral) port. Until one of these is known, a new flow's segments are held
+(at most :data:`UNDECIDED_LIMIT` of them) so no byte is assigned to the wrong side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import communityid
+
+from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.tcp import TCPStreamReassembler
+
+Endpoint = tuple[str, int]
+Piece = StreamData | MissingSpan
+Output = list[tuple["Connection", Direction, Piece]]
+
+# RFC 9110 §9.3 methods, with the space that ends the token in a request line.
+HTTP_METHOD_PREFIXES = (
+    b"GET ",
+    b"POST ",
+    b"HEAD ",
+    b"PUT ",
+    b"DELETE ",
+    b"OPTIONS ",
+    b"PATCH ",
+    b"CONNECT ",
+    b"TRACE ",
+)
+HTTP_RESPONSE_PREFIX = b"HTTP/"
+# Payload-bearing segments to wait for an HTTP hint before falling back to port numbers.
+UNDECIDED_LIMIT = 32
+
+_COMMUNITY_ID = communityid.CommunityID()
+
+
+def community_id(client: Endpoint, server: Endpoint) -> str:
+    """Community ID v1 of a TCP flow (https://github.com/corelight/community-id-spec)."""
+    return _COMMUNITY_ID.calc(
+        communityid.FlowTuple.make_tcp(client[0], server[0], client[1], server[1])
+    )
+
+
+@dataclass(eq=False)
+class Connection:
+    id: int  # 1-based, order of first frame
+    client: Endpoint
+    server: Endpoint
+    community_id: str
+    first: Origin
+    last: Origin
+    handshake_seen: bool = False  # SYN from the client seen
+    mid_stream: bool = False  # picked up without SYN
+    fin: dict[Direction, Origin] = field(default_factory=dict)
+    rst: Origin | None = None
+    rst_by: Direction | None = None
+    missing: list[MissingSpan] = field(default_factory=list)
+    packets: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """Closed on the wire (FIN both ways, or RST): a new SYN starts a new connection,
+        and a future expiry pass may flush it."""
+        return self.rst is not None or len(self.fin) == 2
+
+
+class _Flow:
+    """Tracker state of one connection (or of a 4-tuple whose roles are still unknown)."""
+
+    __slots__ = ("conn", "pending", "streams")
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        self.pending: list[TCPSegment] = []
+        self.streams: dict[Endpoint, tuple[Direction, TCPStreamReassembler]] = {}
+
+
+def _client_hint(seg: TCPSegment) -> Endpoint | None:
+    """The client endpoint if this segment alone tells it, else None."""
+    src, dst = (seg.src, seg.sport), (seg.dst, seg.dport)
+    flags = seg.flags
+    if flags & TCP_SYN:
+        return dst if flags & TCP_ACK else src
+    payload = seg.payload
+    if payload:
+        if payload.startswith(HTTP_METHOD_PREFIXES):
+            return src
+        if payload.startswith(HTTP_RESPONSE_PREFIX):
+            return dst
+    return None
+
+
+class ConnectionTracker:
+    """Feed decoded segments in capture order; get ``(connection, direction, piece)``."""
+
+    def __init__(self, max_buffered: int = 8 << 20) -> None:
+        self.max_buffered = max_buffered
+        self._flows: dict[tuple[str, int, str, int], _Flow] = {}
+        self._connections: list[Connection] = []
+
+    @property
+    def connections(self) -> list[Connection]:
+        return self._connections
+
+    def feed(self, seg: TCPSegment) -> Output:
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        flow = self._flows.get(key)
+        out: Output = []
+        if flow is None:
+            flow = _Flow()
+            self._flows[key] = flow
+            self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
+        elif (
+            seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN
+            and flow.conn is not None
+            and flow.conn.finished
+        ):
+            # Port reuse: a fresh SYN on a 4-tuple whose connection ended.
+            self._finish(flow, out)
+            flow = _Flow()
+            self._flows[key] = flow
+            self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
+        if flow.conn is not None:
+            self._process(flow, seg, out)
+            return out
+        flow.pending.append(seg)
+        client = _client_hint(seg)
+        if client is None:
+            with_payload = sum(1 for s in flow.pending if s.payload)
+            if with_payload < UNDECIDED_LIMIT and not seg.flags & (TCP_FIN | TCP_RST):
+                return out
+            client = self._client_by_port(seg)
+        self._decide(flow, client, out)
+        return out
+
+    def close(self) -> Output:
+        """End of capture: decide pending flows, flush every reassembler."""
+        out: Output = []
+        seen: set[int] = set()
+        for flow in self._flows.values():
+            if id(flow) in seen:
+                continue
+            seen.add(id(flow))
+            if flow.conn is None and flow.pending:
+                self._decide(flow, self._client_by_port(flow.pending[0]), out)
+            self._finish(flow, out)
+        return out
+
+    # -- internals ------------------------------------------------------------------------
+
+    @staticmethod
+    def _client_by_port(seg: TCPSegment) -> Endpoint:
+        # Ephemeral ports are the high ones (RFC 6056); on a tie keep the first sender.
+        if seg.dport > seg.sport:
+            return (seg.dst, seg.dport)
+        return (seg.src, seg.sport)
+
+    def _decide(self, flow: _Flow, client: Endpoint, out: Output) -> None:
+        first = flow.pending[0]
+        server = (
+            (first.dst, first.dport)
+            if client == (first.src, first.sport)
+            else (
+                first.src,
+                first.sport,
+            )
+        )
+        conn = Connection(
+            id=len(self._connections) + 1,
+            client=client,
+            server=server,
+            community_id=community_id(client, server),
+            first=first.origin,
+            last=first.origin,
+            mid_stream=not first.flags & TCP_SYN,
+        )
+        self._connections.append(conn)
+        flow.conn = conn
+        flow.streams = {
+            client: ("client", TCPStreamReassembler("client", self.max_buffered)),
+            server: ("server", TCPStreamReassembler("server", self.max_buffered)),
+        }
+        pending, flow.pending = flow.pending, []
+        for seg in pending:
+            self._process(flow, seg, out)
+
+    def _process(self, flow: _Flow, seg: TCPSegment, out: Output) -> None:
+        conn = flow.conn
+        assert conn is not None
+        origin = seg.origin
+        conn.packets += 1
+        conn.last = origin
+        direction, stream = flow.streams[(seg.src, seg.sport)]
+        flags = seg.flags
+        syn = bool(flags & TCP_SYN)
+        if syn and direction == "client" and not flags & TCP_ACK:
+            conn.handshake_seen = True
+        fin = bool(flags & TCP_FIN)
+        rst = bool(flags & TCP_RST)
+        if fin and direction not in conn.fin:
+            conn.fin[direction] = origin
+        if rst and conn.rst is None:
+            conn.rst = origin
+            conn.rst_by = direction
+        pieces = stream.segment(
+            seg.seq,
+            seg.payload,
+            origin,
+            syn=syn,
+            fin=fin,
+            rst=rst,
+            missing_tail=seg.missing_tail,
+        )
+        if pieces:
+            self._collect(conn, direction, pieces, out)
+        if flags & TCP_ACK and not rst:
+            peer_direction: Direction = "server" if direction == "client" else "client"
+            peer = flow.streams[(seg.dst, seg.dport)][1]
+            pieces = peer.acknowledged(seg.ack, origin)
+            if pieces:
+                self._collect(conn, peer_direction, pieces, out)
+
+    @staticmethod
+    def _collect(conn: Connection, direction: Direction, pieces: list[Piece], out: Output) -> None:
+        for piece in pieces:
+            if isinstance(piece, MissingSpan):
+                conn.missing.append(piece)
+            out.append((conn, direction, piece))
+
+    def _finish(self, flow: _Flow, out: Output) -> None:
+        conn = flow.conn
+        if conn is None:
+            return
+        for direction, stream in flow.streams.values():
+            pieces = stream.close()
+            if pieces:
+                self._collect(conn, direction, pieces, out)

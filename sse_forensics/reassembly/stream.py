@@ -1,0 +1,46 @@
+"""The output of TCP reassembly for one direction of a connection: in-order data pieces
+and the spans the capture does not hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sse_forensics.provenance import Origin
+
+Direction = Literal["client", "server"]
+"""``client`` = bytes sent by the client (requests); ``server`` = responses."""
+
+MissingReason = Literal["hole", "snaplen", "acked-unseen", "mid-stream"]
+
+
+@dataclass(slots=True)
+class StreamData:
+    """``data`` sits at ``offset`` (bytes since the first byte seen in this direction)."""
+
+    offset: int
+    data: bytes
+    origin: Origin
+
+
+@dataclass(slots=True)
+class MissingSpan:
+    """Bytes the capture does not hold: evidence for ``indeterminate``, never skipped.
+
+    ``length`` is ``None`` when it cannot be known. ``after``/``before`` are the frames
+    that bound the hole (``None`` at the edges of the capture).
+    """
+
+    direction: Direction
+    offset: int
+    length: int | None
+    reason: MissingReason
+    after: Origin | None = None
+    before: Origin | None = None
+
+    def describe(self) -> str:
+        size = "unknown number of" if self.length is None else str(self.length)
+        return f"{size} {self.direction} bytes missing from the capture ({self.reason})"
+
+
+StreamPiece = StreamData | MissingSpan

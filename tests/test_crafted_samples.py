@@ -1,0 +1,183 @@
+"""The crafted samples are reproducible and say on the wire what their names promise.
+
+Determinism: regenerating them must give the committed bytes (tests rely on frame numbers).
+Then tshark, an independent dissector, checks link layer, addresses, timestamps, the SSE IDs
+carried by each TCP stream, and that no frame is malformed unless the sample intends it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
+TSHARK = shutil.which("tshark")
+needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+
+
+def _load_crafted() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("samples_crafted", SAMPLES_DIR / "crafted.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+crafted = _load_crafted()
+
+
+def _capture(name: str) -> Path:
+    pcap = SAMPLES_DIR / f"{name}.pcap"
+    return pcap if pcap.exists() else SAMPLES_DIR / f"{name}.pcapng"
+
+
+def _ints(*ranges: range) -> list[bytes]:
+    return [b"%d" % n for r in ranges for n in r]
+
+
+# The `id:` values on the wire, all TCP streams in order, as built (not as analyzed).
+WIRE_IDS = {
+    "crafted-reorder-retransmit": _ints(range(1, 21)),
+    "crafted-capture-loss": _ints(range(1, 8), range(10, 21)),
+    "crafted-snaplen": _ints(range(1, 21)),  # event 8's id line survives the cut
+    "crafted-seq-wraparound": _ints(range(1, 41)),
+    "crafted-midstream-pickup": _ints(range(6, 21)),  # event 5's id line predates the capture
+    "crafted-vlan-ipv6-live-jump": _ints(range(1, 8), range(13, 21)),
+    "crafted-sll2-resume-jump": _ints(range(1, 8), range(13, 21)),
+    "crafted-pcapng-ns-nullloop-prefixed": [b"s1:" + n for n in _ints(range(1, 8), range(13, 21))],
+    "crafted-hostile-bytes": [
+        *_ints(range(1, 5)),
+        b"5\x00" + crafted.HOSTILE_MARKUP,
+        *_ints(range(7, 9)),
+    ],
+    "crafted-garbage-chunk": _ints(range(1, 13)),
+}
+
+# frame.protocols and source address of frame 1.
+FIRST_FRAME = {
+    "crafted-midstream-pickup": ("eth:ethertype:ip:tcp:data", "10.0.0.2"),
+    "crafted-vlan-ipv6-live-jump": ("eth:ethertype:vlan:ethertype:ipv6:tcp", "2001:db8:120::11"),
+    "crafted-sll2-resume-jump": ("sll:ethertype:ip:tcp", "10.0.0.11"),
+    "crafted-pcapng-ns-nullloop-prefixed": ("null:ip:tcp", "127.0.0.1"),
+}
+
+# Frames tshark is meant to call short or malformed; every other frame must be clean.
+INTENDED_BAD_FRAMES = {"crafted-snaplen": {"28"}}
+
+
+def test_sample_set_matches_the_brief() -> None:
+    assert [s.name for s in crafted.SAMPLES] == list(WIRE_IDS)
+
+
+def test_regenerated_samples_are_byte_identical(tmp_path: Path) -> None:
+    written = crafted.main(tmp_path)
+    assert len(written) == 2 * len(crafted.SAMPLES)
+    for path in written:
+        committed = SAMPLES_DIR / path.name
+        assert committed.exists(), f"{path.name} is not committed in samples/"
+        assert path.read_bytes() == committed.read_bytes(), f"{path.name} differs"
+
+
+def _tshark(capture: Path, *args: str) -> str:
+    assert TSHARK is not None
+    done = subprocess.run(
+        [TSHARK, "-n", "-r", str(capture), "-o", "tcp.reassemble_out_of_order:TRUE", *args],
+        capture_output=True,
+        check=True,
+    )
+    return done.stdout.decode("utf-8", "replace")
+
+
+def _followed_bytes(capture: Path) -> bytes:
+    """Both directions of every TCP stream as tshark reassembles them, stream after stream."""
+    streams = sorted(set(_tshark(capture, "-T", "fields", "-e", "tcp.stream").split()), key=int)
+    data = b""
+    for stream in streams:
+        out = _tshark(capture, "-q", "-z", f"follow,tcp,raw,{stream}")
+        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", out, re.MULTILINE)
+        data += b"".join(bytes.fromhex(line) for line in hex_lines)
+    return data
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", list(WIRE_IDS))
+def test_wire_carries_the_constructed_event_ids(name: str) -> None:
+    ids = re.findall(rb"^id: ([^\n]*)$", _followed_bytes(_capture(name)), re.MULTILINE)
+    assert ids == WIRE_IDS[name]
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", list(WIRE_IDS))
+def test_no_malformed_frames_except_intended(name: str) -> None:
+    bad = "_ws.malformed || _ws.short || _ws.expert.severity >= 8388608"  # PI_ERROR
+    out = _tshark(_capture(name), "-Y", bad, "-T", "fields", "-e", "frame.number")
+    assert set(out.split()) == INTENDED_BAD_FRAMES.get(name, set())
+
+
+@needs_tshark
+@pytest.mark.parametrize("name", list(FIRST_FRAME))
+def test_link_layer_and_addresses(name: str) -> None:
+    fields = ("frame.protocols", "ip.src", "ipv6.src")
+    args = ["-c", "1", "-T", "fields", *(x for f in fields for x in ("-e", f))]
+    protocols, *sources = _tshark(_capture(name), *args).rstrip("\n").split("\t")
+    assert (protocols, "".join(sources)) == FIRST_FRAME[name]
+
+
+@needs_tshark
+def test_sll2_marks_direction_and_vlan_is_120() -> None:
+    sll = _tshark(
+        _capture("crafted-sll2-resume-jump"),
+        "-c",
+        "2",
+        "-T",
+        "fields",
+        "-e",
+        "sll.pkttype",
+        "-e",
+        "sll.ifindex",
+    )
+    assert sll.split("\n")[:2] == ["0\t2", "4\t2"]  # to us (client), sent by us (server)
+    vlan = _tshark(_capture("crafted-vlan-ipv6-live-jump"), "-T", "fields", "-e", "vlan.id")
+    assert set(vlan.split()) == {"120"}
+
+
+@needs_tshark
+def test_pcapng_keeps_nanoseconds() -> None:
+    out = _tshark(
+        _capture("crafted-pcapng-ns-nullloop-prefixed"),
+        "-Y",
+        "frame.number == 8",
+        "-T",
+        "fields",
+        "-e",
+        "frame.time_epoch",
+    )
+    assert out.strip() == "1767225600.004140123"
+
+
+@needs_tshark
+def test_server_sequence_numbers_wrap() -> None:
+    out = _tshark(
+        _capture("crafted-seq-wraparound"),
+        "-o",
+        "tcp.relative_sequence_numbers:FALSE",
+        "-Y",
+        "tcp.srcport == 8000 && tcp.len > 0",
+        "-T",
+        "fields",
+        "-e",
+        "tcp.seq",
+        "-e",
+        "tcp.len",
+    )
+    segments = [tuple(map(int, line.split())) for line in out.splitlines()]
+    assert segments[0][0] == crafted.WRAP_ISN + 1
+    assert any(seq + length > 1 << 32 for seq, length in segments), "one segment crosses 2**32"
