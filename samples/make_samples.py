@@ -81,8 +81,9 @@ def scenarios() -> list[Scenario]:
         return ServerKnobs(session_id=f"{name}-0001", seed=name, **kw)  # type: ignore[arg-type]
 
     drop7 = ClientPlan(disconnect_after=7, resume=True)
-    opaque = knobs("opaque-resume-jump", id_scheme="opaque", live_stop_after=10,
-                   replay_evicted=(8, 10))  # fmt: skip
+    opaque = knobs(
+        "opaque-resume-jump", id_scheme="opaque", live_stop_after=10, replay_evicted=(8, 10)
+    )
     opaque_ids = [expected_event_id(opaque, 1, n) for n in range(0, 21)]
     silent_8_12 = [
         finding("silent-resume-jump", "silent_corruption", "8", "12"),
@@ -147,8 +148,12 @@ def scenarios() -> list[Scenario]:
             'resume is answered 200 with event: resume-gap {"requested": 7, '
             '"oldest_retained": 13}, then 13-20.',
             profile(
-                knobs("resume-gap-signalled", live_stop_after=7, replay_evicted=EVICTED,
-                      signal_resume_gap=True),  # fmt: skip
+                knobs(
+                    "resume-gap-signalled",
+                    live_stop_after=7,
+                    replay_evicted=EVICTED,
+                    signal_resume_gap=True,
+                ),
                 drop7,
             ),
             [finding("resume-gap-signalled", "expected_gap", "8", "12")],
@@ -159,8 +164,13 @@ def scenarios() -> list[Scenario]:
             "One session, two concurrent tools/call streams taking turns on one shared "
             "counter (A: 1,3,...,21; B: 2,4,...,22) and a standalone GET stream (23-25).",
             profile(
-                knobs("shared-counter-two-streams", shared_counter=True, interleaved_calls=2,
-                      events_per_call=10, standalone_events=2),  # fmt: skip
+                knobs(
+                    "shared-counter-two-streams",
+                    shared_counter=True,
+                    interleaved_calls=2,
+                    events_per_call=10,
+                    standalone_events=2,
+                ),
                 ClientPlan(concurrent_calls=2, standalone_stream=True),
             ),
             wire_ids=ints(1, 25),
@@ -194,8 +204,9 @@ def scenarios() -> list[Scenario]:
             '{"last_written_id": 7} and closes; 8-12 were discarded; the client resumes '
             "with Last-Event-ID 7 and the replay starts at 13.",
             profile(
-                knobs("backpressure-disconnect-resume", backpressure_after=7,
-                      replay_evicted=EVICTED),  # fmt: skip
+                knobs(
+                    "backpressure-disconnect-resume", backpressure_after=7, replay_evicted=EVICTED
+                ),
                 ClientPlan(resume=True),
             ),
             [finding("backpressure-gap-signalled", "expected_gap", "8", "12")],
@@ -220,13 +231,23 @@ def scenarios() -> list[Scenario]:
 
 
 # --- capture ---------------------------------------------------------------------------
+# With --immediate-mode libpcap uses fixed-size ring slots of snaplen bytes each: at -s 0
+# (256 KiB) the default 2 MiB buffer holds ~8 packets and a burst overflows it. -B is in KiB.
+CAPTURE_BUFFER_KIB = 65536
+ATTEMPTS = 3  # a capture the kernel dropped packets from is made again
+
+
+class CaptureDropped(Exception):
+    """tcpdump reports packets dropped by the kernel: the capture is incomplete."""
+
+
 @contextmanager
 def tcpdump(pcap: Path, port: int) -> Iterator[None]:
     """Record ``tcp port PORT`` on ``lo`` for the duration of the block (-U: flush per packet)."""
     # --immediate-mode: without it, packets still in the kernel ring's open block when
     # SIGINT arrives are lost. -Z root: keep the file owned by the user who made it.
-    command = ["tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-Z", "root"]
-    command += ["-w", str(pcap), f"tcp port {port}"]
+    command = ["tcpdump", "-i", "lo", "-s", "0", "-B", str(CAPTURE_BUFFER_KIB), "-U"]
+    command += ["--immediate-mode", "-Z", "root", "-w", str(pcap), f"tcp port {port}"]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     first_line = process.stderr.readline()  # "listening on lo, ..." once the filter is live
@@ -239,9 +260,12 @@ def tcpdump(pcap: Path, port: int) -> Iterator[None]:
     finally:
         time.sleep(0.3)  # let the last FIN/ACKs through the filter
         process.send_signal(signal.SIGINT)
-        rest = process.communicate(timeout=10)[1]
-        if "packets captured" not in rest:
-            raise RuntimeError(f"tcpdump did not report its count: {rest.strip()}")
+        report = process.communicate(timeout=10)[1]
+    if "packets captured" not in report:
+        raise RuntimeError(f"tcpdump did not report its count: {report.strip()}")
+    dropped = re.search(r"(\d+) packets? dropped by kernel", report)
+    if dropped and int(dropped.group(1)):
+        raise CaptureDropped(f"{dropped.group(1)} packets dropped by the kernel")
 
 
 def port_is_free(port: int) -> bool:
@@ -289,8 +313,15 @@ def make(scenario: Scenario, port: int, out_dir: Path) -> None:
     if not port_is_free(port):
         raise RuntimeError(f"port {port} for {scenario.name} is in use")
     pcap = out_dir / f"{scenario.name}.pcap"
-    with tcpdump(pcap, port):
-        scenario.run(port)
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            with tcpdump(pcap, port):
+                scenario.run(port)
+            break
+        except CaptureDropped as dropped:
+            if attempt == ATTEMPTS:
+                raise RuntimeError(f"{scenario.name}: {dropped}") from dropped
+            print(f"{scenario.name}: {dropped}, capturing again")
     problems = check_capture(scenario, pcap, port)
     if problems:
         raise RuntimeError(f"{scenario.name}: " + "; ".join(problems))
@@ -307,20 +338,30 @@ def make(scenario: Scenario, port: int, out_dir: Path) -> None:
 # --- README ----------------------------------------------------------------------------
 README_HEAD = """# Sample captures
 
-Every sample is `<name>.pcap` plus `<name>.expected.json`, whose `findings` are the ground
-truth *by construction* (what the scenario was built to produce), not the analyzer's output.
-Regenerate everything (as root: tcpdump records `lo`) with
+Every sample is `<name>.pcap` (or `.pcapng`) plus `<name>.expected.json`, whose `findings`
+are the ground truth *by construction* (what the scenario was built to produce), not the
+analyzer's output. Regenerate everything (as root: tcpdump records `lo`) with
 
-    python samples/make_samples.py            # all samples, about a minute
+    python samples/make_samples.py            # all samples, about 15 s
     python samples/make_samples.py --only resume-410 mcp-sdk-resume
 
 Loopback samples come from real servers and clients over 127.0.0.1: `profile_server.py`
 (Starlette on uvicorn, speaking shared/PROFILE.md, each misbehaviour a knob),
-`profile_client.py` (httpx) and `mcp_sdk_capture.py` (the official MCP Python SDK, server and
-client). Crafted samples are built packet by packet by `crafted.py` (scapy). Content is the
-same on every run (seeded session and event IDs); timestamps and ports differ. Inspect one
-with `tshark -r samples/NAME.pcap -Y http -d tcp.port==PORT,http` (the port is printed by
-make_samples.py and is the only TCP port in the file).
+`profile_client.py` (httpx) and `mcp_sdk_capture.py` (the official MCP Python SDK, server
+and client). Crafted samples are built packet by packet by `crafted.py` (scapy; see
+CRAFTED.md). Content is the same on every run (seeded session and event IDs); timestamps,
+`date:` headers and client ports differ. Each loopback capture holds one server port (printed
+by make_samples.py): `tshark -r samples/NAME.pcap -Y http -d tcp.port==PORT,http`.
+
+What the official Python SDK (mcp 2.3.0, sse-starlette) writes, as seen in `mcp-sdk-*`:
+- CRLF line endings; every event is its own HTTP chunk; data events carry `event: message`.
+- Priming events are `id: <uuid>` + `data: ` (a trailing space) + `retry: 100`, no `event:`;
+  every POST stream is primed, `initialize` included (its answer is an event stream, not JSON).
+- After a replay the server mints a *new* priming event (fresh ID) before the live tail.
+- Event IDs are whatever the plugged-in EventStore returns (here seeded UUIDs, like the
+  SDK's example store); the standalone GET stream carries no priming event.
+- The client resumes on the same keep-alive connection the POST stream ended on, with
+  `last-event-id` lowercase and `Cache-Control: no-store` on its GET requests.
 
 | sample | what happened | expected findings | how made |
 |---|---|---|---|
@@ -330,10 +371,12 @@ make_samples.py and is the only TCP port in the file).
 def describe_findings(findings: list[dict]) -> str:
     if not findings:
         return "none"
-    return "<br>".join(
-        f"`{f['rule']}` ({f['classification']}) {f['gap']['first']}–{f['gap']['last']}"
-        for f in findings
-    )
+    rows = []
+    for f in findings:
+        first, last = f["gap"]["first"], f["gap"]["last"]
+        span = first if last == first else f"{first}–{'?' if last is None else last}"
+        rows.append(f"`{f['rule']}` ({f['classification']}) {span}")
+    return "<br>".join(rows)
 
 
 def write_readme(out_dir: Path) -> None:

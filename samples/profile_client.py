@@ -134,7 +134,9 @@ class McpClient:
         return self.read(self.http.send(request, stream=True))
 
     def standalone_stream(self) -> StreamLog:
-        request = self.http.build_request("GET", self.url, headers=self.headers("text/event-stream"))
+        request = self.http.build_request(
+            "GET", self.url, headers=self.headers("text/event-stream")
+        )
         return self.read(self.http.send(request, stream=True))
 
     def read(

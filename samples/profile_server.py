@@ -58,7 +58,7 @@ class ServerKnobs:
     resume_status: int = 200  # 410: the server refuses every resume
     signal_resume_gap: bool = False  # a resume-gap event opens a replay that jumps
     interleaved_calls: int = 0  # n concurrent tools/call streams take turns on the counter
-    standalone_events: int = 0  # GET stream: notifications sent once all calls finished
+    standalone_events: int = 0  # GET stream: notifications sent once the calls finished
 
 
 @dataclass
@@ -255,11 +255,13 @@ class ProfileServer:
             total = knobs.events_per_call
             for n in range(1, total + 1):
                 if n == total:
-                    result = {"content": [{"type": "text", "text": f"done after {total - 1} steps"}]}
+                    result = {
+                        "content": [{"type": "text", "text": f"done after {total - 1} steps"}]
+                    }
                     data = jsonrpc({"id": request["id"], "result": result})
                 else:
-                    params = {"progressToken": token, "progress": n, "total": total - 1}
-                    params["message"] = f"step {n}"
+                    progress = {"progress": n, "total": total - 1, "message": f"step {n}"}
+                    params = {"progressToken": token, **progress}
                     data = jsonrpc({"method": "notifications/progress", "params": params})
                 event = StoredEvent(await self.allocate(stream, slot), data)
                 self.store(stream, event, keep=not in_range(n, knobs.replay_evicted))
@@ -286,7 +288,7 @@ class ProfileServer:
                 await asyncio.sleep(STALL_SECONDS)
         finally:
             self.calls_finished += 1
-            if knobs.interleaved_calls and self.calls_finished >= knobs.interleaved_calls:
+            if self.calls_finished >= max(knobs.interleaved_calls, 1):
                 self.calls_done.set()
 
     def stream_gap_event(self, stream: EventStream, gap: tuple[int, int]) -> bytes:
@@ -311,9 +313,7 @@ class ProfileServer:
     async def replay(self, stream: EventStream, requested: str) -> AsyncIterator[bytes]:
         """What the replay buffer still holds after ``requested``, in ID order."""
         rank = {event_id: i for i, event_id in enumerate(stream.assigned)}
-        pending = [
-            e for e in stream.events if e.replayable and rank[e.event_id] > rank[requested]
-        ]
+        pending = [e for e in stream.events if e.replayable and rank[e.event_id] > rank[requested]]
         if self.knobs.signal_resume_gap and pending:
             oldest = wire_id(pending[0].event_id)
             payload = {"requested": wire_id(requested), "oldest_retained": oldest}

@@ -15,3 +15,14 @@ def shared_captures() -> Path:
     if not SHARED_CAPTURES.is_dir():
         pytest.skip(f"shared captures not found at {SHARED_CAPTURES}")
     return SHARED_CAPTURES
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def sample_captures() -> list[Path]:
+    """Every bundled sample capture that has an ``.expected.json`` beside it."""
+    return sorted(
+        p for p in SAMPLES.iterdir()
+        if p.suffix in (".pcap", ".pcapng") and p.with_suffix(".expected.json").exists()
+    )

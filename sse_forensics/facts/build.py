@@ -34,6 +34,7 @@ class Facts:
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     gaps: list[GapRecord] = field(default_factory=list)
     errors: list[ReadError] = field(default_factory=list)
+    exchange_sessions: dict[tuple[int, int], SessionRecord] = field(default_factory=dict)
 
 
 def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) -> Facts:
@@ -71,7 +72,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         "requests": frame("requests", _request_rows(reassembly, by_exchange)),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
-    return Facts(tables, streams, sessions, gaps, list(reassembly.errors))
+    return Facts(tables, streams, sessions, gaps, list(reassembly.errors), by_exchange)
 
 
 def _common(s: StreamRecord) -> dict:

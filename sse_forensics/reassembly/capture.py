@@ -95,7 +95,7 @@ class _ConnectionAnalyzer:
             elif isinstance(ev, RequestBody):
                 self._exchange(ev.exchange).keep_request_body(ev.data)
             elif isinstance(ev, RequestEnd):
-                self._exchange(ev.exchange).request_complete = True
+                self._exchange(ev.exchange).request_complete = ev.complete
             elif isinstance(ev, ResponseHead):
                 ex = self._exchange(ev.exchange)
                 if ev.interim:

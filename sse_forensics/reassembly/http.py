@@ -18,12 +18,23 @@ Conventions:
   not seen (the capture started mid-connection, or the request fell in a hole) gets the
   next number of its own: it is an exchange with no ``RequestHead``.
 - Feed both directions in capture order: pairing is by order, and a response that arrives
-  while no request is pending is numbered as its own exchange.
+  while no request is pending is numbered as its own exchange — unless the next request
+  parsed was sent before it (its bytes were held behind a TCP hole), which then takes
+  that response's number.
 - A head's ``origin`` is the frame holding its first byte; a body event's is the frame
   holding its bytes (after content decoding: the frame whose coded bytes produced it);
   an end's is the frame holding the last byte, or the frame that ended the direction.
 - Nothing the bytes contain raises: a broken rule is a :class:`ProtocolError` value, and
-  the direction resynchronises at the next message start.
+  the direction resynchronises at the next message start (bytes that are not HTTP give
+  one error, then are scanned silently).
+- ``ResponseEnd.reason`` / ``RequestEnd.reason``: ``complete``; ``tunnel`` (101, or 2xx
+  to CONNECT: a :class:`Tunnel` precedes it and both directions are ignored afterwards);
+  ``fin``/``rst``/``capture-end`` (the direction ended first; a close-delimited body ended
+  by ``fin`` is complete, RFC 9112 §6.3 rule 8); ``missing-bytes`` (a hole the framing
+  could not cross, or a response lost whole in a hole — that end has no head and no
+  origin); ``malformed-chunk``; ``unknown-length`` (request with unusable framing).
+  A hole the framing crosses (inside a Content-Length body or one chunk, or anywhere in a
+  close-delimited body) gives a :class:`BodyGap` and the message can still end complete.
 """
 
 from __future__ import annotations
@@ -63,7 +74,8 @@ between two frames is still found (longer than any pattern searched for)."""
 # RFC 9112 §2.2: a recipient MAY recognise a lone LF as a line terminator.
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # RFC 9110 §5.6.2
-_FIELD_NAME = re.compile(_TOKEN)
+_FIELD_NAME = re.compile(_TOKEN.decode())
+_OWS = " \t"  # RFC 9110 §5.6.3
 _REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb")[ \t]+([^ \t]+)[ \t]+(HTTP/[0-9]\.[0-9])[ \t]*")
 _STATUS_LINE = re.compile(rb"(HTTP/[0-9]\.[0-9])[ \t]+([0-9]{3})(?:[ \t](.*))?")
 _METHOD_PREFIX = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}(?: |\Z)")
@@ -139,6 +151,13 @@ def _content_length(value: str) -> int | None:
 def _last_coding_is_chunked(transfer_encoding: str) -> bool:
     codings = [c.strip().lower() for c in transfer_encoding.split(",") if c.strip()]
     return bool(codings) and codings[-1].split(";", 1)[0].strip() == "chunked"
+
+
+def _sent_before(first: Origin, second: Origin) -> bool:
+    """Capture order of two frames: by timestamp, then frame number within one file."""
+    if first.ts != second.ts or first.source != second.source:
+        return first.ts < second.ts
+    return first.number < second.number
 
 
 class _Reader:
@@ -356,12 +375,13 @@ class _Reader:
             return pos
         if match.start() - pos > MAX_HEAD:
             return self.head_too_large(pos, match.end(), out)
-        lines = buf[pos : match.start()].split(b"\n")
-        start_line = lines[0].rstrip(b"\r")
+        eol = buf.find(b"\n", pos)
+        start_line = buf[pos : eol - 1 if buf[eol - 1] == 13 else eol]
         line_match = (_STATUS_LINE if self.is_server else _REQUEST_LINE).fullmatch(start_line)
         if line_match is None:
             return self.not_a_message(buf, pos, out)
-        headers = self.parse_fields(lines, self.origin_at(pos), out)
+        section = buf[eol + 1 : match.start()].decode("latin-1")
+        headers = self.parse_fields(section, self.origin_at(pos), out)
         self.seen_message = True
         self.quiet = False
         head_origin = self.origin_at(pos)
@@ -372,25 +392,26 @@ class _Reader:
             self.conn.request_head(self, line_match, headers, head_origin, end_origin, out)
         return match.end()
 
-    def parse_fields(
-        self, lines: list[bytes], origin: Origin | None, out: list[HTTPEvent]
-    ) -> Headers:
-        """RFC 9112 §5: ``field-name ":" OWS field-value OWS``; values decoded latin-1."""
+    def parse_fields(self, section: str, origin: Origin | None, out: list[HTTPEvent]) -> Headers:
+        """RFC 9112 §5: ``field-name ":" OWS field-value OWS``. The section is decoded
+        latin-1 (never fails; RFC 9110 §5.5: field values are historically ISO-8859-1)."""
         headers: Headers = []
         bad = False
-        for raw in lines[1:]:
-            line = raw.rstrip(b"\r")
-            if line[:1] in (b" ", b"\t") and headers:
+        if not section:
+            return headers
+        for line in section.split("\n"):
+            if line[-1:] == "\r":
+                line = line[:-1]
+            if line[:1] in (" ", "\t") and headers:
                 # RFC 9112 §5.2: obs-fold; a recipient may replace it with SP.
                 name, value = headers[-1]
-                folded = line.strip(b" \t").decode("latin-1")
-                headers[-1] = (name, f"{value} {folded}")
+                headers[-1] = (name, value + " " + line.strip(_OWS))
                 continue
-            name, sep, value = line.partition(b":")
+            name, sep, value = line.partition(":")
             if not sep or _FIELD_NAME.fullmatch(name) is None:
                 bad = True
                 continue
-            headers.append((name.decode("latin-1"), value.strip(b" \t").decode("latin-1")))
+            headers.append((name, value.strip(_OWS)))
         if bad:
             self.error("invalid header field line ignored (RFC 9112 §5)", origin, out)
         return headers
@@ -637,6 +658,8 @@ class HTTPConnection:
         self._current: _Request | None = None  # request whose interim responses came
         self._last_final = -1  # highest exchange answered by a final response
         self.server_lost_track = False  # the server stream had a hole at a message boundary
+        # The last response numbered without a request, while no request has followed it.
+        self._orphan: tuple[_Request, Origin] | None = None
         self.tunnel = False
 
     # -- public API ------------------------------------------------------------------------
@@ -696,10 +719,18 @@ class HTTPConnection:
         """RFC 9112 §6.3 rules 4–7 for a request: chunked, else Content-Length, else none."""
         method = line.group(1).decode("latin-1")
         target = line.group(2).decode("latin-1")
-        exchange = self._next_exchange
-        self._next_exchange += 1
         wants_tunnel = method == "CONNECT" or any(k.lower() == "upgrade" for k, _ in headers)
-        self._unanswered.append(_Request(exchange, method, wants_tunnel))
+        orphan, self._orphan = self._orphan, None
+        if orphan is not None and _sent_before(origin, orphan[1]):
+            # The request came late out of TCP reassembly (its bytes sat behind a hole) but
+            # was sent before the response already numbered as requestless: it is that
+            # response's request.
+            exchange = orphan[0].exchange
+            wants_tunnel = False
+        else:
+            exchange = self._next_exchange
+            self._next_exchange += 1
+            self._unanswered.append(_Request(exchange, method, wants_tunnel))
         out.append(RequestHead(exchange, method, target, line.group(3).decode(), headers, origin))
         body = reader.body = _Body(exchange, chunked=False, wants_tunnel=wants_tunnel)
         transfer_encoding = _field_values(headers, "transfer-encoding")
@@ -744,7 +775,7 @@ class HTTPConnection:
         status = int(line.group(2))
         reason = (line.group(3) or b"").strip(b" \t").decode("latin-1")
         version = line.group(1).decode()
-        request = self._current or self._take_request(out)
+        request = self._current or self._take_request(origin, out)
         # RFC 9110 §15.2: 1xx are interim, except 101 which ends HTTP on the connection.
         interim = 100 <= status < 200 and status != 101
         out.append(
@@ -814,7 +845,7 @@ class HTTPConnection:
         # Rule 8: the body is delimited by the close of the connection.
         reader.state = BODY_UNTIL_CLOSE
 
-    def _take_request(self, out: list[HTTPEvent]) -> _Request:
+    def _take_request(self, origin: Origin, out: list[HTTPEvent]) -> _Request:
         """The oldest unanswered request (RFC 9112 §9.3), with one exception: after a hole
         in the server stream that may have swallowed whole responses, the newest request
         is taken — a client that does not pipeline sends a request only after the previous
@@ -828,9 +859,10 @@ class HTTPConnection:
         if unanswered:
             return unanswered.popleft()
         # The request was not seen: the response is an exchange of its own.
-        exchange = self._next_exchange
+        request = _Request(self._next_exchange, None)
         self._next_exchange += 1
-        return _Request(exchange, None)
+        self._orphan = (request, origin)
+        return request
 
     def drop_interim(self, out: list[HTTPEvent]) -> None:
         """A hole after interim responses may hold the final one: give that exchange up."""

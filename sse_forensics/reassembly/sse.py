@@ -19,6 +19,7 @@ Forensic additions, all outside the default WHATWG result (see ``docs/sse-parser
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -32,6 +33,8 @@ DEFAULT_EVENT_TYPE = "message"
 """WHATWG dispatch step 5: the type of an event whose block set no non-empty ``event``."""
 
 _COLON = 0x3A  # b":"; a line starting with it is a comment
+# A line that can only be the start of a line: a comment or a known field name and colon.
+_FIELD_START = re.compile(rb"(?::|(?:data|id|event|retry):)")
 
 
 def _span_ts(origins: tuple[Origin, ...], pick: Callable[[Iterable[float]], float]) -> float | None:
@@ -216,7 +219,9 @@ class SSEParser:
         The block in progress (or, if none, the one the hole starts inside) is never
         dispatched: it is recorded as an :class:`SSEPartialBlock` once parsing resyncs at
         the next blank line. The first line end after the hole only closes the line the
-        hole cut — it is not taken as a blank line, since the line's start is unknown.
+        hole cut — it is not taken as a blank line, since the line's start is unknown —
+        unless that line reads as a line start (a comment or ``data:``/``id:``/``event:``/
+        ``retry:``), which then begins a new block.
         Offsets advance by ``length``; with ``None`` they stop matching body offsets
         (:attr:`offsets_exact` turns False). Returns events a held-back CR completes.
         """
@@ -351,9 +356,16 @@ class SSEParser:
         """Interpret one line (without its line end) spanning ``[_line_start, end)``."""
         start = self._line_start
         self._line_start = end
-        if self._after_hole:  # the tail of a line whose start is in the hole: unreadable
+        if self._after_hole:
             self._after_hole = False
-            return
+            if not _FIELD_START.match(content):
+                return  # the tail of a line whose start is in the hole: unreadable
+            # The hole ended at a line start (a chunked body resynchronises at a chunk
+            # header, and servers write one event per chunk): the cut block ends here and
+            # this line starts the next one, so events after the hole are not lost with it.
+            if self._partial_start is not None:
+                self._record_partial(start, terminated=True)
+            self._reset_block()
         if not content:
             self._dispatch(end, events)
             return

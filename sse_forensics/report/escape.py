@@ -1,0 +1,25 @@
+"""Captured bytes are attacker-controlled: before any of it reaches a terminal, control
+characters (C0, C1, DEL), ANSI escapes and bidirectional overrides are shown escaped.
+Rich renders these strings as :class:`rich.text.Text`, never as markup."""
+
+from __future__ import annotations
+
+import re
+
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(value: object, limit: int | None = 200) -> str:
+    """``value`` as text safe for a terminal: unsafe characters as ``\\xNN`` escapes,
+    newlines and tabs as ``\\n``/``\\t``, cut to ``limit`` characters."""
+    text = "" if value is None else str(value)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = text.replace("\\", "\\\\") if _UNSAFE.search(text) else text
+    text = text.replace("\n", "\\n").replace("\t", "\\t")
+    return _UNSAFE.sub(_escape_char, text)
