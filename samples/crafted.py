@@ -9,15 +9,22 @@ IP and TCP headers come from scapy (checksums); link-layer headers and the pcap 
 containers are packed by hand so every byte is under control. Nothing depends on the clock, the
 host or randomness: every run writes byte-identical files, so tests may rely on frame numbers.
 
+``sse-forensics scan samples/`` merges a directory into one capture (mergecap semantics), so each
+sample is a separate incident: its own hour after ``BASE_EPOCH_NS``, its own ``Mcp-Session-Id``
+and its own client port (see ``Incident``); merged, no connection or session collides.
+
 Run: ``python samples/crafted.py [--out DIR]``; ``main(out_dir)`` returns the written paths.
 """
 
 import argparse
+import hashlib
 import json
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from email.utils import formatdate
 from pathlib import Path
+from typing import Self
 
 from scapy.layers.inet import IP, TCP
 from scapy.layers.inet6 import IPv6
@@ -31,6 +38,7 @@ LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL2 = 276
 
 BASE_EPOCH_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z
+HOUR_NS = 3_600 * 1_000_000_000  # each sample's slot; the longest sample lasts about 2 s
 TICK_NS = 1_000_000  # default spacing between records: 1 ms
 DEFAULT_SNAPLEN = 262_144  # tcpdump's default
 
@@ -58,9 +66,9 @@ class Capture:
     """The records of one capture file, in capture order, with a deterministic clock."""
 
     linktype: int
+    now_ns: int  # the clock; the first record is one step after it
     snaplen: int = DEFAULT_SNAPLEN
     records: list[Record] = field(default_factory=list)
-    now_ns: int = BASE_EPOCH_NS
 
     def add(self, wire: bytes, *, captured: bool = True, dt_ns: int = TICK_NS) -> None:
         """Advance the clock and record ``wire`` (the clock moves even for uncaptured packets)."""
@@ -287,7 +295,6 @@ class Receiver:
 # --- HTTP and SSE ---------------------------------------------------------------------------
 
 HOST = b"api.example.test:8000"
-SESSION = b"5f2b9c1e0d7a4e63b8a1c2d3e4f50617"
 CALL = (
     b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"index_repository",'
     b'"arguments":{"path":"/srv/repo"},"_meta":{"progressToken":1}}}'
@@ -299,7 +306,7 @@ def headers(lines: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"".join(name + b": " + value + b"\r\n" for name, value in lines)
 
 
-def tools_call_request(session: bytes = SESSION) -> bytes:
+def tools_call_request(session: bytes) -> bytes:
     fields = [
         (b"Host", HOST),
         (b"User-Agent", b"python-httpx/0.28.1"),
@@ -312,7 +319,7 @@ def tools_call_request(session: bytes = SESSION) -> bytes:
     return b"POST /mcp HTTP/1.1\r\n" + headers(fields) + b"\r\n" + CALL
 
 
-def resume_request(last_event_id: bytes, session: bytes = SESSION) -> bytes:
+def resume_request(last_event_id: bytes, session: bytes) -> bytes:
     fields = [
         (b"Host", HOST),
         (b"User-Agent", b"python-httpx/0.28.1"),
@@ -324,9 +331,16 @@ def resume_request(last_event_id: bytes, session: bytes = SESSION) -> bytes:
     return b"GET /mcp HTTP/1.1\r\n" + headers(fields) + b"\r\n"
 
 
-def sse_response_head(session: bytes = SESSION, extra: Iterable[tuple[bytes, bytes]] = ()) -> bytes:
+def http_date(ts_ns: int) -> bytes:
+    """IMF-fixdate (RFC 9110 §5.6.7); always 29 bytes, so frame sizes do not depend on it."""
+    return formatdate(ts_ns // 1_000_000_000, usegmt=True).encode()
+
+
+def sse_response_head(
+    session: bytes, date: bytes, extra: Iterable[tuple[bytes, bytes]] = ()
+) -> bytes:
     fields = [
-        (b"date", b"Thu, 01 Jan 2026 00:00:00 GMT"),
+        (b"date", date),
         (b"server", b"uvicorn"),
         (b"cache-control", b"no-cache, no-transform"),
         (b"connection", b"keep-alive"),
@@ -377,21 +391,60 @@ def call_events(ids: Iterable[int], total: int, prefix: bytes = b"") -> list[byt
 
 # --- scenarios ------------------------------------------------------------------------------
 
-CLIENT_V4 = Endpoint("02:42:0a:00:00:0b", "10.0.0.11", 50412)
+CLIENT_PORT_BASE = 50_000
+PORTS_PER_SAMPLE = 10  # a sample's consecutive connections use client_port, client_port + 1, ...
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """What keeps one sample apart from the others when a directory is merged into one capture.
+
+    Separate incidents do not share a clock, an MCP session or a TCP 4-tuple: sample ``index``
+    starts ``index`` hours after ``BASE_EPOCH_NS``, its ``Mcp-Session-Id`` is derived from its
+    name and its first client port is ``CLIENT_PORT_BASE + index * PORTS_PER_SAMPLE``.
+    """
+
+    start_ns: int
+    session: bytes
+    client_port: int
+
+    @classmethod
+    def of(cls, index: int, name: str) -> Self:
+        return cls(
+            start_ns=BASE_EPOCH_NS + index * HOUR_NS,
+            session=hashlib.sha256(name.encode()).hexdigest()[:32].encode(),
+            client_port=CLIENT_PORT_BASE + index * PORTS_PER_SAMPLE,
+        )
+
+    def capture(self, linktype: int, **kwargs) -> Capture:
+        return Capture(linktype, self.start_ns, **kwargs)
+
+    def client(self, template: Endpoint, connection: int = 0) -> Endpoint:
+        """``template`` (MAC and address) with this incident's port for its ``connection``-th."""
+        assert connection < PORTS_PER_SAMPLE
+        return replace(template, port=self.client_port + connection)
+
+    def response_head(self, extra: Iterable[tuple[bytes, bytes]] = ()) -> bytes:
+        return sse_response_head(self.session, http_date(self.start_ns), extra)
+
+
+# Client ports are placeholders: Incident.client() gives each sample its own.
+CLIENT_V4 = Endpoint("02:42:0a:00:00:0b", "10.0.0.11", 0)
 SERVER_V4 = Endpoint("02:42:0a:00:00:02", "10.0.0.2", 8000)
-CLIENT_V6 = Endpoint("02:42:0a:00:00:0b", "2001:db8:120::11", 50412)
+CLIENT_V6 = Endpoint("02:42:0a:00:00:0b", "2001:db8:120::11", 0)
 SERVER_V6 = Endpoint("02:42:0a:00:00:02", "2001:db8:120::2", 8000)
-CLIENT_LO = Endpoint("00:00:00:00:00:00", "127.0.0.1", 53614)
+CLIENT_LO = Endpoint("00:00:00:00:00:00", "127.0.0.1", 0)
 SERVER_LO = Endpoint("00:00:00:00:00:00", "127.0.0.1", 8000)
 CLIENT_ISN = 0x1C2D3E4F
 SERVER_ISN = 0x8A9B0C1D
 
 
-def _ethernet_connection(capture: Capture, **kwargs) -> TcpConnection:
+def _ethernet_connection(capture: Capture, incident: Incident, **kwargs) -> TcpConnection:
+    client = incident.client(CLIENT_V4)
     return TcpConnection(
         capture,
-        ethernet(CLIENT_V4, SERVER_V4),
-        CLIENT_V4,
+        ethernet(client, SERVER_V4),
+        client,
         SERVER_V4,
         client_isn=kwargs.pop("client_isn", CLIENT_ISN),
         server_isn=kwargs.pop("server_isn", SERVER_ISN),
@@ -399,11 +452,11 @@ def _ethernet_connection(capture: Capture, **kwargs) -> TcpConnection:
     )
 
 
-def _open_call(conn: TcpConnection, session: bytes = SESSION, **head) -> None:
+def _open_call(conn: TcpConnection, incident: Incident, **head) -> None:
     """Handshake, ``POST /mcp`` tools/call, and the 200 event-stream response head."""
     conn.handshake()
-    conn.send_data(CLIENT, tools_call_request(session))
-    conn.send_data(SERVER, sse_response_head(session, **head))
+    conn.send_data(CLIENT, tools_call_request(incident.session))
+    conn.send_data(SERVER, incident.response_head(**head))
 
 
 def _stream_chunks(conn: TcpConnection, chunks: Iterable[bytes]) -> None:
@@ -413,13 +466,13 @@ def _stream_chunks(conn: TcpConnection, chunks: Iterable[bytes]) -> None:
         conn.send(CLIENT, "A", dt_ns=40_000)
 
 
-def reorder_retransmit() -> Capture:
+def reorder_retransmit(incident: Incident) -> Capture:
     """20 events cut at irregular offsets, delivered out of order, with retransmissions."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture)
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
     conn.handshake()
-    conn.send_data(CLIENT, tools_call_request())
-    body = sse_response_head() + b"".join(chunk(e) for e in call_events(range(1, 21), 20))
+    conn.send_data(CLIENT, tools_call_request(incident.session))
+    body = incident.response_head() + b"".join(chunk(e) for e in call_events(range(1, 21), 20))
     body += LAST_CHUNK
     # Irregular sizes so that events straddle segments; 40-byte pieces split one event in 3.
     sizes = [97, 45, 150, 60, 203, 38, 41, 120, 233, 70]
@@ -452,11 +505,11 @@ def reorder_retransmit() -> Capture:
     return capture
 
 
-def capture_loss() -> Capture:
+def capture_loss(incident: Incident) -> Capture:
     """Events 8 and 9 travel in one segment the capture missed; the client ACKs past it."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture)
-    _open_call(conn)
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    _open_call(conn, incident)
     events = [chunk(e) for e in call_events(range(1, 21), 20)]
     _stream_chunks(conn, events[:7])
     conn.send(SERVER, "PA", events[7] + events[8], captured=False, dt_ns=50 * TICK_NS)
@@ -470,13 +523,13 @@ SNAPLEN_CUT = 200
 SNAPLEN_MSS = SNAPLEN_CUT - 54  # Ethernet 14 + IPv4 20 + TCP 20: every other frame fits
 
 
-def snaplen() -> Capture:
+def snaplen(incident: Incident) -> Capture:
     """Snap length 200: only the frame carrying event 8 (a long progress message) is cut."""
-    capture = Capture(LINKTYPE_ETHERNET, snaplen=SNAPLEN_CUT)
-    conn = _ethernet_connection(capture)
+    capture = incident.capture(LINKTYPE_ETHERNET, snaplen=SNAPLEN_CUT)
+    conn = _ethernet_connection(capture, incident)
     conn.handshake()
-    conn.send_data(CLIENT, tools_call_request(), mss=SNAPLEN_MSS)
-    conn.send_data(SERVER, sse_response_head(), mss=SNAPLEN_MSS)
+    conn.send_data(CLIENT, tools_call_request(incident.session), mss=SNAPLEN_MSS)
+    conn.send_data(SERVER, incident.response_head(), mss=SNAPLEN_MSS)
     events = call_events(range(1, 21), 20)
     message = b"scanning /srv/repo/src: " + b"parser.py lexer.py grammar.py " * 6
     events[7] = sse_event(b"8", progress(8, 20, message.rstrip()))
@@ -490,24 +543,24 @@ def snaplen() -> Capture:
 WRAP_ISN = 0xFFFFF000
 
 
-def seq_wraparound() -> Capture:
+def seq_wraparound(incident: Incident) -> Capture:
     """Server ISN 0xFFFFF000: 40 events push its sequence numbers past 2**32."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture, server_isn=WRAP_ISN)
-    _open_call(conn)
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident, server_isn=WRAP_ISN)
+    _open_call(conn, incident)
     _stream_chunks(conn, [chunk(e) for e in call_events(range(1, 41), 40)] + [LAST_CHUNK])
     conn.close()
     assert conn.nxt[SERVER] > SEQ_MOD, "the server's sequence space wrapped"
     return capture
 
 
-def midstream_pickup() -> Capture:
+def midstream_pickup(incident: Incident) -> Capture:
     """Recording starts inside event 5's chunk; handshake, request and head were before it."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture)
-    before = Capture(LINKTYPE_ETHERNET)  # what happened before the capture started
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    before = incident.capture(LINKTYPE_ETHERNET)  # what happened before the capture started
     conn.capture = before
-    _open_call(conn)
+    _open_call(conn, incident)
     events = [chunk(e) for e in call_events(range(1, 21), 20)]
     _stream_chunks(conn, events[:4])
     conn.capture = capture
@@ -522,39 +575,44 @@ def midstream_pickup() -> Capture:
     return capture
 
 
-def vlan_ipv6_live_jump() -> Capture:
+def vlan_ipv6_live_jump(incident: Incident) -> Capture:
     """802.1Q VLAN 120, IPv6: the live stream sends 1–7 then 13–20 with no stream-gap."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    wrap = ethernet(CLIENT_V6, SERVER_V6, vlan=120)
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    client = incident.client(CLIENT_V6)
     conn = TcpConnection(
         capture,
-        wrap,
-        CLIENT_V6,
+        ethernet(client, SERVER_V6, vlan=120),
+        client,
         SERVER_V6,
         client_isn=CLIENT_ISN,
         server_isn=SERVER_ISN,
         ipv6=True,
     )
-    _open_call(conn)
+    _open_call(conn, incident)
     ids = [*range(1, 8), *range(13, 21)]
     _stream_chunks(conn, [chunk(e) for e in call_events(ids, 20)] + [LAST_CHUNK])
     conn.close()
     return capture
 
 
-def sll2_resume_jump() -> Capture:
+def sll2_resume_jump(incident: Incident) -> Capture:
     """SLL2 on the server: stream 1–7, client hangs up; a resume from 7 is replayed from 13."""
-    capture = Capture(LINKTYPE_LINUX_SLL2)
-    wrap = linux_cooked_v2(CLIENT_V4, SERVER_V4, ifindex=2)
+    capture = incident.capture(LINKTYPE_LINUX_SLL2)
+    client = incident.client(CLIENT_V4)
     conn = TcpConnection(
-        capture, wrap, CLIENT_V4, SERVER_V4, client_isn=CLIENT_ISN, server_isn=SERVER_ISN
+        capture,
+        linux_cooked_v2(client, SERVER_V4, ifindex=2),
+        client,
+        SERVER_V4,
+        client_isn=CLIENT_ISN,
+        server_isn=SERVER_ISN,
     )
-    _open_call(conn)
+    _open_call(conn, incident)
     events = [chunk(e) for e in call_events(range(1, 21), 20)]
     _stream_chunks(conn, events[:7])
     conn.close()  # the client dropped the stream after event 7 (no last chunk)
     capture.pause(500 * TICK_NS)
-    client2 = Endpoint(CLIENT_V4.mac, CLIENT_V4.ip, 50418)
+    client2 = incident.client(CLIENT_V4, connection=1)
     resume = TcpConnection(
         capture,
         linux_cooked_v2(client2, SERVER_V4, ifindex=2),
@@ -564,8 +622,8 @@ def sll2_resume_jump() -> Capture:
         server_isn=0x2B3C4D5E,
     )
     resume.handshake()
-    resume.send_data(CLIENT, resume_request(b"7"))
-    resume.send_data(SERVER, sse_response_head())
+    resume.send_data(CLIENT, resume_request(b"7", incident.session))
+    resume.send_data(SERVER, incident.response_head())
     _stream_chunks(resume, [*events[12:], LAST_CHUNK])
     resume.close()
     return capture
@@ -574,20 +632,21 @@ def sll2_resume_jump() -> Capture:
 NS_STEP = 1_000_123  # not a whole number of microseconds: only ns resolution keeps it
 
 
-def pcapng_ns_nullloop_prefixed() -> Capture:
+def pcapng_ns_nullloop_prefixed(incident: Incident) -> Capture:
     """DLT_NULL loopback, prefixed IDs s1:N; a stream-gap event covers s1:8..s1:12."""
-    capture = Capture(LINKTYPE_NULL)
+    capture = incident.capture(LINKTYPE_NULL)
+    client = incident.client(CLIENT_LO)
     conn = TcpConnection(
         capture,
         null_loopback,
-        CLIENT_LO,
+        client,
         SERVER_LO,
         client_isn=CLIENT_ISN,
         server_isn=SERVER_ISN,
     )
     conn.handshake()
-    conn.send_data(CLIENT, tools_call_request(), mss=16344)
-    conn.send_data(SERVER, sse_response_head(), mss=16344)
+    conn.send_data(CLIENT, tools_call_request(incident.session), mss=16344)
+    conn.send_data(SERVER, incident.response_head(), mss=16344)
     events = call_events([*range(1, 8), *range(13, 21)], 20, prefix=b"s1:")
     gap = sse_event(None, b'{"first":"s1:8","last":"s1:12"}', event=b"stream-gap")
     events.insert(7, gap)
@@ -603,12 +662,13 @@ HOSTILE_SESSION = b"\x1b[31m[bold red]sess[/]<script>alert(1)</script>"
 INVALID_UTF8 = b"\xff\xfe\xc3\x28\xed\xa0\x80"  # bad start bytes, bad continuation, surrogate
 
 
-def hostile_bytes() -> Capture:
+def hostile_bytes(incident: Incident) -> Capture:
     """Escapes, markup, script tags, NUL in an id and invalid UTF-8; live jump 4 -> 7."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture)
+    incident = replace(incident, session=HOSTILE_SESSION)  # the session ID is itself hostile
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
     extra = [(b"x-debug", HOSTILE_MARKUP + b" " + INVALID_UTF8)]
-    _open_call(conn, session=HOSTILE_SESSION, extra=extra)
+    _open_call(conn, incident, extra=extra)
     # JSON forbids raw control characters in strings, so data events carry ESC as \u001b;
     # raw ESC, markup and invalid UTF-8 go where no JSON is parsed (comments, a text event).
     escaped = b"\\u001b[31m[bold red]x[/]<script>alert(1)</script>\\u001b[0m"
@@ -629,11 +689,11 @@ def hostile_bytes() -> Capture:
     return capture
 
 
-def garbage_chunk() -> Capture:
+def garbage_chunk(incident: Incident) -> Capture:
     """Events 1–5, then a chunk-size line that is not hex; the server goes on with 6–12."""
-    capture = Capture(LINKTYPE_ETHERNET)
-    conn = _ethernet_connection(capture)
-    _open_call(conn)
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    _open_call(conn, incident)
     events = [chunk(e) for e in call_events(range(1, 13), 12)]
     garbage = b"zz; not-a-chunk-size\r\nthis is not chunked framing\r\n"
     _stream_chunks(conn, [*events[:5], garbage, *events[5:], LAST_CHUNK])
@@ -647,7 +707,7 @@ def garbage_chunk() -> Capture:
 @dataclass(frozen=True, slots=True)
 class Sample:
     name: str
-    build: Callable[[], Capture]
+    build: Callable[[Incident], Capture]
     description: str
     findings: list[dict]
     pcapng_if_name: bytes | None = None  # set: write pcapng with this interface name
@@ -737,8 +797,9 @@ SAMPLES = [
 ]
 
 
-def write_sample(sample: Sample, out_dir: Path) -> list[Path]:
-    capture = sample.build()
+def write_sample(sample: Sample, out_dir: Path, index: int) -> list[Path]:
+    """Build ``sample`` as the ``index``-th incident and write its capture and expectations."""
+    capture = sample.build(Incident.of(index, sample.name))
     if sample.pcapng_if_name is None:
         capture_path = out_dir / f"{sample.name}.pcap"
         write_pcap(capture_path, capture)
@@ -758,7 +819,11 @@ def write_sample(sample: Sample, out_dir: Path) -> list[Path]:
 def main(out_dir: Path) -> list[Path]:
     """Write every crafted sample and its expected findings into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [path for sample in SAMPLES for path in write_sample(sample, out_dir)]
+    return [
+        path
+        for index, sample in enumerate(SAMPLES)
+        for path in write_sample(sample, out_dir, index)
+    ]
 
 
 if __name__ == "__main__":

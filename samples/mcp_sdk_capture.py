@@ -71,7 +71,7 @@ def build_server(close_stream: bool) -> MCPServer:
 
     @server.tool()
     async def long_task(ctx: Context) -> str:
-        """Report PROGRESS_STEPS progress notifications, then return."""
+        """Report eight progress notifications, then return."""
         for step in range(1, PROGRESS_STEPS + 1):
             await ctx.report_progress(step, PROGRESS_STEPS, f"step {step}")
             await asyncio.sleep(0.02)

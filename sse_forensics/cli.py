@@ -8,7 +8,7 @@ part of the input could not be read (listed under ``errors``).
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -45,25 +45,25 @@ rules_app = typer.Typer(help="List the detection rules and explain one.", no_arg
 app.add_typer(rules_app, name="rules")
 
 
-class ScanFormat(str, Enum):
+class ScanFormat(StrEnum):
     table = "table"
     json = "json"
     jsonl = "jsonl"
 
 
-class TimelineFormat(str, Enum):
+class TimelineFormat(StrEnum):
     table = "table"
     jsonl = "jsonl"
 
 
-class FailOn(str, Enum):
+class FailOn(StrEnum):
     expected_gap = "expected_gap"
     indeterminate = "indeterminate"
     silent_corruption = "silent_corruption"
     never = "never"
 
 
-class Scheme(str, Enum):
+class Scheme(StrEnum):
     auto = "auto"
     int = "int"
     prefixed = "prefixed"
@@ -99,7 +99,9 @@ PrefixedRegex = Annotated[
 ]
 
 
-def _config(session_header: str, session_path_regex: str, id_scheme: Scheme, prefixed_regex: str) -> AnalysisConfig:
+def _config(
+    session_header: str, session_path_regex: str, id_scheme: Scheme, prefixed_regex: str
+) -> AnalysisConfig:
     import re
 
     for name, pattern, group in (
@@ -121,7 +123,7 @@ def _config(session_header: str, session_path_regex: str, id_scheme: Scheme, pre
 
 
 def _usage_error(message: str) -> None:
-    Console(stderr=True).print(Text(f"sse-forensics: {message}", style="red"))
+    Console(stderr=True, soft_wrap=True).print(Text(f"sse-forensics: {message}", style="red"))
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -131,12 +133,15 @@ _DEFAULTS = AnalysisConfig()
 @app.command()
 def scan(
     paths: Paths,
-    format: Annotated[ScanFormat, typer.Option("--format", "-f", help="Output format.")] = ScanFormat.table,
+    format: Annotated[
+        ScanFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = ScanFormat.table,
     fail_on: Annotated[
         FailOn, typer.Option(help="Exit 1 if a finding at or above this verdict exists.")
     ] = FailOn.silent_corruption,
     rules: Annotated[
-        list[Path] | None, typer.Option("--rules", help="Extra directory of rule files (repeatable).")
+        list[Path] | None,
+        typer.Option("--rules", help="Extra directory of rule files (repeatable)."),
     ] = None,
     session_header: SessionHeader = _DEFAULTS.session_header,
     session_path_regex: PathRegex = _DEFAULTS.session_path_regex,
@@ -168,10 +173,12 @@ def scan(
 
 def _report_errors_to_stderr(result) -> None:
     if result.errors or result.rule_errors:
-        err = Console(stderr=True, highlight=False)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
         for e in result.errors:
             where = f" frame {e.frame}" if e.frame is not None else ""
-            err.print(Text(f"input problem: {printable(e.source, 200)}{where}: {printable(e.what, 200)}"))
+            err.print(
+                Text(f"input problem: {printable(e.source, 200)}{where}: {printable(e.what, 200)}")
+            )
         for msg in result.rule_errors:
             err.print(Text(f"rule not loaded: {printable(msg, 300)}"))
 
@@ -189,7 +196,9 @@ def _exit_code(result, fail_on: FailOn) -> int:
 @app.command()
 def timeline(
     paths: Paths,
-    format: Annotated[TimelineFormat, typer.Option("--format", "-f", help="Output format.")] = TimelineFormat.table,
+    format: Annotated[
+        TimelineFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = TimelineFormat.table,
     session: Annotated[str | None, typer.Option(help="Only this session ID.")] = None,
     session_header: SessionHeader = _DEFAULTS.session_header,
     session_path_regex: PathRegex = _DEFAULTS.session_path_regex,
@@ -214,7 +223,9 @@ def timeline(
 
 @rules_app.command("list")
 def rules_list(
-    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule directory.")] = None,
+    rules: Annotated[
+        list[Path] | None, typer.Option("--rules", help="Extra rule directory.")
+    ] = None,
 ) -> None:
     """List every rule with its severity and what it detects."""
     from rich.table import Table
@@ -224,7 +235,9 @@ def rules_list(
     for col in ("id", "severity", "verdict", "table", "title"):
         table.add_column(col)
     for r in ruleset.rules:
-        table.add_row(r.id, r.severity, r.classification or f"from {r.classification_from}", r.table, r.title)
+        table.add_row(
+            r.id, r.severity, r.classification or f"from {r.classification_from}", r.table, r.title
+        )
     console = Console(highlight=False)
     console.print(table)
     for msg in ruleset.errors:
@@ -234,7 +247,9 @@ def rules_list(
 @rules_app.command("show")
 def rules_show(
     rule_id: Annotated[str, typer.Argument(help="Rule id, e.g. missing-stream-gap.")],
-    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule directory.")] = None,
+    rules: Annotated[
+        list[Path] | None, typer.Option("--rules", help="Extra rule directory.")
+    ] = None,
 ) -> None:
     """Print a rule's rationale, remediation, example and predicate."""
     ruleset = load_rules(rules)

@@ -18,7 +18,8 @@ from sse_forensics.reassembly.capture import Reassembly, reassemble
 
 @dataclass(slots=True)
 class ScanResult:
-    inputs: list[str]
+    paths: list[str]  # as the user gave them
+    inputs: list[str]  # the capture files they expanded to
     reassembly: Reassembly
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
@@ -29,7 +30,9 @@ class ScanResult:
         return self.reassembly.errors
 
 
-def reassemble_paths(paths: list[str], config: AnalysisConfig | None = None) -> tuple[list[str], Facts, Reassembly]:
+def reassemble_paths(
+    paths: list[str], config: AnalysisConfig | None = None
+) -> tuple[list[str], Facts, Reassembly]:
     """Read the captures at ``paths`` (files or directories, merged in time order) and build
     the fact tables. Raises ``UnreadableInput`` for a path that is not a capture at all."""
     inputs = expand_inputs(paths)
@@ -46,4 +49,4 @@ def scan_paths(
     inputs, facts, reassembly = reassemble_paths(paths, config)
     rules = rules or load_rules(rule_dirs)
     findings = evaluate(rules, facts.tables)
-    return ScanResult(inputs, reassembly, facts, findings, list(rules.errors))
+    return ScanResult(list(paths), inputs, reassembly, facts, findings, list(rules.errors))

@@ -3,11 +3,15 @@
 Determinism: regenerating them must give the committed bytes (tests rely on frame numbers).
 Then tshark, an independent dissector, checks link layer, addresses, timestamps, the SSE IDs
 carried by each TCP stream, and that no frame is malformed unless the sample intends it.
+Separate incidents: ``scan samples/`` merges a directory into one capture, so each sample has
+its own hour, client port and session ID; merged, their connections and findings stay apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -17,8 +21,11 @@ from types import ModuleType
 
 import pytest
 
+from sse_forensics.pipeline import scan_paths
+
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
 TSHARK = shutil.which("tshark")
+MERGECAP = shutil.which("mergecap")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
 
 
@@ -160,7 +167,7 @@ def test_pcapng_keeps_nanoseconds() -> None:
         "-e",
         "frame.time_epoch",
     )
-    assert out.strip() == "1767225600.004140123"
+    assert out.strip() == "1767250800.004140123"  # 2026-01-01T07:00:00Z: the 8th sample
 
 
 @needs_tshark
@@ -181,3 +188,72 @@ def test_server_sequence_numbers_wrap() -> None:
     segments = [tuple(map(int, line.split())) for line in out.splitlines()]
     assert segments[0][0] == crafted.WRAP_ISN + 1
     assert any(seq + length > 1 << 32 for seq, length in segments), "one segment crosses 2**32"
+
+
+# --- separate incidents ---------------------------------------------------------------------
+
+BASE_EPOCH_S = 1_767_225_600  # 2026-01-01T00:00:00Z
+HOUR_S = 3_600
+# TCP connections per sample; the SLL2 sample's resume is a second connection.
+CONNECTIONS = {name: 1 for name in WIRE_IDS} | {"crafted-sll2-resume-jump": 2}
+# The midstream pickup starts after the request and response heads: no session ID is captured.
+SESSION_VISIBLE = set(WIRE_IDS) - {"crafted-midstream-pickup"}
+
+
+def _expected_session(name: str) -> bytes:
+    if name == "crafted-hostile-bytes":
+        return crafted.HOSTILE_SESSION
+    return hashlib.sha256(name.encode()).hexdigest()[:32].encode()
+
+
+@needs_tshark
+@pytest.mark.parametrize(("index", "name"), list(enumerate(WIRE_IDS)))
+def test_each_sample_is_its_own_incident(index: int, name: str) -> None:
+    capture = _capture(name)
+    fields = ("frame.time_epoch", "tcp.srcport", "tcp.dstport")
+    out = _tshark(capture, "-T", "fields", *(x for f in fields for x in ("-e", f)))
+    rows = [line.split("\t") for line in out.splitlines()]
+    times = [float(t) for t, _, _ in rows]
+    slot = BASE_EPOCH_S + index * HOUR_S
+    assert slot <= min(times) and max(times) < slot + 60, "within the first minute of its hour"
+    client_ports = {int(p) for _, src, dst in rows for p in (src, dst)} - {8000}
+    assert client_ports == {50_000 + index * 10 + k for k in range(CONNECTIONS[name])}
+    heads = _followed_bytes(capture)
+    sessions = set(re.findall(rb"(?im)^mcp-session-id: ([^\r\n]*)\r$", heads))
+    assert sessions == ({_expected_session(name)} if name in SESSION_VISIBLE else set())
+
+
+def test_incidents_share_no_session_or_port() -> None:
+    incidents = [crafted.Incident.of(i, s.name) for i, s in enumerate(crafted.SAMPLES)]
+    assert len({i.session for i in incidents}) == len(incidents)
+    assert len({i.start_ns for i in incidents}) == len(incidents)
+    ports = [i.client_port + k for i in incidents for k in range(crafted.PORTS_PER_SAMPLE)]
+    assert len(set(ports)) == len(ports)
+
+
+@needs_tshark
+@pytest.mark.skipif(MERGECAP is None, reason="mergecap not installed")
+def test_merged_samples_keep_every_connection_apart(tmp_path: Path) -> None:
+    merged = tmp_path / "merged.pcapng"
+    captures = [str(_capture(name)) for name in WIRE_IDS]
+    subprocess.run([MERGECAP, "-w", str(merged), *captures], check=True)  # time order
+    streams = set(_tshark(merged, "-T", "fields", "-e", "tcp.stream").split())
+    assert len(streams) == sum(CONNECTIONS.values())
+
+
+def _findings(doc_findings: list[dict]) -> list[tuple]:
+    return sorted(
+        (f["rule"], f["classification"], f["gap"]["first"], f["gap"]["last"]) for f in doc_findings
+    )
+
+
+def test_merged_scan_reports_the_union_of_expected_findings() -> None:
+    """Merged, the crafted samples report exactly what each reports alone: nothing collides."""
+    captures = [_capture(name) for name in WIRE_IDS]
+    expected = []
+    for capture in captures:
+        doc = json.loads((SAMPLES_DIR / f"{capture.stem}.expected.json").read_text())
+        expected += doc["findings"]
+    result = scan_paths([str(c) for c in captures])
+    got = [(f.rule, f.classification, f.gap["first"], f.gap["last"]) for f in result.findings]
+    assert sorted(got) == _findings(expected)

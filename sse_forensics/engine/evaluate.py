@@ -8,9 +8,9 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.engine.rule import Rule
-from sse_forensics.engine.finding import Finding
 
 _FORMATTER = string.Formatter()
 

@@ -12,6 +12,7 @@ import polars as pl
 
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.verdicts import CLASSIFICATIONS, SEVERITIES
+
 _REQUIRED = ("id", "title", "severity", "table", "where", "message", "rationale", "remediation")
 
 

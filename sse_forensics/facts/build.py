@@ -64,7 +64,9 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
 
     tables = {
         "sessions": frame("sessions", [_session_row(r, streams) for r in sessions.values()]),
-        "streams": frame("streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]),
+        "streams": frame(
+            "streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]
+        ),
         "events": frame("events", [row for s in streams for row in _event_rows(s)]),
         "resumes": frame("resumes", resume_rows),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
@@ -190,12 +192,30 @@ def _signal_rows(s: StreamRecord) -> list[dict]:
         "ts": resp.ts if resp else None,
     }
     if s.kind == "resume" and s.status == 410:
-        rows.append({**base, "kind": "410", "first": s.last_event_id, "last": None,
-                     "valid": True, "position": None, **where})
+        rows.append(
+            {
+                **base,
+                "kind": "410",
+                "first": s.last_event_id,
+                "last": None,
+                "valid": True,
+                "position": None,
+                **where,
+            }
+        )
     cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
     if s.exchange.is_event_stream and "no-store" in cache_control:
-        rows.append({**base, "kind": "no-store", "first": None, "last": None,
-                     "valid": True, "position": None, **where})
+        rows.append(
+            {
+                **base,
+                "kind": "no-store",
+                "first": None,
+                "last": None,
+                "valid": True,
+                "position": None,
+                **where,
+            }
+        )
     return rows
 
 
@@ -212,8 +232,11 @@ def _resume_row(
     dropped_by = None
     if succ is not None:
         earlier = [
-            g for g in gaps
-            if g.stream.logical is s.logical and g is not gap and g.location == "live"
+            g
+            for g in gaps
+            if g.stream.logical is s.logical
+            and g is not gap
+            and g.location == "live"
             and g.stream.first_ts <= s.first_ts
         ]
         for g in earlier:

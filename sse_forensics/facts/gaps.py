@@ -85,10 +85,16 @@ class GapRecord:
         if self.location == "resume" and s.resumed_event is not None:
             out.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
         if self.before is not None:
-            out.append(self.before.cite(f"last event before the gap: id {self.before.sse.id_field}"))
+            out.append(
+                self.before.cite(f"last event before the gap: id {self.before.sse.id_field}")
+            )
         if self.signal_event is not None:
             late = " (late: after the next data event)" if self.signal_late else ""
-            out.append(self.signal_event.cite(f"{self.signal} event {self.signal_event.sse.data[:120]}{late}"))
+            out.append(
+                self.signal_event.cite(
+                    f"{self.signal} event {self.signal_event.sse.data[:120]}{late}"
+                )
+            )
         if self.after is not None:
             out.append(self.after.cite(f"first event after the gap: id {self.after.sse.id_field}"))
         for hole in self.holes:
@@ -105,9 +111,7 @@ def _missing(
     if end < start:
         return MissingRange(lo.prefix, None, None, 0)
     excluded = sorted(
-        k.seq
-        for k in (taken | also_taken)
-        if k.prefix == lo.prefix and start <= k.seq <= end
+        k.seq for k in (taken | also_taken) if k.prefix == lo.prefix and start <= k.seq <= end
     )
     count = end - start + 1 - len(excluded)
     if count <= 0:
@@ -122,9 +126,7 @@ def _missing(
     return MissingRange(lo.prefix, first, last, count)
 
 
-def _signal_covers(
-    event: EventRecord, rng: MissingRange, codec: IdCodec, taken: frozenset
-) -> bool:
+def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken: frozenset) -> bool:
     """A ``stream-gap`` (first..last) or ``resume-gap`` (after requested, before
     oldest_retained) covers every missing value of ``rng``."""
     payload = event.signal
@@ -164,7 +166,9 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
     signals that no observed jump explains (the only evidence with opaque IDs)."""
     gaps: list[GapRecord] = []
     used_signals: set[int] = set()
-    numbered = [e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"]
+    numbered = [
+        e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"
+    ]
     signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
     for a, b in pairwise(numbered):
         if a.key.prefix != b.key.prefix or b.key.seq <= a.key.seq + 1:
@@ -178,7 +182,15 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
         )
         first, last = _render(codec, rng, a.sse.id_field)
         gap = GapRecord(
-            "live", stream, "id-jump", first, last, rng.count, before=a, after=b, keys=rng,
+            "live",
+            stream,
+            "id-jump",
+            first,
+            last,
+            rng.count,
+            before=a,
+            after=b,
+            keys=rng,
             holes=_holes_between(stream, a.sse.end, b.sse.start),
         )
         for sig in signals:
@@ -199,8 +211,15 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
             keys = MissingRange(a.prefix, a.seq, b.seq, count)
         gaps.append(
             GapRecord(
-                "live", stream, "signal", sig.signal.first, sig.signal.last, count,
-                signal=STREAM_GAP, signal_event=sig, keys=keys,
+                "live",
+                stream,
+                "signal",
+                sig.signal.first,
+                sig.signal.last,
+                count,
+                signal=STREAM_GAP,
+                signal_event=sig,
+                keys=keys,
             )
         )
     return gaps
@@ -264,8 +283,14 @@ def resume_gap(
         if not missing:
             return None
         gap = GapRecord(
-            "resume", resume, "observed-order", missing[0], missing[-1], len(missing),
-            after=first, missing_ids=missing,
+            "resume",
+            resume,
+            "observed-order",
+            missing[0],
+            missing[-1],
+            len(missing),
+            after=first,
+            missing_ids=missing,
         )
     gap.holes = _holes_between(resume, 0, first.sse.start)
     if not codec.arithmetic and resume.resumed_from is not None and resume.resumed_event:

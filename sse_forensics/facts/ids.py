@@ -81,8 +81,10 @@ def detect_scheme(
             pattern = re.compile(candidate)
             if forced == "prefixed" and candidate != prefixed_pattern:
                 break
-            if all_ids and all(pattern.match(i) for i in all_ids) and _counter_moves(
-                streams, pattern
+            if (
+                all_ids
+                and all(pattern.match(i) for i in all_ids)
+                and _counter_moves(streams, pattern)
             ):
                 return IdCodec("prefixed", pattern)
             if forced == "prefixed":

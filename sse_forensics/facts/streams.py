@@ -89,9 +89,7 @@ def link_resumes(streams: list[StreamRecord]) -> None:
     seen: dict[str, list[tuple[StreamRecord, EventRecord]]] = defaultdict(list)
     for stream in streams:  # time order: a resume may continue an earlier resume
         if stream.kind == "resume" and stream.last_event_id:
-            candidates = [
-                (s, e) for s, e in seen.get(stream.last_event_id, []) if s is not stream
-            ]
+            candidates = [(s, e) for s, e in seen.get(stream.last_event_id, []) if s is not stream]
             same_session = [c for c in candidates if c[0].session is stream.session]
             pick = (same_session or candidates or [None])[-1]
             if pick is not None:
@@ -106,9 +104,7 @@ def link_resumes(streams: list[StreamRecord]) -> None:
                     bucket[-1] = (stream, event)
 
 
-def assign_ids(
-    streams: list[StreamRecord], config: AnalysisConfig
-) -> dict[str, IdCodec]:
+def assign_ids(streams: list[StreamRecord], config: AnalysisConfig) -> dict[str, IdCodec]:
     """Detect each session's ID scheme and give every ID-carrying event its arithmetic key."""
     by_session: dict[str, list[StreamRecord]] = defaultdict(list)
     for s in streams:

@@ -64,17 +64,27 @@ def render_scan(console: Console, result: ScanResult) -> None:
     if result.errors:
         console.print(f"[bold]{len(result.errors)} input problem(s)[/bold] (the scan went on):")
         for err in result.errors[:MAX_ERRORS_SHOWN]:
-            where = f"frame {err.frame}" if err.frame is not None else (
-                f"line {err.line}" if err.line is not None else "")
-            console.print(Text(f"  {printable(err.source, 120)} {where}: {printable(err.what, 200)}"))
+            where = (
+                f"frame {err.frame}"
+                if err.frame is not None
+                else (f"line {err.line}" if err.line is not None else "")
+            )
+            console.print(
+                Text(f"  {printable(err.source, 120)} {where}: {printable(err.what, 200)}")
+            )
         if len(result.errors) > MAX_ERRORS_SHOWN:
-            console.print(f"  … and {len(result.errors) - MAX_ERRORS_SHOWN} more (see --format json)")
+            console.print(
+                f"  … and {len(result.errors) - MAX_ERRORS_SHOWN} more (see --format json)"
+            )
     for msg in result.rule_errors:
         console.print(Text(f"rule not loaded: {printable(msg, 300)}", style="red"))
 
-    bad = sorted({f.session_id for f in result.findings if f.classification != EXPECTED_GAP and f.session_id})
+    bad = sorted(
+        {f.session_id for f in result.findings if f.classification != EXPECTED_GAP and f.session_id}
+    )
     if bad:
         console.print("Drill into a session:")
-        inputs = " ".join(shlex.quote(p) for p in result.inputs[:3])
+        inputs = " ".join(shlex.quote(p) for p in result.paths)
         for session_id in bad[:10]:
-            console.print(Text(f"  sse-forensics timeline {inputs} --session {shlex.quote(printable(session_id, 120))}"))
+            session = shlex.quote(printable(session_id, 120))
+            console.print(Text(f"  sse-forensics timeline {inputs} --session {session}"))

@@ -25,7 +25,9 @@ def _where(origin) -> dict:
     return {"source": origin.source, origin.kind: origin.number, "ts": origin.ts}
 
 
-def timeline_records(reassembly: Reassembly, facts: Facts, session: str | None = None) -> Iterator[dict]:
+def timeline_records(
+    reassembly: Reassembly, facts: Facts, session: str | None = None
+) -> Iterator[dict]:
     """Records sorted by timestamp: ``request``, ``response``, ``event``, ``missing-bytes``,
     ``response-end``."""
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
@@ -43,34 +45,60 @@ def timeline_records(reassembly: Reassembly, facts: Facts, session: str | None =
             "stream": stream.logical.key if stream else None,
         }
         if ex.request is not None:
-            records.append({
-                "type": "request", **base, **_where(ex.request.origin),
-                "method": ex.request.method, "target": ex.request.target,
-                "last_event_id": header(ex.request.headers, "Last-Event-ID"),
-            })
+            records.append(
+                {
+                    "type": "request",
+                    **base,
+                    **_where(ex.request.origin),
+                    "method": ex.request.method,
+                    "target": ex.request.target,
+                    "last_event_id": header(ex.request.headers, "Last-Event-ID"),
+                }
+            )
         if ex.response is not None:
-            records.append({
-                "type": "response", **base, **_where(ex.response.origin),
-                "status": ex.response.status,
-                "content_type": header(ex.response.headers, "Content-Type"),
-            })
+            records.append(
+                {
+                    "type": "response",
+                    **base,
+                    **_where(ex.response.origin),
+                    "status": ex.response.status,
+                    "content_type": header(ex.response.headers, "Content-Type"),
+                }
+            )
         events = stream.events if stream else []
         for e in events:
-            records.append({
-                "type": "event", **base, **_where(e.origin),
-                "id": e.sse.id, "id_field": e.sse.id_field, "event": e.sse.event,
-                "kind": e.kind, "data_bytes": len(e.sse.data),
-            })
+            records.append(
+                {
+                    "type": "event",
+                    **base,
+                    **_where(e.origin),
+                    "id": e.sse.id,
+                    "id_field": e.sse.id_field,
+                    "event": e.sse.event,
+                    "kind": e.kind,
+                    "data_bytes": len(e.sse.data),
+                }
+            )
         for hole in ex.holes:
-            records.append({
-                "type": "missing-bytes", **base, **_where(hole.span.after),
-                "length": hole.span.length, "reason": hole.span.reason,
-            })
+            records.append(
+                {
+                    "type": "missing-bytes",
+                    **base,
+                    **_where(hole.span.after),
+                    "length": hole.span.length,
+                    "reason": hole.span.reason,
+                }
+            )
         if ex.response is not None and ex.response_end_reason is not None:
-            records.append({
-                "type": "response-end", **base, **_where(ex.response_end or ex.last_body_origin),
-                "complete": ex.response_complete, "reason": ex.response_end_reason,
-            })
+            records.append(
+                {
+                    "type": "response-end",
+                    **base,
+                    **_where(ex.response_end or ex.last_body_origin),
+                    "complete": ex.response_complete,
+                    "reason": ex.response_end_reason,
+                }
+            )
     records.sort(key=lambda r: (r["ts"] is None, r["ts"] or 0.0, r["connection"], r["exchange"]))
     yield from records
 
@@ -87,7 +115,11 @@ def _runs(stream: StreamRecord, gaps: list[GapRecord]) -> Text:
 
     def flush() -> None:
         if run:
-            text.append(printable(run[0], 40) if len(run) == 1 else f"{printable(run[0], 40)}–{printable(run[-1], 40)}")
+            text.append(
+                printable(run[0], 40)
+                if len(run) == 1
+                else f"{printable(run[0], 40)}–{printable(run[-1], 40)}"
+            )
             text.append(f" ({len(run)})  ", style="dim")
             run.clear()
 
@@ -95,9 +127,18 @@ def _runs(stream: StreamRecord, gaps: list[GapRecord]) -> Text:
         gap = by_after.get(id(e))
         if gap is not None:
             flush()
-            style = "yellow" if gap.verdict == EXPECTED_GAP else "bold red" if gap.verdict == SILENT_CORRUPTION else "magenta"
+            style = (
+                "yellow"
+                if gap.verdict == EXPECTED_GAP
+                else "bold red"
+                if gap.verdict == SILENT_CORRUPTION
+                else "magenta"
+            )
             how = gap.signal or "unsignalled"
-            text.append(f"✗ {printable(gap.first, 40)}–{printable(gap.last, 40)} dropped, {how} ", style=style)
+            text.append(
+                f"✗ {printable(gap.first, 40)}–{printable(gap.last, 40)} dropped, {how} ",
+                style=style,
+            )
         if e.kind == "signal":
             flush()
             text.append(f"⚑ {e.sse.event} {printable(e.sse.data, 60)}  ", style="cyan")
@@ -127,7 +168,12 @@ def render_timeline(console: Console, facts: Facts, session: str | None = None) 
         rec = streams[0].session
         title = Text("session ", style="bold")
         title.append(printable(session_id, 80))
-        title.append(f"  ({'inferred, ' if rec.inferred else ''}{rec.id_scheme} IDs, {rec.counter_scope} counter, protocol {printable(rec.protocol_version or '?', 20)})", style="dim")
+        inferred = "inferred, " if rec.inferred else ""
+        version = printable(rec.protocol_version or "?", 20)
+        title.append(
+            f"  ({inferred}{rec.id_scheme} IDs, {rec.counter_scope} counter, protocol {version})",
+            style="dim",
+        )
         table = Table(title=title, show_lines=False, expand=False)
         for col in ("time", "conn", "request", "status", "Last-Event-ID", "events"):
             table.add_column(col, overflow="fold")
