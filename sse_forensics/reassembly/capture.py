@@ -28,6 +28,13 @@ from sse_forensics.reassembly.http_events import (
 from sse_forensics.reassembly.sse import SSEParser
 from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
 
+# SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
+# the server meant to send: reported under ``errors`` with their frame.
+REPORTED_SSE_ANOMALIES = {
+    "invalid-utf8": "event-stream line is not valid UTF-8 (decoded with U+FFFD)",
+    "id-contains-nul": "id field contains NUL and was ignored (WHATWG)",
+}
+
 
 @dataclass(slots=True)
 class Reassembly:
@@ -72,9 +79,25 @@ class _ConnectionAnalyzer:
         for index, parser in list(self.parsers.items()):
             self._close_parser(self._exchange(index), parser)
 
+    def _drain(self, ex: Exchange, parser: SSEParser) -> None:
+        ex.comments.extend(parser.take_comments())
+        for anomaly in parser.take_anomalies():
+            if anomaly.kind not in REPORTED_SSE_ANOMALIES:
+                continue
+            origin = anomaly.origin
+            self.errors.append(
+                ReadError(
+                    source=origin.source if origin else self.connection.first.source,
+                    what=f"SSE: {REPORTED_SSE_ANOMALIES[anomaly.kind]} "
+                    f"(connection {self.connection.id}, body offset {anomaly.start})",
+                    frame=origin.number if origin else None,
+                    ts=origin.ts if origin else None,
+                )
+            )
+
     def _close_parser(self, ex: Exchange, parser: SSEParser) -> None:
         ex.events.extend(parser.close())
-        ex.comments.extend(parser.take_comments())
+        self._drain(ex, parser)
         ex.trailing = parser.trailing
         del self.parsers[ex.index]
 
@@ -87,7 +110,7 @@ class _ConnectionAnalyzer:
                 parser = self.parsers.get(ev.exchange)
                 if parser is not None:
                     ex.events.extend(parser.feed(ev.data, ev.origin))
-                    ex.comments.extend(parser.take_comments())
+                    self._drain(ex, parser)
                 else:
                     ex.keep_response_body(ev.data)
             elif isinstance(ev, RequestHead):

@@ -35,6 +35,12 @@ Conventions:
   origin); ``malformed-chunk``; ``unknown-length`` (request with unusable framing).
   A hole the framing crosses (inside a Content-Length body or one chunk, or anywhere in a
   close-delimited body) gives a :class:`BodyGap` and the message can still end complete.
+- Event-stream pickup: after a server-side hole that lost the message boundaries (above
+  all the capture starting mid-stream), bytes that are not a status line are searched
+  (within :data:`PICKUP_WINDOW`) for an event-stream body — SSE field lines, chunked or
+  not. If found, the parser infers a :class:`ResponseHead` with ``head_captured=False``
+  (status 0), gives a :class:`BodyGap` for the bytes before where it resumed, then reads
+  the body as usual. Long-lived streams predate the capture that records an incident.
 """
 
 from __future__ import annotations
@@ -90,6 +96,26 @@ _REQUEST_START = re.compile(
 _CHUNK_HEADER = re.compile(rb"\r\n([0-9A-Fa-f]{1,8})(?:[ \t]*;[^\r\n]*)?\r\n")
 _CHUNK_HEADER_AT_HOLE = re.compile(rb"(?:\r?\n)?([0-9A-Fa-f]{1,8})(?:[ \t]*;[^\r\n]*)?\r\n")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+PICKUP_WINDOW = 64 * 1024
+"""How far past a mid-stream start to look for an event-stream body whose head was not
+captured. A server flushes every event at once (WHATWG §9.2: events are dispatched as their
+blank line arrives), so a window this size holds many of them."""
+HEAD_NOT_CAPTURED = "(head not captured)"
+"""``ResponseHead.reason`` of a head inferred from an event-stream body."""
+# Evidence of text/event-stream (WHATWG HTML §9.2.6): a line that starts with a field name
+# the format defines and a colon, or with a colon (a comment).
+_SSE_FIELD_LINE = re.compile(rb"(?m)^(?:(?:data|id|event|retry):|:)")
+_SSE_LINE = re.compile(rb"([^\r\n]*)(\r\n|\n|\r)")  # WHATWG: CRLF, LF or CR ends a line
+_SSE_FIELD = re.compile(rb"(data|id|event|retry)(?::|\Z)|:")
+_NEXT_CHUNK_HEADER = re.compile(rb"[0-9A-Fa-f]{1,8}(?:[ \t]*;[^\r\n]*)?\r\n")
+_CHUNK_HEADER_PREFIX = re.compile(rb"[0-9A-Fa-f]{1,8}(?:[ \t]*(?:;[^\r\n]*)?)?\r?")
+# Bytes that text never holds (C0 controls other than HT, LF, CR and ESC, and DEL): their
+# share tells compressed or binary bytes from an event stream.
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13, 27)) + b"\x7f"
+_BINARY_SAMPLE = 512
+WAIT = "wait"  # a pickup search needs more bytes to decide
+BINARY = "binary"  # a pickup search met compressed or binary bytes: give up
 
 # Reader states, named for what the next bytes are.
 IDLE = "IDLE"  # a message head, or empty lines before it

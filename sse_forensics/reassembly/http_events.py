@@ -53,7 +53,14 @@ class RequestEnd:
 
 @dataclass(slots=True)
 class ResponseHead:
-    """A response head. ``interim`` for 1xx (other than 101), which precede the final one."""
+    """A response head. ``interim`` for 1xx (other than 101), which precede the final one.
+
+    ``head_captured`` is False for a head the parser inferred because the capture holds only
+    the body of an event stream (it started, or lost its place, in mid-body): then
+    ``status`` is 0, ``version`` empty, ``reason`` says so, and ``headers`` are only the
+    framing the body showed (``Content-Type: text/event-stream``, maybe chunked).
+    ``origin`` is the frame holding the first body byte the parser resumed at.
+    """
 
     exchange: int
     status: int
@@ -62,6 +69,7 @@ class ResponseHead:
     headers: Headers
     origin: Origin
     interim: bool = False
+    head_captured: bool = True
 
 
 @dataclass(slots=True)

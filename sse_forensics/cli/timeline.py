@@ -1,0 +1,53 @@
+"""``sse-forensics timeline``: what was reassembled."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from sse_forensics.cli.common import (
+    DEFAULTS,
+    EXIT_OK,
+    EXIT_READ_ERRORS,
+    IdSchemeOpt,
+    PathRegex,
+    Paths,
+    PrefixedRegex,
+    Scheme,
+    SessionHeader,
+    TimelineFormat,
+    analysis_config,
+    usage_error,
+)
+from sse_forensics.errors import UnreadableInput
+from sse_forensics.report.escape import printable
+
+
+def timeline(
+    paths: Paths,
+    format: Annotated[
+        TimelineFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = TimelineFormat.table,
+    session: Annotated[str | None, typer.Option(help="Only this session ID.")] = None,
+    session_header: SessionHeader = DEFAULTS.session_header,
+    session_path_regex: PathRegex = DEFAULTS.session_path_regex,
+    id_scheme: IdSchemeOpt = Scheme.auto,
+    prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+) -> None:
+    """Show what was reassembled: requests, responses and SSE events in time order."""
+    from sse_forensics.pipeline import reassemble_paths
+    from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
+
+    config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
+    try:
+        _, facts, reassembly = reassemble_paths(paths, config)
+    except UnreadableInput as exc:
+        usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
+    if format is TimelineFormat.jsonl:
+        sys.stdout.buffer.write(timeline_jsonl(timeline_records(reassembly, facts, session)))
+    else:
+        render_timeline(Console(highlight=False), facts, session)
+    raise typer.Exit(EXIT_READ_ERRORS if reassembly.errors else EXIT_OK)
