@@ -53,7 +53,9 @@ IPPROTO_TCP = 6
 FIN, SYN, PSH, ACK = 0x01, 0x02, 0x08, 0x10
 SEQ_MOD = 1 << 32
 
-_ETH = struct.pack("!6s6sH", b"\x02\x00\x00\x00\x00\x01", b"\x02\x00\x00\x00\x00\x02", ETHERTYPE_IPV4)
+_ETH = struct.pack(
+    "!6s6sH", b"\x02\x00\x00\x00\x00\x01", b"\x02\x00\x00\x00\x00\x02", ETHERTYPE_IPV4
+)
 _ETH_REVERSE = struct.pack(
     "!6s6sH", b"\x02\x00\x00\x00\x00\x02", b"\x02\x00\x00\x00\x00\x01", ETHERTYPE_IPV4
 )
@@ -117,7 +119,7 @@ class Capture:
     def write(self, frame: bytes) -> None:
         self.ts += 0.000004  # packets of one action leave a few µs apart
         sec = int(self.ts)
-        usec = int(round((self.ts - sec) * 1e6))
+        usec = round((self.ts - sec) * 1e6)
         if usec == 1_000_000:
             sec, usec = sec + 1, 0
         self._buf.append(_RECORD.pack(sec, usec, len(frame), len(frame)))
@@ -147,13 +149,12 @@ class Connection:
         self.segment_bytes = rng.randint(*SEGMENT_BYTES)
         self.client_seq = rng.getrandbits(32)
         # A server ISN a few hundred KB below 2^32 wraps within the first streams.
-        self.server_seq = (
-            SEQ_MOD - rng.randint(2_000, 200_000) if wraps else rng.getrandbits(32)
-        )
+        self.server_seq = SEQ_MOD - rng.randint(2_000, 200_000) if wraps else rng.getrandbits(32)
         self._pseudo_c2s = self.client_ip + self.server_ip
         self._pseudo_s2c = self.server_ip + self.client_ip
         self._ip_id = rng.getrandbits(16)
         self._unacked_segments = 0
+        self._pending = b""  # server bytes written but not yet sent (a part-filled segment)
         # Absolute server-stream offsets at which an SSE event's last byte is sent.
         self._server_offset = 0
         self._sent_offset = 0
@@ -170,7 +171,9 @@ class Connection:
             seq, ack, pseudo, eth = self.server_seq, self.client_seq, self._pseudo_s2c, _ETH_REVERSE
         tcp_len = 20 + len(payload)
         tcp = _TCP.pack(sport, dport, seq, ack if flags & ACK else 0, 5 << 4, flags, 65535, 0, 0)
-        check = internet_checksum(pseudo + struct.pack("!BBH", 0, IPPROTO_TCP, tcp_len) + tcp + payload)
+        check = internet_checksum(
+            pseudo + struct.pack("!BBH", 0, IPPROTO_TCP, tcp_len) + tcp + payload
+        )
         tcp = tcp[:16] + struct.pack("!H", check) + tcp[18:]
         self._ip_id = (self._ip_id + 1) & 0xFFFF
         ip = _IP.pack(0x45, 0, 20 + tcp_len, self._ip_id, 0x4000, 64, IPPROTO_TCP, 0, src, dst)
@@ -242,7 +245,6 @@ class Connection:
     def run(self) -> Iterator[None]:
         """The connection's life; each ``yield`` lets another connection take a turn."""
         rng, truth = self.cap.rng, self.cap.truth
-        self._pending = b""
         self.client_sends(SYN)
         self.server_sends(SYN | ACK)
         self.client_sends(ACK)
@@ -376,9 +378,7 @@ def write_capture(path: Path, packets: int = 200_000, seed: int = 1) -> Truth:
             conns[i].gap_stream = rng.randrange(MIN_STREAMS)
         active = {c.index: c.run() for c in conns}
         while active:
-            if cap.truth.packets >= packets and all(
-                conns[i].never_ending for i in active
-            ):
+            if cap.truth.packets >= packets and all(conns[i].never_ending for i in active):
                 break  # the capture ends: the never-ending streams are cut mid-stream
             index = rng.choice(list(active))
             cap.ts += rng.uniform(20e-6, 400e-6)
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = write_capture(args.out, args.packets, args.seed)
     elapsed = time.perf_counter() - started
     print(
-        f"{args.out}: {truth.packets} packets, {truth.bytes / 1e6:.1f} MB, "
+        f"{args.out}: {truth.packets} packets, {args.out.stat().st_size / 1e6:.1f} MB, "
         f"{truth.http_responses} complete HTTP responses, {truth.events} SSE events, "
         f"{truth.streams_cut} streams cut by the end of the capture, "
         f"{len(truth.planted_gaps)} planted gaps of {GAP_WIDTH} IDs; {elapsed:.1f} s",

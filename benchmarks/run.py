@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
 
-from make_capture import Truth, write_capture  # noqa: E402
+from make_capture import SERVER_PORT, Truth, write_capture  # noqa: E402
 
 
 @dataclass(slots=True)
@@ -111,7 +111,8 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 def tool_version(cmd: list[str]) -> str:
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = write_capture(pcap, args.packets, args.seed)
     size_mb = pcap.stat().st_size / 1e6
     console.print(
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC · {machine()}\n"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · {machine()}\n"
         f"capture: {pcap.name}, {truth.packets} packets, {size_mb:.1f} MB, "
         f"{truth.connections} connections, {truth.http_responses} complete HTTP responses, "
         f"{truth.events} SSE events, {len(truth.planted_gaps)} planted gaps, "
@@ -164,8 +165,19 @@ def main(argv: list[str] | None = None) -> int:
         out_files.append(responses)
         run = measure(
             "tshark",
-            ["tshark", "-r", str(pcap), "-Y", "http.response", "-T", "fields",
-             "-e", "http.response.code", "-d", f"tcp.port=={8000},http"],
+            [
+                "tshark",
+                "-r",
+                str(pcap),
+                "-Y",
+                "http.response",
+                "-T",
+                "fields",
+                "-e",
+                "http.response.code",
+                "-d",
+                f"tcp.port=={SERVER_PORT},http",
+            ],
             responses,
         )
         run.found = f"{len(responses.read_text().split())} HTTP responses"
@@ -179,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         flows = OUT / "tcpflow"
         shutil.rmtree(flows, ignore_errors=True)
         flows.mkdir()
-        run = measure("tcpflow", ["tcpflow", "-r", str(pcap), "-o", str(flows)], OUT / "tcpflow.txt")
-        out_files.append(OUT / "tcpflow.txt")
+        log = OUT / "tcpflow.txt"
+        out_files.append(log)
+        run = measure("tcpflow", ["tcpflow", "-r", str(pcap), "-o", str(flows)], log)
         flow_files = [p for p in flows.iterdir() if p.is_file() and p.suffix != ".xml"]
         flow_mb = sum(p.stat().st_size for p in flow_files) / 1e6
         run.found = f"{len(flow_files)} flow files, {flow_mb:.1f} MB"
@@ -191,8 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         console.print("tcpflow not found: skipped (apt-get install tcpflow)")
 
     table = Table(title=f"{truth.packets} packets, {size_mb:.1f} MB")
-    for col in ("tool", "seconds", "packets/s", "MB/s", "peak RSS MB", "time vs sse-forensics",
-                "found", "expected"):
+    for col in (
+        "tool",
+        "seconds",
+        "packets/s",
+        "MB/s",
+        "peak RSS MB",
+        "time vs sse-forensics",
+        "found",
+        "expected",
+    ):
         table.add_column(col, justify="left" if col in ("tool", "found", "expected") else "right")
     for run in runs:
         table.add_row(

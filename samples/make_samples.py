@@ -309,14 +309,17 @@ def check_capture(scenario: Scenario, pcap: Path, port: int) -> list[str]:
     return []
 
 
-def make(scenario: Scenario, port: int, out_dir: Path) -> None:
+def capture(scenario: Scenario, port: int, out_dir: Path) -> tuple[Path, object]:
+    """Run ``scenario`` on ``port`` while tcpdump writes ``out_dir/<name>.pcap``; a capture the
+    kernel dropped packets from is made again. Returns the pcap and what ``scenario.run``
+    returned (the client's view of the traffic). Raises RuntimeError if the wire is wrong."""
     if not port_is_free(port):
         raise RuntimeError(f"port {port} for {scenario.name} is in use")
     pcap = out_dir / f"{scenario.name}.pcap"
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with tcpdump(pcap, port):
-                scenario.run(port)
+                seen = scenario.run(port)
             break
         except CaptureDropped as dropped:
             if attempt == ATTEMPTS:
@@ -325,6 +328,11 @@ def make(scenario: Scenario, port: int, out_dir: Path) -> None:
     problems = check_capture(scenario, pcap, port)
     if problems:
         raise RuntimeError(f"{scenario.name}: " + "; ".join(problems))
+    return pcap, seen
+
+
+def make(scenario: Scenario, port: int, out_dir: Path) -> None:
+    pcap, _ = capture(scenario, port, out_dir)
     expected = {
         "description": scenario.description,
         "made_by": scenario.made_by,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.content_coding import make_decoder
-from sse_forensics.reassembly.http import HTTPConnection
+from sse_forensics.reassembly.http import PICKUP_WINDOW, HTTPConnection
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     ProtocolError,
@@ -804,3 +804,282 @@ def test_capture_wikipedia_304s_and_websocket_tunnel(shared_captures):
         Tunnel,
         ResponseEnd,
     ]
+
+
+# -- event-stream pickup: the capture holds only the body ------------------------------------
+
+MID_STREAM = MissingSpan("server", 0, None, "mid-stream")
+
+
+def sse_event(n: int) -> bytes:
+    return (
+        b'id: %d\nevent: message\ndata: {"jsonrpc":"2.0","method":"tick","params":{"n":%d}}\n\n'
+        % (
+            n,
+            n,
+        )
+    )
+
+
+def sse_chunk(n: int) -> bytes:
+    event = sse_event(n)
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+def picked_up(events: list) -> ResponseHead:
+    (head,) = of(events, ResponseHead)
+    assert (head.status, head.reason, head.version, head.head_captured) == (
+        0,
+        "(head not captured)",
+        "",
+        False,
+    )
+    return head
+
+
+def sse_ids(events: list, exchange: int = 0) -> list[str]:
+    """The SSE layer's reading of the body, the way capture.py drives it."""
+    from sse_forensics.reassembly.sse import SSEParser
+
+    parser = SSEParser()
+    ids = []
+    for ev in events:
+        if isinstance(ev, BodyGap) and ev.exchange == exchange:
+            ids += [e.id for e in parser.skip(ev.span.length)]
+        elif isinstance(ev, ResponseBody) and ev.exchange == exchange:
+            ids += [e.id for e in parser.feed(ev.data)]
+    return ids + [e.id for e in parser.close()]
+
+
+# The capture starts 40 bytes into event 5's chunk, inside its data line.
+CHUNKED_TAIL = sse_chunk(5)[40:] + b"".join(sse_chunk(n) for n in range(6, 10))
+
+
+def test_pickup_chunked_body_resyncs_at_the_first_sse_chunk():
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    events += feed_pieces(conn, "server", [CHUNKED_TAIL[:200], CHUNKED_TAIL[200:]])
+    events += conn.end("server", frame(9), "capture-end")
+    head = picked_up(events)
+    assert head.exchange == 0 and head.origin == frame(1)
+    assert head.headers == [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
+    assert of(events, BodyGap) == [
+        BodyGap(0, "server", MissingSpan("server", 0, None, "mid-stream", None, frame(1)))
+    ]
+    # nothing of event 5's chunk is body; events 6-9 are, chunk by chunk
+    assert body_of(events, 0) == b"".join(sse_event(n) for n in range(6, 10))
+    assert sorted({b.chunk for b in of(events, ResponseBody)}) == [0, 1, 2, 3]
+    assert of(events, ResponseEnd) == [ResponseEnd(0, frame(9), False, "capture-end")]
+    assert sse_ids(events) == ["6", "7", "8", "9"]
+    assert not of(events, ProtocolError)
+
+
+@pytest.mark.parametrize("size", [1, 7, 64])
+def test_pickup_gives_the_same_events_however_the_bytes_are_split(size):
+    whole = HTTPConnection()
+    expected = whole.missing(MID_STREAM) + whole.feed("server", CHUNKED_TAIL, frame(1))
+    expected += whole.end("server", None, "capture-end")
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM) + feed_pieces(conn, "server", split_every(CHUNKED_TAIL, size))
+    events += conn.end("server", None, "capture-end")
+    resumed_at = len(sse_chunk(5)) - 40  # offset of event 6's chunk-size line
+    assert of(events, BodyGap)[0].span.before == frame(1 + resumed_at // size)
+    assert strip(without_origins(events)) == strip(without_origins(expected))
+    assert sse_ids(events) == ["6", "7", "8", "9"]
+
+
+def without_origins(events: list) -> list:
+    """Heads and gaps with the frames they point to blanked (they depend on the split)."""
+    out = []
+    for ev in events:
+        if isinstance(ev, BodyGap):
+            ev = BodyGap(ev.exchange, ev.direction, MissingSpan("server", 0, None, "mid-stream"))
+        out.append(ev)
+    return out
+
+
+def test_pickup_chunked_body_ends_at_its_last_chunk_then_the_next_response_is_read():
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    events += conn.feed("server", CHUNKED_TAIL + b"0\r\n\r\n", frame(1))
+    events += conn.feed("server", response(b"ok", "Content-Length: 2"), frame(2))
+    assert [(h.exchange, h.status, h.head_captured) for h in of(events, ResponseHead)] == [
+        (0, 0, False),
+        (1, 200, True),
+    ]
+    assert [(e.exchange, e.complete) for e in of(events, ResponseEnd)] == [(0, True), (1, True)]
+    assert body_of(events, 1) == b"ok"
+
+
+def test_pickup_not_chunked_is_a_close_delimited_body_from_the_first_byte():
+    # starts mid-line, inside event 5's data
+    tail = sse_event(5)[30:] + b"".join(sse_event(n) for n in range(6, 9))
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    events += feed_pieces(conn, "server", split_every(tail, 50), first=3)
+    head = picked_up(events)
+    assert head.headers == [("Content-Type", "text/event-stream")] and head.origin == frame(3)
+    assert body_of(events, 0) == tail  # every byte after the hole is body (RFC 9112 §6.3 rule 8)
+    assert {b.chunk for b in of(events, ResponseBody)} == {None}
+    events += conn.end("server", frame(20), "fin")
+    assert of(events, ResponseEnd) == [ResponseEnd(0, frame(20), True, "complete")]
+    # the cut event 5 is never dispatched; 6-8 are
+    assert sse_ids(events) == ["6", "7", "8"]
+
+
+def test_pickup_start_inside_a_chunk_size_line():
+    event = sse_event(6)
+    assert len(event) > 0x10  # so that the size line has two digits
+    size_line = b"%x\r\n" % len(event)
+    for cut in range(1, len(size_line)):
+        wire = size_line[cut:] + event + b"\r\n" + sse_chunk(7) + sse_chunk(8)
+        conn = HTTPConnection()
+        events = conn.missing(MID_STREAM) + conn.feed("server", wire, frame(1))
+        picked_up(events)
+        # the lost digit makes event 6's size wrong: the body resumes at event 7's chunk
+        assert body_of(events, 0) == sse_event(7) + sse_event(8), cut
+
+
+def test_pickup_start_exactly_at_a_chunk_header_keeps_that_chunk():
+    for prefix in (b"", b"\n", b"\r\n"):
+        conn = HTTPConnection()
+        events = conn.missing(MID_STREAM)
+        events += conn.feed("server", prefix + sse_chunk(6) + sse_chunk(7), frame(1))
+        picked_up(events)
+        assert body_of(events, 0) == sse_event(6) + sse_event(7)
+
+
+def test_pickup_decides_on_held_bytes_at_capture_end_and_before_a_hole():
+    # one whole chunk and part of the next: no later chunk header proves the framing, but
+    # no more bytes will come either
+    wire = sse_chunk(5)[40:] + sse_chunk(6)[:-2]
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM) + conn.feed("server", wire, frame(1))
+    assert events == []  # held: undecided
+    events += conn.end("server", None, "capture-end")
+    picked_up(events)
+    assert body_of(events, 0) == sse_event(6)
+    assert of(events, ResponseEnd)[0].reason == "capture-end"
+
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM) + conn.feed("server", wire, frame(1))
+    events += conn.missing(MissingSpan("server", 500, 80, "hole", frame(1), frame(2)))
+    events += conn.feed("server", sse_chunk(8)[20:] + sse_chunk(9), frame(2))
+    events += conn.end("server", None, "capture-end")
+    picked_up(events)
+    assert [g.span.length for g in of(events, BodyGap)] == [None, 80]
+    assert sse_ids(events) == ["6", "9"]
+
+
+def test_pickup_after_a_hole_that_swallowed_the_head_pairs_with_the_request():
+    conn = HTTPConnection()
+    events = conn.feed("client", b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", frame(1))
+    events += conn.feed("server", b"HTTP/1.1 200 OK\r\nContent-Type: text/ev", frame(2))
+    events += conn.missing(span("server", 300))
+    events += conn.feed("server", CHUNKED_TAIL, frame(3))
+    head = picked_up(events)
+    assert head.exchange == 0 and of(events, RequestHead)[0].exchange == 0
+    assert of(events, BodyGap)[0].span.reason == "hole"
+    assert sse_ids(events) == ["6", "7", "8", "9"]
+
+
+def test_a_normal_response_after_a_mid_stream_start_is_never_picked_up():
+    sse_head = response(b"", "Content-Type: text/event-stream", "Transfer-Encoding: chunked")
+    # the head is there: it is read as usual
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM) + conn.feed("server", sse_head + sse_chunk(1), frame(1))
+    assert [(h.status, h.head_captured) for h in of(events, ResponseHead)] == [(200, True)]
+    # SSE lines (not chunked) before a message start: that body had another framing
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    events += conn.feed("server", sse_event(5)[20:] + sse_event(6) + sse_head, frame(1))
+    assert [(h.exchange, h.status) for h in of(events, ResponseHead)] == [(0, 200)]
+    assert not of(events, BodyGap) and not of(events, ProtocolError)
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        # chunked, but JSON and not an event stream
+        b'"x": 1}\r\n' + chunked(b'{"jsonrpc": "2.0", "id": 1}\n' * 3, b'{"a": "data: no"}\n'),
+        # text lines that are not SSE fields
+        b"lo world\n\n<html>\n<body>data: x</body>\n\n" * 40,
+        # compressed chunks
+        b"\r\n" + chunked(gzip.compress(sse_event(6) * 20), gzip.compress(sse_event(7) * 20)),
+        # binary, not chunked
+        bytes(range(256)) * 8,
+    ],
+    ids=["chunked-json", "text", "gzip-chunks", "binary"],
+)
+def test_mid_stream_bytes_that_are_not_an_event_stream_are_ignored(wire):
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM) + feed_pieces(conn, "server", split_every(wire, 300))
+    events += conn.end("server", None, "fin")
+    assert events == []
+
+
+def test_pickup_search_is_bounded():
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    filler = b"not an event stream, just a long text line\n" * 100
+    for i in range((PICKUP_WINDOW // len(filler)) + 2):
+        events += conn.feed("server", filler, frame(i))
+    assert len(conn._server.pending) <= PICKUP_WINDOW // 8  # gave up: no longer held
+    events += conn.feed("server", b"\n" + sse_event(6) + sse_event(7), frame(99))
+    events += conn.end("server", None, "capture-end")
+    assert events == []
+
+
+def test_client_mid_stream_start_resyncs_at_the_next_request_only():
+    conn = HTTPConnection()
+    events = conn.missing(MissingSpan("client", 0, None, "mid-stream"))
+    events += conn.feed("client", sse_event(5)[10:] + sse_event(6) + GET, frame(1))
+    assert [type(e) for e in events] == [RequestHead, RequestEnd]
+
+
+def test_capture_midstream_pickup_sample_yields_events_6_to_20():
+    from sse_forensics.pipeline import scan_paths
+
+    sample = Path(__file__).resolve().parents[1] / "samples" / "crafted-midstream-pickup.pcap"
+    result = scan_paths([str(sample)])
+    events = result.facts.tables["events"]
+    data_ids = events.filter(events["kind"] == "data")["id"].to_list()
+    assert data_ids == [str(n) for n in range(6, 21)]
+    assert result.findings == []
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.sampled_from(
+                [
+                    sse_chunk(6),
+                    sse_chunk(7)[9:],
+                    sse_event(8),
+                    b"0\r\n\r\n",
+                    b"\r\n",
+                    response(b"ok", "Content-Length: 2"),
+                    None,  # a hole
+                ]
+            ),
+        ),
+        max_size=20,
+    ),
+    st.sampled_from(["fin", "rst", "capture-end"]),
+)
+def test_pickup_never_raises_and_ends_what_it_starts(pieces, reason):
+    conn = HTTPConnection()
+    events = conn.missing(MID_STREAM)
+    for i, piece in enumerate(pieces):
+        if piece is None:
+            events += conn.missing(MissingSpan("server", i, None, "hole"))
+        else:
+            events += conn.feed("server", piece, frame(i))
+    events += conn.end("server", None, reason)
+    _no_internal_errors(events)
+    heads = [h.exchange for h in of(events, ResponseHead)]
+    assert sorted(heads) == sorted({e.exchange for e in of(events, ResponseEnd)})
+    for gap in of(events, BodyGap):
+        assert gap.exchange in heads

@@ -27,6 +27,7 @@ class ScanFormat(StrEnum):
     table = "table"
     json = "json"
     jsonl = "jsonl"
+    ocsf = "ocsf"
 
 
 class TimelineFormat(StrEnum):

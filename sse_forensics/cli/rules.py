@@ -26,8 +26,11 @@ def rules_list(
     """List every rule with its severity and what it detects."""
     ruleset = load_rules(rules)
     table = Table()
-    for col in ("id", "severity", "verdict", "table", "title"):
-        table.add_column(col)
+    table.add_column("id", no_wrap=True)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("verdict")
+    table.add_column("table", no_wrap=True)
+    table.add_column("title")
     for r in ruleset.rules:
         table.add_row(
             r.id, r.severity, r.classification or f"from {r.classification_from}", r.table, r.title

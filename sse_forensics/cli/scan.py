@@ -34,7 +34,12 @@ from sse_forensics.verdicts import classification_rank
 def scan(
     paths: Paths,
     format: Annotated[
-        ScanFormat, typer.Option("--format", "-f", help="Output format.")
+        ScanFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Output format: table, json, jsonl (one finding per line) or ocsf.",
+        ),
     ] = ScanFormat.table,
     fail_on: Annotated[
         FailOn, typer.Option(help="Exit 1 if a finding at or above this verdict exists.")
@@ -52,6 +57,7 @@ def scan(
     from sse_forensics.engine.registry import load_rules as _load
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
+    from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
 
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
@@ -62,6 +68,9 @@ def scan(
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     if format is ScanFormat.jsonl:
         sys.stdout.buffer.write(findings_jsonl(result))
+        _report_errors_to_stderr(result)
+    elif format is ScanFormat.ocsf:
+        sys.stdout.buffer.write(findings_ocsf(result.findings))
         _report_errors_to_stderr(result)
     elif format is ScanFormat.json:
         sys.stdout.buffer.write(scan_document(result))

@@ -67,7 +67,10 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 message=render_message(rule.message, row),
                 fingerprint=fingerprint(rule, row),
                 references=list(rule.references),
-                ts=row.get("ts"),
+                ts=row.get("ts", row.get("ts_first")),
+                community_id=row.get("community_id"),
+                client=(row.get("client_ip"), row.get("client_port")),
+                server=(row.get("server_ip"), row.get("server_port")),
             )
         )
     return findings

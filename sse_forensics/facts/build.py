@@ -11,7 +11,9 @@ from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.jsonrpc import parse_messages
-from sse_forensics.facts.model import SessionRecord, StreamRecord, evidence
+from sse_forensics.facts.model import EventRecord, SessionRecord, StreamRecord, evidence
+from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
+from sse_forensics.facts.requests import RequestIndex, collect_requests
 from sse_forensics.facts.sessions import attribute_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
@@ -45,9 +47,11 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
     link_resumes(streams)
     codecs = assign_ids(streams, config)
     taken = counter_scopes(streams)
+    requests = RequestIndex(collect_requests(reassembly.exchanges, by_exchange))
+    judge = ReplayJudge(streams, codecs, requests)
 
     gaps: list[GapRecord] = []
-    resume_rows: list[dict] = []
+    resumes: list[tuple[StreamRecord, GapRecord | None]] = []
     for s in streams:
         codec = codecs[s.session.session_id]
         excl = taken.get(id(s.logical), frozenset())
@@ -60,10 +64,24 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         gap = resume_gap(s, codec, excl, streams)
         if gap is not None:
             gaps.append(gap)
-        resume_rows.append(_resume_row(s, codec, excl, streams, gaps, gap))
+        resumes.append((s, gap))
+    for g in gaps:
+        _client_reaction(g, streams, requests)
+    resume_rows = [
+        _resume_row(
+            s,
+            codecs[s.session.session_id],
+            taken.get(id(s.logical), frozenset()),
+            streams,
+            gaps,
+            gap,
+            judge.judge(s, gap),
+        )
+        for s, gap in resumes
+    ]
 
     tables = {
-        "sessions": frame("sessions", [_session_row(r, streams) for r in sessions.values()]),
+        "sessions": frame("sessions", [_session_row(r, streams, gaps) for r in sessions.values()]),
         "streams": frame(
             "streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]
         ),
@@ -71,10 +89,22 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         "resumes": frame("resumes", resume_rows),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": frame("signals", [row for s in streams for row in _signal_rows(s)]),
-        "requests": frame("requests", _request_rows(reassembly, by_exchange)),
+        "requests": frame("requests", _request_rows(requests, streams)),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
     return Facts(tables, streams, sessions, gaps, list(reassembly.errors), by_exchange)
+
+
+def _endpoints(s: StreamRecord | None) -> dict:
+    """ECS-style flow columns of the connection a row is about."""
+    conn = s.connection if s is not None else None
+    return {
+        "community_id": conn.community_id if conn else None,
+        "client_ip": conn.client[0] if conn else None,
+        "client_port": conn.client[1] if conn else None,
+        "server_ip": conn.server[0] if conn else None,
+        "server_port": conn.server[1] if conn else None,
+    }
 
 
 def _common(s: StreamRecord) -> dict:
@@ -85,11 +115,52 @@ def _common(s: StreamRecord) -> dict:
         "stream_label": s.logical.label,
         "id_scheme": s.session.id_scheme,
         "counter_scope": s.session.counter_scope,
+        **_endpoints(s),
     }
 
 
-def _session_row(r: SessionRecord, streams: list[StreamRecord]) -> dict:
+def _client_reaction(g: GapRecord, streams: list[StreamRecord], requests: RequestIndex) -> None:
+    """Did the client re-issue the originating request after an unsignalled gap, or keep
+    consuming (the stream went on, or it resumed later)?"""
+    if g.signalled or (g.location == "resume" and g.signal == "410"):
+        return
+    when = (g.before.origin.ts if g.before and g.before.origin else None) or g.stream.first_ts
+    g.reissue = requests.reissue_after(g.stream, when)
+    later_resume = any(
+        s.kind == "resume" and s.logical is g.stream.logical and s.first_ts > g.stream.first_ts
+        for s in streams
+    )
+    g.client_continued = g.after is not None or later_resume
+
+
+def _unsignalled_live(g: GapRecord) -> bool:
+    return (
+        g.location == "live"
+        and g.detected_by == "id-jump"
+        and not g.signalled
+        and g.reissue is None
+        and g.complete
+    )
+
+
+def _session_row(r: SessionRecord, streams: list[StreamRecord], gaps: list[GapRecord]) -> dict:
     mine = [s for s in streams if s.session is r]
+    silent = [g for g in gaps if g.stream.session is r and _unsignalled_live(g)]
+    offering = [
+        s
+        for s in mine
+        if s.exchange.is_event_stream
+        and "no-store" not in (header(s.exchange.response_headers, "cache-control") or "").lower()
+    ]
+    ev = []
+    if silent:
+        ev = silent[0].evidence()
+        for s in offering[:3]:
+            ev.append(
+                evidence(
+                    s.response_origin, f"{s.label}: stream offered without Cache-Control: no-store"
+                )
+            )
     return {
         "session_id": r.session_id,
         "session_inferred": r.inferred,
@@ -100,6 +171,18 @@ def _session_row(r: SessionRecord, streams: list[StreamRecord]) -> dict:
         "streams": sum(1 for s in mine if s.exchange.is_event_stream),
         "resumes": sum(1 for s in mine if s.kind == "resume"),
         "data_events": sum(len(s.data_events()) for s in mine),
+        "silent_live_gaps": len(silent),
+        "resumable_streams": len(offering),
+        "stream": silent[0].stream.logical.key if silent else None,
+        "stream_label": silent[0].stream.logical.label if silent else None,
+        "first": silent[0].first if silent else None,
+        "last": silent[0].last if silent else None,
+        "count": silent[0].count if silent else None,
+        "ts": silent[0].before.origin.ts
+        if silent and silent[0].before and silent[0].before.origin
+        else None,
+        "evidence": ev,
+        **_endpoints(silent[0].stream if silent else (mine[0] if mine else None)),
     }
 
 
@@ -136,9 +219,36 @@ def _stream_row(s: StreamRecord) -> dict:
     }
 
 
+def _id_order(s: StreamRecord) -> dict[int, tuple[str, EventRecord]]:
+    """Events whose ID repeats or goes backwards within one response (WHATWG IDs are a
+    cursor: a client resuming from a repeated or older ID asks for events again)."""
+    out: dict[int, tuple[str, EventRecord]] = {}
+    prev: EventRecord | None = None
+    seen: dict[str, EventRecord] = {}
+    for e in s.events:
+        if not e.carries_id or e.kind == "signal":
+            continue
+        if prev is not None and e.key is not None and prev.key is not None:
+            if e.key.prefix == prev.key.prefix and e.key.seq <= prev.key.seq:
+                out[e.position] = ("repeat" if e.key.seq == prev.key.seq else "backwards", prev)
+        elif e.sse.id_field in seen:
+            out[e.position] = ("repeat", seen[e.sse.id_field])
+        seen.setdefault(e.sse.id_field, e)
+        prev = e
+    return out
+
+
 def _event_rows(s: StreamRecord) -> list[dict]:
     rows = []
+    disorder = _id_order(s)
     for e in s.events:
+        order, prev = disorder.get(e.position, ("ok", None))
+        ev = []
+        if prev is not None:
+            ev = [
+                prev.cite(f"earlier event id {prev.sse.id_field}"),
+                e.cite(f"then id {e.sse.id_field} ({order})"),
+            ]
         first, last = e.origin, e.last_origin
         rpc = e.rpc[0] if e.rpc else None
         rows.append(
@@ -161,6 +271,15 @@ def _event_rows(s: StreamRecord) -> list[dict]:
                 "ts_last": last.ts if last else None,
                 "offset_start": e.sse.start,
                 "offset_end": e.sse.end,
+                "id_order": order,
+                "previous_id": prev.sse.id_field if prev else None,
+                "session_inferred": s.session.inferred,
+                "stream_label": s.logical.label,
+                "response_label": s.label,
+                "id_scheme": s.session.id_scheme,
+                "counter_scope": s.session.counter_scope,
+                "evidence": ev,
+                **_endpoints(s),
             }
         )
     return rows
@@ -226,8 +345,10 @@ def _resume_row(
     streams: list[StreamRecord],
     gaps: list[GapRecord],
     gap: GapRecord | None,
+    replay: ReplayFacts,
 ) -> dict:
-    """A resume and whether the ID it must continue at lies in a known dropped range."""
+    """A resume, whether the ID it must continue at lies in a known dropped range, and what
+    its answer and the client did (:mod:`.replays`)."""
     succ = successor(s, codec, streams, taken) if s.last_event_id else None
     dropped_by = None
     if succ is not None:
@@ -257,6 +378,12 @@ def _resume_row(
         ev.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
     if gap is not None:
         ev.extend(e for e in gap.evidence() if e not in ev)
+    ev.extend(replay.extra_evidence)
+    data_events = s.data_events()
+    if data_events and not gap:
+        ev.append(
+            data_events[0].cite(f"first replayed data event: id {data_events[0].sse.id_field}")
+        )
     return {
         **_common(s),
         "response_stream": s.key,
@@ -276,6 +403,23 @@ def _resume_row(
         "count": gap.count if gap is not None else None,
         "evidence_complete": complete,
         "verdict": "silent_corruption" if complete else "indeterminate",
+        "protocol_version": s.session.protocol_version,
+        "replay_start": replay.replay_start,
+        "replayed_duplicates": replay.duplicates,
+        "later_events_known": replay.later_events_known,
+        "empty_replay": replay.empty_replay,
+        "empty_how": replay.empty_how,
+        "crossed_streams": replay.crossed_streams,
+        "crossed_sessions": replay.crossed_sessions,
+        "crossed_first": replay.crossed_first,
+        "bd_last_written": replay.bd_last_written,
+        "continues_after_bd": replay.continues_after_bd,
+        "cursor_attempt": replay.cursor_attempt,
+        "resume_storm": replay.cursor_attempt == RESUME_STORM_ATTEMPTS,
+        "cursorless_get_after": replay.cursorless_get_after,
+        "reissued": replay.reissued,
+        "client_adjusted": replay.client_adjusted,
+        "last_seen_id": replay.last_seen_id,
         "request_frame": s.request_origin.number if s.request_origin else None,
         "ts": s.first_ts,
         "evidence": ev,
@@ -305,6 +449,8 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "signal_late": g.signal_late,
         "evidence_complete": g.complete,
         "missing_spans": len(g.holes),
+        "client_reissued": g.reissue is not None,
+        "client_continued": g.client_continued,
         "verdict": g.verdict,
         "ts": before_ts or sig_ts or s.first_ts,
         "ts_after": after_ts,
@@ -312,42 +458,43 @@ def _gap_row(n: int, g: GapRecord) -> dict:
     }
 
 
-def _request_rows(reassembly: Reassembly, by_exchange: dict) -> list[dict]:
+def _request_rows(requests: RequestIndex, streams: list[StreamRecord]) -> list[dict]:
+    """JSON-RPC requests and whether a response to them arrived anywhere on the logical
+    stream they opened (the stream itself or a resume of it) or in a JSON body."""
+    answered_by_stream: dict[int, set] = {}
+    for s in streams:
+        ids = answered_by_stream.setdefault(id(s.logical.exchange), set())
+        for e in s.events:
+            for m in e.rpc or []:
+                if m.kind in ("response", "error"):
+                    ids.add(m.rpc_id)
     rows = []
-    for ex in reassembly.exchanges:
-        if ex.request is None or not ex.request_body:
-            continue
-        messages = parse_messages(bytes(ex.request_body))
-        if not messages:
-            continue
-        answered = _answered_ids(ex)
-        session = by_exchange.get((ex.connection_id, ex.index))
-        for msg in messages:
-            if msg.kind != "request":
-                continue
-            rows.append(
-                {
-                    "session_id": session.session_id if session else None,
-                    "connection": ex.connection_id,
-                    "exchange": ex.index,
-                    "rpc_method": msg.method,
-                    "rpc_id": msg.rpc_id,
-                    "source": ex.request.origin.source,
-                    "frame": ex.request.origin.number,
-                    "ts": ex.request.origin.ts,
-                    "status": ex.response.status if ex.response else None,
-                    "response_complete": msg.rpc_id in answered,
-                }
-            )
+    for r in requests.requests:
+        ex = r.exchange
+        answered = answered_by_stream.get(id(ex), set()) | _json_answers(ex)
+        rows.append(
+            {
+                "session_id": r.session.session_id if r.session else None,
+                "connection": ex.connection_id,
+                "exchange": ex.index,
+                "rpc_method": r.method,
+                "rpc_id": r.rpc_id,
+                "source": r.origin.source,
+                "frame": r.origin.number,
+                "ts": r.ts,
+                "status": ex.response.status if ex.response else None,
+                "response_complete": r.rpc_id in answered,
+            }
+        )
     return rows
 
 
-def _answered_ids(ex) -> set[str | None]:
-    """JSON-RPC ids answered on the exchange itself (JSON body or its event stream)."""
-    answered: set[str | None] = set()
-    bodies = [sse.data for sse in ex.events] if ex.is_event_stream else [bytes(ex.response_body)]
-    for body in bodies:
-        for msg in parse_messages(body) or []:
-            if msg.kind in ("response", "error"):
-                answered.add(msg.rpc_id)
-    return answered
+def _json_answers(ex) -> set[str | None]:
+    """JSON-RPC ids answered in a plain JSON response body."""
+    if ex.is_event_stream or not ex.response_body:
+        return set()
+    return {
+        m.rpc_id
+        for m in parse_messages(bytes(ex.response_body)) or []
+        if m.kind in ("response", "error")
+    }

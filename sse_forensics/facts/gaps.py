@@ -19,6 +19,7 @@ from typing import Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
+from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STREAM_GAP
 from sse_forensics.reassembly.exchange import BodyHole
 
@@ -52,14 +53,20 @@ class GapRecord:
     holes: list[BodyHole] = field(default_factory=list)
     keys: MissingRange | None = None
     missing_ids: list[str] = field(default_factory=list)  # opaque scheme: as observed
+    reissue: RequestRecord | None = None  # the client re-issued the originating request
+    client_continued: bool = False  # the stream went on after the gap, or was resumed
 
     @property
     def complete(self) -> bool:
         return not self.holes
 
     @property
+    def signalled(self) -> bool:
+        return self.signal is not None and not self.signal_late
+
+    @property
     def verdict(self) -> Verdict:
-        if self.signal is not None and not self.signal_late:
+        if self.signalled or self.reissue is not None:
             return "expected_gap"
         return "silent_corruption" if self.complete else "indeterminate"
 
@@ -100,6 +107,9 @@ class GapRecord:
         for hole in self.holes:
             span = hole.span
             out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
+        if self.reissue is not None:
+            r = self.reissue
+            out.append(evidence(r.origin, f"client re-issued {r.method} as JSON-RPC id {r.rpc_id}"))
         return out
 
 

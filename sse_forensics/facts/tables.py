@@ -17,6 +17,16 @@ EVIDENCE = pl.List(
     )
 )
 
+# ECS-style flow columns (network.community_id, source.*, destination.*), on every table a
+# rule can report from, so findings carry them.
+_FLOW = {
+    "community_id": pl.String,
+    "client_ip": pl.String,
+    "client_port": pl.Int64,
+    "server_ip": pl.String,
+    "server_port": pl.Int64,
+}
+
 _STREAM_COMMON = {
     "session_id": pl.String,
     "session_inferred": pl.Boolean,
@@ -24,6 +34,7 @@ _STREAM_COMMON = {
     "stream_label": pl.String,
     "id_scheme": pl.String,
     "counter_scope": pl.String,
+    **_FLOW,
 }
 
 TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
@@ -37,6 +48,16 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "streams": pl.Int64,
         "resumes": pl.Int64,
         "data_events": pl.Int64,
+        "silent_live_gaps": pl.Int64,
+        "resumable_streams": pl.Int64,
+        "stream": pl.String,
+        "stream_label": pl.String,
+        "first": pl.String,
+        "last": pl.String,
+        "count": pl.Int64,
+        "ts": pl.Float64,
+        "evidence": EVIDENCE,
+        **_FLOW,
     },
     "streams": {
         **_STREAM_COMMON,
@@ -84,6 +105,15 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ts_last": pl.Float64,
         "offset_start": pl.Int64,
         "offset_end": pl.Int64,
+        "id_order": pl.String,
+        "previous_id": pl.String,
+        "session_inferred": pl.Boolean,
+        "stream_label": pl.String,
+        "response_label": pl.String,
+        "id_scheme": pl.String,
+        "counter_scope": pl.String,
+        "evidence": EVIDENCE,
+        **_FLOW,
     },
     "resumes": {
         **_STREAM_COMMON,
@@ -104,6 +134,23 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "count": pl.Int64,
         "evidence_complete": pl.Boolean,
         "verdict": pl.String,
+        "protocol_version": pl.String,
+        "replay_start": pl.String,
+        "replayed_duplicates": pl.Int64,
+        "later_events_known": pl.Boolean,
+        "empty_replay": pl.Boolean,
+        "empty_how": pl.String,
+        "crossed_streams": pl.Int64,
+        "crossed_sessions": pl.Int64,
+        "crossed_first": pl.String,
+        "bd_last_written": pl.String,
+        "continues_after_bd": pl.Boolean,
+        "cursor_attempt": pl.Int64,
+        "resume_storm": pl.Boolean,
+        "cursorless_get_after": pl.Boolean,
+        "reissued": pl.Boolean,
+        "client_adjusted": pl.Boolean,
+        "last_seen_id": pl.String,
         "request_frame": pl.Int64,
         "ts": pl.Float64,
         "evidence": EVIDENCE,
@@ -126,6 +173,8 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "signal_late": pl.Boolean,
         "evidence_complete": pl.Boolean,
         "missing_spans": pl.Int64,
+        "client_reissued": pl.Boolean,
+        "client_continued": pl.Boolean,
         "verdict": pl.String,
         "ts": pl.Float64,
         "ts_after": pl.Float64,

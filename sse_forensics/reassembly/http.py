@@ -114,8 +114,8 @@ _CHUNK_HEADER_PREFIX = re.compile(rb"[0-9A-Fa-f]{1,8}(?:[ \t]*(?:;[^\r\n]*)?)?\r
 # share tells compressed or binary bytes from an event stream.
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13, 27)) + b"\x7f"
 _BINARY_SAMPLE = 512
-WAIT = "wait"  # a pickup search needs more bytes to decide
-BINARY = "binary"  # a pickup search met compressed or binary bytes: give up
+_WAIT = "wait"  # a pickup search needs more bytes to decide
+_BINARY = "binary"  # a pickup search met compressed or binary bytes: give up
 
 # Reader states, named for what the next bytes are.
 IDLE = "IDLE"  # a message head, or empty lines before it
@@ -186,6 +186,96 @@ def _sent_before(first: Origin, second: Origin) -> bool:
     return first.number < second.number
 
 
+def _looks_binary(data: bytes) -> bool:
+    """More than 1 in 32 bytes are controls text never holds (compressed bytes: ~1 in 9)."""
+    return (len(data) - len(data.translate(None, _CONTROL_BYTES))) * 32 > len(data)
+
+
+def _sse_chunk_start(buf: bytes, pos: int, end: int, partial_ok: bool) -> int | str | None:
+    """Where a chunked event-stream body can be resumed in ``buf[pos:end]``: the start of a
+    chunk-size line (RFC 9112 §7.1) whose chunk holds an SSE field line and whose data ends
+    with CRLF before another plausible chunk-size line. ``_WAIT`` when a candidate runs
+    past ``end``, ``_BINARY`` when the first well-framed chunk is not text.
+
+    The start of ``buf`` is believed as a chunk-size line only if its chunk checks out: the
+    capture may have started inside a longer size (``b`` of ``1b``), whose data then ends
+    elsewhere. ``partial_ok``: no more bytes will come, so a chunk cut by ``end`` is judged
+    on the data it has.
+    """
+    window_end = pos + PICKUP_WINDOW
+    match = _CHUNK_HEADER_AT_HOLE.match(buf, pos, end)
+    search_from = pos
+    while True:
+        if match is None:
+            match = _CHUNK_HEADER.search(buf, search_from, end)
+            if match is None or match.start() >= window_end:
+                return None
+        verdict = _judge_sse_chunk(buf, match, end, partial_ok)
+        if verdict is not None:
+            return verdict
+        search_from = match.end() - 2  # its CRLF may begin the next candidate
+        match = None
+
+
+def _judge_sse_chunk(
+    buf: bytes, match: re.Match[bytes], end: int, partial_ok: bool
+) -> int | str | None:
+    """``match.start(1)`` if the chunk at ``match`` is event-stream data, ``_WAIT`` or
+    ``_BINARY`` as in :func:`_sse_chunk_start`, ``None`` to try the next candidate."""
+    size = int(match.group(1), 16)
+    if size == 0 or size > PICKUP_WINDOW:  # a last chunk proves nothing; see the window
+        return None
+    data_start = match.end()
+    data_end = data_start + size
+    if data_end + 2 > end:
+        if not partial_ok:
+            return _WAIT
+        data_end = end
+    elif buf[data_end : data_end + 2] != b"\r\n":
+        return None
+    else:
+        next_start = data_end + 2
+        if _NEXT_CHUNK_HEADER.match(buf, next_start, end) is None:
+            prefix = _CHUNK_HEADER_PREFIX.match(buf, next_start, end)
+            could_grow = prefix is not None and prefix.end() == end
+            if not (could_grow or next_start == end):
+                return None
+            if not partial_ok:
+                return _WAIT
+    if _looks_binary(buf[data_start : min(data_end, data_start + _BINARY_SAMPLE)]):
+        return _BINARY
+    if _SSE_FIELD_LINE.search(buf, data_start, data_end) is None:
+        return None
+    return match.start(1)
+
+
+def _sse_lines(buf: bytes, pos: int, end: int) -> bool | str:
+    """Whether ``buf[pos:end]`` reads as an event stream that is not chunked: after the line
+    the start cut, every complete line is an SSE field line, comment or blank line (WHATWG
+    §9.2.6) up to a blank line ending a block that had a ``data`` or ``id`` field.
+    ``_WAIT`` when ``end`` comes first."""
+    end = min(end, pos + PICKUP_WINDOW)
+    cut = _SSE_LINE.search(buf, pos, end)
+    if cut is None:
+        return _WAIT
+    line_start = cut.end()
+    block_has_field = False
+    while True:
+        line = _SSE_LINE.match(buf, line_start, end)
+        if line is None or (line.group(2) == b"\r" and line.end() == end):
+            return _WAIT  # a CR at the end may be half of a CRLF
+        content = line.group(1)
+        if not content:
+            if block_has_field:
+                return True
+        else:
+            field = _SSE_FIELD.match(content)
+            if field is None:
+                return False
+            block_has_field = block_has_field or field.group(1) in (b"data", b"id")
+        line_start = line.end()
+
+
 class _Reader:
     """One direction: the message framing state machine of RFC 9112 §6."""
 
@@ -206,6 +296,9 @@ class _Reader:
         self.quiet = False  # a ProtocolError was reported; resyncing without more noise
         self.at_hole = False  # the next byte is the first after a missing-bytes span
         self.wait = False  # set by a step: stash the rest and wait for more bytes
+        # Server: the hole after which an event-stream body may be picked up headless.
+        self.pickup: MissingSpan | None = None
+        self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
         self.steps = {
             IDLE: self.step_idle,
             BODY_LENGTH: self.step_body_length,
@@ -589,6 +682,8 @@ class _Reader:
         return match.start() if match is not None and match.start() < limit else None
 
     def step_resync_message(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
+        if self.pickup is not None:
+            return self.step_pickup(buf, pos, out)
         start = self.message_start(buf, pos, len(buf))
         if start is not None:
             self.at_hole = False
@@ -600,9 +695,70 @@ class _Reader:
         self.wait = True
         return keep
 
+    def step_pickup(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
+        """After a hole that lost the message boundaries: a message start wins (a normal
+        response is never read as anything else); bytes before it, or all bytes if there
+        is none, are searched for an event-stream body whose head was not captured. The
+        bytes are held, not dropped, until the search decides."""
+        n = len(buf)
+        start = self.message_start(buf, pos, n)
+        if start is not None:
+            # Only a chunked body can end (with its last chunk) before the next message.
+            found = _sse_chunk_start(buf, pos, start, partial_ok=False)
+            if isinstance(found, int):
+                return self.pick_up(found, True, out)
+            self.pickup = None
+            return pos
+        final = self.final or n - pos >= PICKUP_WINDOW
+        found = _sse_chunk_start(buf, pos, n, partial_ok=final)
+        if isinstance(found, int):
+            return self.pick_up(found, True, out)
+        if found is None:
+            sample = buf[pos : pos + _BINARY_SAMPLE]
+            if len(sample) == _BINARY_SAMPLE and _looks_binary(sample):
+                found = _BINARY
+            elif _sse_lines(buf, pos, n) is True:
+                return self.pick_up(pos, False, out)
+        if found != _BINARY and not final:
+            # Undecided (a chunk or a block runs past the bytes held): wait for more.
+            self.wait = True
+            return pos
+        # No event stream where one could be: resynchronise at message starts only.
+        self.pickup = None
+        return pos
+
+    def pick_up(self, at: int, chunked: bool, out: list[HTTPEvent]) -> int:
+        """Resume an event-stream body at ``at``: an inferred head, the gap before ``at``,
+        then the body framing (chunked: ``at`` is a chunk-size line; otherwise the body is
+        delimited by the close, RFC 9112 §6.3 rule 8). No content-coding is known, so none
+        is removed (a coded body does not pass the search)."""
+        hole, self.pickup = self.pickup, None
+        origin = self.origin_at(at)
+        exchange = self.conn.headless_response(self, chunked, origin, out)
+        span = MissingSpan(self.direction, hole.offset, None, hole.reason, hole.after, origin)
+        out.append(BodyGap(exchange, self.direction, span))
+        self.at_hole = False
+        self.quiet = False
+        self.seen_message = True
+        return at
+
+    def settle_pickup(self, out: list[HTTPEvent]) -> None:
+        """No more bytes follow the held ones (a hole or the end comes): decide on them."""
+        if self.pickup is None or self.state != RESYNC_MESSAGE or not self.pending:
+            return
+        buf, self.origins = self.pending, self.pending_origins
+        self.pending, self.pending_origins = b"", []
+        self.origin = self.origins[-1][1]
+        self.final = True
+        try:
+            self.run(buf, out)
+        finally:
+            self.final = False
+
     # -- missing bytes and the end -------------------------------------------------------
 
     def missing(self, span: MissingSpan, out: list[HTTPEvent]) -> None:
+        self.settle_pickup(out)
         state = self.state
         if state == CLOSED:
             return
@@ -642,11 +798,15 @@ class _Reader:
             self.end_message(out, span.after, False, "missing-bytes")
         elif state == IDLE and self.is_server:
             self.conn.drop_interim(out)
-        # A head, or an unknown amount of the stream, is gone: find the next message.
+        # A head, or an unknown amount of the stream, is gone: find the next message, or
+        # the body of an event stream whose head is gone.
         self.lose_track(out, None, None)
         self.at_hole = True
+        if self.is_server:
+            self.pickup = span
 
     def end(self, origin: Origin | None, reason: str, out: list[HTTPEvent]) -> None:
+        self.settle_pickup(out)
         state = self.state
         if state == CLOSED:
             return
@@ -890,6 +1050,29 @@ class HTTPConnection:
         self._orphan = (request, origin)
         return request
 
+    def headless_response(
+        self, reader: _Reader, chunked: bool, origin: Origin, out: list[HTTPEvent]
+    ) -> int:
+        """An event-stream body whose head the capture lacks: infer the head from what the
+        body showed, pair it like any response (RFC 9112 §9.3), and set up its framing.
+        Returns the exchange."""
+        request = self._take_request(origin, out)
+        self._current = None
+        self._last_final = max(self._last_final, request.exchange)
+        headers: Headers = [("Content-Type", "text/event-stream")]
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        out.append(
+            ResponseHead(
+                request.exchange, 0, HEAD_NOT_CAPTURED, "", headers, origin, head_captured=False
+            )
+        )
+        reader.body = _Body(request.exchange, chunked=chunked)
+        reader.state = CHUNK_SIZE if chunked else BODY_UNTIL_CLOSE
+        if self._client.state == AWAIT_TUNNEL:
+            self._client.resume(out)
+        return request.exchange
+
     def drop_interim(self, out: list[HTTPEvent]) -> None:
         """A hole after interim responses may hold the final one: give that exchange up."""
         if self._current is not None:
@@ -904,4 +1087,4 @@ class HTTPConnection:
             reader.pending, reader.pending_origins = b"", []
 
 
-__all__ = ["HTTPConnection"]
+__all__ = ["HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]

@@ -1,0 +1,302 @@
+"""What a resume's answer did with ``Last-Event-ID`` (PROFILE.md, "Gap signalling": the
+silent answers seen in real servers) and what the client did around it.
+
+Each function judges one resume against the streams observed before it; the fact builder
+writes the results as columns of the ``resumes`` table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from sse_forensics.facts.gaps import GapRecord, observed_order
+from sse_forensics.facts.ids import IdCodec, IdKey
+from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord
+from sse_forensics.facts.requests import RequestIndex
+from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT
+
+# A 200 that only sends keep-alive comments "stays open" once it has sent this many of them
+# or lasted this long without a data event (PROFILE.md: both seen in official SDKs).
+KEEPALIVE_ONLY_COMMENTS = 2
+KEEPALIVE_ONLY_SECONDS = 5.0
+# Same stream, same Last-Event-ID, no progress: a reconnect loop from this many attempts.
+RESUME_STORM_ATTEMPTS = 3
+
+
+@dataclass(slots=True)
+class ReplayFacts:
+    replay_start: str | None = None  # successor | jump | duplicate | older | empty | unknown
+    duplicates: int = 0
+    later_events_known: bool = False
+    empty_replay: bool = False
+    empty_how: str | None = None  # "ended" | "keep-alive only"
+    crossed_streams: int = 0
+    crossed_sessions: int = 0
+    crossed_first: str | None = None
+    bd_last_written: str | None = None
+    continues_after_bd: bool = False  # the replay starts at the successor of that W
+    cursor_attempt: int = 1
+    cursorless_get_after: bool = False
+    reissued: bool = False
+    client_adjusted: bool = False
+    last_seen_id: str | None = None
+    extra_evidence: list[Evidence] = field(default_factory=list)
+
+
+def _is_2xx_stream(s: StreamRecord) -> bool:
+    return s.status is not None and 200 <= s.status < 300 and s.exchange.is_event_stream
+
+
+def _before(streams: list[StreamRecord], stop: StreamRecord) -> list[StreamRecord]:
+    out = []
+    for s in streams:
+        if s is stop:
+            break
+        out.append(s)
+    return out
+
+
+def _answered(stream: StreamRecord, streams: list[StreamRecord], until: float) -> set[str | None]:
+    """JSON-RPC ids answered on the logical stream before ``until``."""
+    ids: set[str | None] = set()
+    for s in streams:
+        if s.logical is not stream.logical:
+            continue
+        for e in s.events:
+            if e.rpc and (e.origin is None or e.origin.ts < until):
+                ids.update(m.rpc_id for m in e.rpc if m.kind in ("response", "error"))
+    return ids
+
+
+class ReplayJudge:
+    """Judges every resume of a capture; built once with indexes over all streams."""
+
+    def __init__(
+        self, streams: list[StreamRecord], codecs: dict[str, IdCodec], requests: RequestIndex
+    ) -> None:
+        self.streams = streams
+        self.codecs = codecs
+        self.requests = requests
+        # (id, data) → the first stream and event that carried it, in time order.
+        self.first_seen: dict[tuple[str, str], EventRecord] = {}
+        self.pair_sessions: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for s in streams:
+            for e in s.events:
+                if e.kind == "data" and e.carries_id:
+                    pair = (e.sse.id_field, e.sse.data)
+                    self.first_seen.setdefault(pair, e)
+                    self.pair_sessions[pair].add(s.session.session_id)
+
+    def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
+        facts = ReplayFacts()
+        codec = self.codecs[r.session.session_id]
+        earlier = _before(self.streams, r)
+        same_logical = [s for s in earlier if s.logical is r.logical]
+        leid = r.last_event_id or ""
+        lk = codec.key(leid) if codec.arithmetic else None
+        order = [e.sse.id_field for e in observed_order(r, self.streams)]
+        li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
+
+        facts.bd_last_written = self._backpressure_w(same_logical)
+        facts.cursor_attempt = self._attempt(r, same_logical)
+        facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
+        facts.later_events_known = self._later_events(r, lk, order, li)
+        facts.client_adjusted, facts.last_seen_id = self._adjusted(r, earlier, codec, lk)
+        facts.cursorless_get_after = self._cursor_lost(r)
+        if not _is_2xx_stream(r):
+            return facts
+        data = r.data_events()
+        if not data:
+            facts.replay_start = "empty"
+            facts.empty_how = self._empty_how(r)
+            facts.empty_replay = facts.empty_how is not None
+            return facts
+        first = data[0]
+        facts.replay_start = self._start(first, gap, codec, lk, order, li, leid)
+        if facts.bd_last_written is not None:
+            wk = codec.key(facts.bd_last_written)
+            if wk is not None and first.key is not None:
+                facts.continues_after_bd = first.key == IdKey(wk.prefix, wk.seq + 1)
+            elif facts.bd_last_written in order:
+                wi = len(order) - 1 - order[::-1].index(facts.bd_last_written)
+                facts.continues_after_bd = (
+                    wi + 1 < len(order) and order[wi + 1] == first.sse.id_field
+                )
+        before_leid = set(order[: li + 1]) if li is not None else set()
+        for e in data:
+            if lk is not None and e.key is not None and e.key.prefix == lk.prefix:
+                facts.duplicates += e.key.seq <= lk.seq
+            elif e.sse.id_field in before_leid:
+                facts.duplicates += 1
+        self._crossings(r, data, facts, codec)
+        return facts
+
+    # -- individual judgements -------------------------------------------------------
+
+    @staticmethod
+    def _start(
+        first: EventRecord,
+        gap: GapRecord | None,
+        codec: IdCodec,
+        lk: IdKey | None,
+        order: list[str],
+        li: int | None,
+        leid: str,
+    ) -> str:
+        if gap is not None:
+            return "jump"
+        if lk is not None and first.key is not None and first.key.prefix == lk.prefix:
+            if first.key.seq < lk.seq:
+                return "older"
+            return "duplicate" if first.key.seq == lk.seq else "successor"
+        if li is None or not first.sse.id_field:
+            return "unknown"
+        if first.sse.id_field == leid:
+            return "duplicate"
+        return "older" if first.sse.id_field in order[:li] else "successor"
+
+    @staticmethod
+    def _backpressure_w(same_logical: list[StreamRecord]) -> str | None:
+        w = None
+        for s in same_logical:
+            for e in s.events:
+                if e.sse.event == BACKPRESSURE_DISCONNECT and e.signal and e.signal.valid:
+                    w = e.signal.first
+        return w
+
+    @staticmethod
+    def _attempt(r: StreamRecord, same_logical: list[StreamRecord]) -> int:
+        """How many resumes in a row asked for this Last-Event-ID with nothing delivered."""
+        attempt = 1
+        for s in reversed(same_logical):
+            if s.data_events():
+                break
+            if s.kind == "resume" and s.last_event_id == r.last_event_id:
+                attempt += 1
+        return attempt
+
+    def _later_events(
+        self, r: StreamRecord, lk: IdKey | None, order: list[str], li: int | None
+    ) -> bool:
+        """The logical stream is known to have events after Last-Event-ID: seen on the wire
+        anywhere, or its originating request was not answered before this resume."""
+        for s in self.streams:
+            if s is r or s.logical is not r.logical:
+                continue
+            for e in s.data_events():
+                if (
+                    lk is not None
+                    and e.key is not None
+                    and e.key.prefix == lk.prefix
+                    and e.key.seq > lk.seq
+                ):
+                    return True
+        if li is not None and li + 1 < len(order):
+            return True
+        originals = self.requests.originating(r)
+        if originals:
+            answered = _answered(r, self.streams, r.first_ts)
+            return any(req.rpc_id not in answered for req in originals)
+        return False
+
+    @staticmethod
+    def _empty_how(r: StreamRecord) -> str | None:
+        ex = r.exchange
+        if ex.response_end_reason in ("complete", "fin", "rst") or ex.response_complete:
+            return "ended"
+        start = r.response_origin.ts if r.response_origin else r.first_ts
+        end = ex.last_body_origin.ts if ex.last_body_origin else start
+        if len(ex.comments) >= KEEPALIVE_ONLY_COMMENTS or end - start >= KEEPALIVE_ONLY_SECONDS:
+            return "keep-alive only"
+        return None
+
+    def _crossings(
+        self, r: StreamRecord, data: list[EventRecord], facts: ReplayFacts, codec: IdCodec
+    ) -> None:
+        """Replayed events first sent on another stream or session. Only judged where IDs
+        identify an event across streams (opaque or prefixed IDs, or a shared counter):
+        with per-stream integer counters two streams legitimately send the same ID and,
+        often, the same progress notification."""
+        if r.resumed_from is None:
+            return
+        scope = r.session.counter_scope
+        unique_ids = codec.scheme != "int" or scope in ("session", "server")
+        if not unique_ids:
+            return
+        for e in data:
+            if not e.carries_id:
+                continue
+            pair = (e.sse.id_field, e.sse.data)
+            first = self.first_seen.get(pair)
+            if first is None or first is e or first.stream.logical is r.logical:
+                continue
+            if first.stream.session is r.session:
+                facts.crossed_streams += 1
+            elif scope == "server" or codec.scheme != "int":
+                facts.crossed_sessions += 1
+            else:
+                continue
+            if facts.crossed_first is None:
+                facts.crossed_first = e.sse.id_field
+                facts.extra_evidence.append(
+                    first.cite(f"event {e.sse.id_field} first sent on {first.stream.label}")
+                )
+                facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
+
+    def _adjusted(
+        self, r: StreamRecord, earlier: list[StreamRecord], codec: IdCodec, lk: IdKey | None
+    ) -> tuple[bool, str | None]:
+        """Last-Event-ID ahead of the last ID the stream being resumed carried."""
+        if lk is None or r.resumed_from is not None:
+            return False, None
+        candidates = [
+            s
+            for s in earlier
+            if s.session is r.session
+            and any(e.key is not None and e.key.prefix == lk.prefix for e in s.id_events())
+        ]
+        if not candidates:
+            return False, None
+        resumed = candidates[-1].logical
+        seen = [
+            e
+            for s in earlier
+            if s.logical is resumed
+            for e in s.id_events()
+            if e.key is not None and e.key.prefix == lk.prefix
+        ]
+        last = max(seen, key=lambda e: e.key.seq)
+        return lk.seq > last.key.seq, last.sse.id_field
+
+    def _cursor_lost(self, r: StreamRecord) -> bool:
+        """After this resume failed, the client's next stream request in the session came
+        without Last-Event-ID while the original request was still unanswered."""
+        failed = (
+            r.status is not None and not 200 <= r.status < 300 and r.status not in (404, 410)
+        ) or (
+            _is_2xx_stream(r)
+            and not r.data_events()
+            and r.exchange.response_end_reason in ("complete", "fin")
+        )
+        if not failed:
+            return False
+        nxt = next(
+            (
+                s
+                for s in self.streams
+                if s.session is r.session
+                and s.first_ts > r.first_ts
+                and s is not r
+                and s.exchange.request is not None
+                and s.exchange.request.method.upper() == "GET"
+            ),
+            None,
+        )
+        if nxt is None or nxt.kind == "resume":
+            return False
+        originals = self.requests.originating(r)
+        if not originals:
+            return True
+        answered = _answered(r, self.streams, float("inf"))
+        return any(req.rpc_id not in answered for req in originals)

@@ -1,0 +1,99 @@
+"""JSON-RPC requests the clients sent, and whether a client re-issued one (PROFILE.md,
+"What counts as what": a gap after which the client aborted and re-issued the originating
+request is an expected gap)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import orjson
+
+from sse_forensics.facts.jsonrpc import parse_messages
+from sse_forensics.facts.model import SessionRecord, StreamRecord
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.exchange import Exchange
+
+# MCP puts per-call bookkeeping (progressToken, traceparent) under `_meta`; a client that
+# re-issues a call mints new ones, so they are not part of what makes two calls the same.
+_PER_CALL_KEYS = ("_meta",)
+
+
+def call_signature(method: str | None, params: object) -> bytes:
+    """What makes two requests "the same call": method and params without ``_meta``."""
+    if isinstance(params, dict):
+        params = {k: v for k, v in params.items() if k not in _PER_CALL_KEYS}
+    try:
+        return orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return orjson.dumps([method, repr(params)])
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    session: SessionRecord | None
+    exchange: Exchange
+    method: str | None
+    rpc_id: str | None
+    signature: bytes
+    origin: Origin
+
+    @property
+    def ts(self) -> float:
+        return self.origin.ts
+
+
+def collect_requests(
+    exchanges: list[Exchange], sessions: dict[tuple[int, int], SessionRecord]
+) -> list[RequestRecord]:
+    """Every JSON-RPC request (not notification) in a request body, in time order."""
+    out: list[RequestRecord] = []
+    for ex in exchanges:
+        if ex.request is None or not ex.request_body:
+            continue
+        for msg in parse_messages(bytes(ex.request_body)) or []:
+            if msg.kind == "request":
+                out.append(
+                    RequestRecord(
+                        sessions.get((ex.connection_id, ex.index)),
+                        ex,
+                        msg.method,
+                        msg.rpc_id,
+                        call_signature(msg.method, msg.params),
+                        ex.request.origin,
+                    )
+                )
+    out.sort(key=lambda r: r.ts)
+    return out
+
+
+class RequestIndex:
+    """Look-ups over the requests of a capture."""
+
+    def __init__(self, requests: list[RequestRecord]) -> None:
+        self.requests = requests
+        self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
+        for r in requests:
+            self._by_exchange[id(r.exchange)].append(r)
+
+    def originating(self, stream: StreamRecord) -> list[RequestRecord]:
+        """The JSON-RPC request(s) whose result the logical stream carries (the POST that
+        opened it); empty for a standalone GET stream."""
+        return self._by_exchange.get(id(stream.logical.exchange), [])
+
+    def reissue_after(self, stream: StreamRecord, ts: float) -> RequestRecord | None:
+        """A later request in the same session repeating the stream's originating call."""
+        originals = self.originating(stream)
+        if not originals:
+            return None
+        wanted = {r.signature for r in originals}
+        session = stream.session
+        for r in self.requests:
+            if (
+                r.ts > ts
+                and r.session is session
+                and r.exchange is not stream.logical.exchange
+                and r.signature in wanted
+            ):
+                return r
+        return None
