@@ -292,13 +292,15 @@ class Connection:
                 break
             request_id = stream_index + 1
             token = f"c{self.index}-r{request_id}"
+            # Every call asks for a different job: the same call again would read as the
+            # client re-issuing it after a loss (PROFILE.md, "expected gap").
             call = {
                 "jsonrpc": "2.0",
                 "id": request_id,
                 "method": "tools/call",
                 "params": {
                     "name": "long_task",
-                    "arguments": {"steps": 100},
+                    "arguments": {"job": request_id},
                     "_meta": {"progressToken": token},
                 },
             }

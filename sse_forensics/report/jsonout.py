@@ -11,6 +11,17 @@ from sse_forensics import __version__
 from sse_forensics.pipeline import ScanResult
 
 _OPTS = orjson.OPT_NON_STR_KEYS
+SESSION_SUMMARY = [
+    "session_id",
+    "session_inferred",
+    "session_source",
+    "protocol_version",
+    "id_scheme",
+    "counter_scope",
+    "streams",
+    "resumes",
+    "data_events",
+]
 
 
 def findings_jsonl(result: ScanResult) -> bytes:
@@ -22,7 +33,7 @@ def session_summaries(result: ScanResult) -> list[dict]:
     for f in result.findings:
         verdicts.setdefault(f.session_id or "", Counter())[f.classification] += 1
     rows = []
-    for row in result.facts.tables["sessions"].to_dicts():
+    for row in result.facts.tables["sessions"].select(SESSION_SUMMARY).to_dicts():
         row["verdicts"] = dict(verdicts.get(row["session_id"], Counter()))
         rows.append(row)
     return rows
