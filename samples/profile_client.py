@@ -3,7 +3,8 @@
 It behaves like an MCP streamable-HTTP client (2025-11-25): ``initialize``, the
 ``notifications/initialized`` notification, ``tools/call`` read as an event stream, a resume
 with ``GET /mcp`` + ``Last-Event-ID`` + ``Mcp-Session-Id``, and a ``DELETE`` to end the
-session. :class:`ClientPlan` says where the client drops the stream and whether it resumes.
+session. :class:`ClientPlan` says where the client drops the stream, how it resumes (or
+fails to), and whether it re-issues a call whose event IDs jumped.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ class ClientPlan:
     resume: bool = False  # reconnect with Last-Event-ID after the stream ended or was dropped
     concurrent_calls: int = 1  # tools/call streams open at once on the session
     standalone_stream: bool = False  # also open the GET notification stream
+    protocol_version: str = PROTOCOL_VERSION  # asked for in initialize and sent as a header
+    steps: int | None = None  # tools/call arguments.steps (None: the server's default)
+    resume_from: str | None = None  # Last-Event-ID to send instead of the last ID received
+    resume_attempts: int = 1  # resumes with the same Last-Event-ID while none delivers data
+    give_up_after_comments: int | None = None  # leave a resume that sent only comments
+    reopen_without_cursor: bool = False  # after a failed resume: GET without Last-Event-ID
+    reissue_on_jump: bool = False  # IDs jumped: leave, cancel, re-issue the same tools/call
+    second_call_steps: int | None = None  # before resuming: another tools/call, read to the end
+    prior_session_steps: int | None = None  # first another session reads a whole tools/call
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,7 @@ class SseReader:
         self.event = ""
         self.data: list[str] = []
         self.last_event_id = ""
+        self.comments = 0
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self.buffer += chunk
@@ -60,6 +71,9 @@ class SseReader:
                 elif self.last_event_id:  # a priming event: an ID, empty data
                     dispatched.append(SseEvent("message", self.last_event_id, ""))
                 self.event, self.data = "", []
+                continue
+            if line.startswith(":"):
+                self.comments += 1
                 continue
             name, _, value = line.partition(":")
             value = value.removeprefix(" ")
@@ -87,24 +101,30 @@ class StreamLog:
     def last_event_id(self) -> str:
         return self.events[-1].event_id if self.events else ""
 
+    @property
+    def delivered(self) -> bool:
+        """A 2xx that carried at least one data event (else the resume failed)."""
+        return 200 <= self.status < 300 and bool(self.data_events)
+
 
 class McpClient:
     """One MCP session over a pooled httpx client."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, protocol_version: str = PROTOCOL_VERSION) -> None:
         self.url = url
+        self.protocol_version = protocol_version
         self.http = httpx.Client(timeout=10.0)
         self.session_id = ""
 
     def headers(self, accept: str = "application/json, text/event-stream") -> dict[str, str]:
-        headers = {"Accept": accept, "MCP-Protocol-Version": PROTOCOL_VERSION}
+        headers = {"Accept": accept, "MCP-Protocol-Version": self.protocol_version}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
         return headers
 
     def initialize(self) -> None:
         params = {
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": self.protocol_version,
             "capabilities": {},
             "clientInfo": {"name": "profile-client", "version": "1.0"},
         }
@@ -116,22 +136,32 @@ class McpClient:
         self.http.post(self.url, json=notification, headers=self.headers())
 
     def call_tool(
-        self, request_id: int, plan: ClientPlan, started: threading.Event | None = None
+        self,
+        request_id: int,
+        params: dict,
+        plan: ClientPlan = ClientPlan(),
+        started: threading.Event | None = None,
     ) -> StreamLog:
         """POST tools/call and read its event stream to the end or to the planned drop."""
-        params = {"name": "long_task", "arguments": {}, "_meta": {"progressToken": request_id}}
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         request = self.http.build_request("POST", self.url, json=message, headers=self.headers())
         response = self.http.send(request, stream=True)
         if started is not None:
             started.set()
-        return self.read(response, plan.disconnect_after, plan.linger)
+        return self.read(response, plan.disconnect_after, plan.linger, plan.reissue_on_jump)
 
-    def resume(self, last_event_id: str) -> StreamLog:
+    def cancel(self, request_id: int, reason: str) -> None:
+        """MCP notifications/cancelled for a request the client gave up on."""
+        params = {"requestId": request_id, "reason": reason}
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        self.http.post(self.url, json=message, headers=self.headers())
+
+    def resume(self, last_event_id: str, give_up_after_comments: int | None = None) -> StreamLog:
         """GET with Last-Event-ID: the server replays the stream that ID was seen on."""
         headers = {**self.headers("text/event-stream"), "Last-Event-ID": last_event_id}
         request = self.http.build_request("GET", self.url, headers=headers)
-        return self.read(self.http.send(request, stream=True))
+        response = self.http.send(request, stream=True)
+        return self.read(response, give_up_after_comments=give_up_after_comments)
 
     def standalone_stream(self) -> StreamLog:
         request = self.http.build_request(
@@ -140,9 +170,16 @@ class McpClient:
         return self.read(self.http.send(request, stream=True))
 
     def read(
-        self, response: httpx.Response, drop_after: int | None = None, linger: float = 0.0
+        self,
+        response: httpx.Response,
+        drop_after: int | None = None,
+        linger: float = 0.0,
+        leave_on_jump: bool = False,
+        give_up_after_comments: int | None = None,
     ) -> StreamLog:
-        """Collect events; after data event ``drop_after`` wait ``linger`` s, then hang up."""
+        """Collect events; after data event ``drop_after`` (or the first data event whose int
+        ID is not its predecessor's successor) wait ``linger`` s, then hang up; leave a
+        stream that sent ``give_up_after_comments`` comments and no data event."""
         log = StreamLog(response.status_code)
         reader = SseReader()
         try:
@@ -151,10 +188,16 @@ class McpClient:
                 return log
             for chunk in response.iter_raw():
                 log.events.extend(reader.feed(chunk))
+                jump = first_jump(log.data_events) if leave_on_jump else None
+                if jump is not None:
+                    drop_after = jump
                 if drop_after is not None and len(log.data_events) >= drop_after:
                     # Keep only what the client had processed when it decided to leave.
                     log.events = trim_after_data_event(log.events, drop_after)
                     time.sleep(linger)
+                    break
+                quiet = give_up_after_comments is not None and not log.data_events
+                if quiet and reader.comments >= give_up_after_comments:
                     break
         finally:
             response.close()  # unread: httpx closes the connection instead of reusing it
@@ -163,6 +206,21 @@ class McpClient:
     def close(self) -> None:
         self.http.delete(self.url, headers=self.headers())
         self.http.close()
+
+
+def first_jump(data_events: list[SseEvent]) -> int | None:
+    """1-based position of the first data event whose int ID skips its predecessor's successor."""
+    for k in range(1, len(data_events)):
+        previous, current = data_events[k - 1].event_id, data_events[k].event_id
+        if previous.isdigit() and current.isdigit() and int(current) != int(previous) + 1:
+            return k + 1
+    return None
+
+
+def tool_params(progress_token: int, steps: int | None) -> dict:
+    """tools/call params; a re-issued call sends the very same ones."""
+    arguments = {} if steps is None else {"steps": steps}
+    return {"name": "long_task", "arguments": arguments, "_meta": {"progressToken": progress_token}}
 
 
 def trim_after_data_event(events: list[SseEvent], k: int) -> list[SseEvent]:
@@ -177,24 +235,53 @@ def trim_after_data_event(events: list[SseEvent], k: int) -> list[SseEvent]:
 
 def run_plan(url: str, plan: ClientPlan) -> list[StreamLog]:
     """Play ``plan`` against the server at ``url``; return every stream the client read."""
-    client = McpClient(url)
     logs: list[StreamLog] = []
+    prior = None
+    if plan.prior_session_steps is not None:  # another session, kept open to the end
+        prior = McpClient(url, plan.protocol_version)
+        prior.initialize()
+        logs.append(prior.call_tool(2, tool_params(2, plan.prior_session_steps)))
+    client = McpClient(url, plan.protocol_version)
     try:
         client.initialize()
-        with ThreadPoolExecutor(max_workers=plan.concurrent_calls + 1) as pool:
-            standalone = pool.submit(client.standalone_stream) if plan.standalone_stream else None
-            calls = []
-            for request_id in range(2, 2 + plan.concurrent_calls):
-                # Start each call once the previous one has its response headers, so the
-                # server sees the streams in request-ID order (deterministic IDs).
-                started = threading.Event()
-                calls.append(pool.submit(client.call_tool, request_id, plan, started))
-                started.wait(timeout=5)
-            logs.extend(call.result() for call in calls)
-            if standalone is not None:
-                logs.append(standalone.result())
-        if plan.resume:
-            logs.append(client.resume(logs[0].last_event_id))
+        logs += play_session(client, plan)
     finally:
         client.close()
+        if prior is not None:
+            prior.close()
+    return logs
+
+
+def play_session(client: McpClient, plan: ClientPlan) -> list[StreamLog]:
+    """The plan's tools/call streams, then its re-issue, second call and resumes."""
+    logs: list[StreamLog] = []
+    with ThreadPoolExecutor(max_workers=plan.concurrent_calls + 1) as pool:
+        standalone = pool.submit(client.standalone_stream) if plan.standalone_stream else None
+        calls = []
+        for request_id in range(2, 2 + plan.concurrent_calls):
+            # Start each call once the previous one has its response headers, so the
+            # server sees the streams in request-ID order (deterministic IDs).
+            started = threading.Event()
+            params = tool_params(request_id, plan.steps)
+            calls.append(pool.submit(client.call_tool, request_id, params, plan, started))
+            started.wait(timeout=5)
+        logs.extend(call.result() for call in calls)
+        if standalone is not None:
+            logs.append(standalone.result())
+    next_id = 2 + plan.concurrent_calls
+    if plan.reissue_on_jump and first_jump(logs[0].data_events) is not None:
+        # The IDs jumped: events were lost. Cancel the call and ask again (same params).
+        client.cancel(2, "event IDs jumped: events were lost")
+        logs.append(client.call_tool(next_id, tool_params(2, plan.steps)))
+        next_id += 1
+    if plan.second_call_steps is not None:
+        logs.append(client.call_tool(next_id, tool_params(next_id, plan.second_call_steps)))
+    if plan.resume:
+        cursor = plan.resume_from or logs[0].last_event_id
+        for _ in range(plan.resume_attempts):
+            logs.append(client.resume(cursor, plan.give_up_after_comments))
+            if logs[-1].delivered:
+                break
+        if plan.reopen_without_cursor and not logs[-1].delivered:
+            logs.append(client.standalone_stream())
     return logs

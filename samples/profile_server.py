@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 import uvicorn
@@ -27,21 +27,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-PROTOCOL_VERSION = "2025-11-25"
+PROTOCOL_VERSION = "2025-11-25"  # answered when the client asks for none
 IdScheme = Literal["int", "prefixed", "opaque"]
+EmptyReplay = Literal["ends", "keepalive"]
 
 # Headers every event stream carries: caches and reverse proxies must neither store nor
 # buffer an event stream (nginx honours X-Accel-Buffering).
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # How long a stalled live stream waits for its client to go away before giving up.
 STALL_SECONDS = 5.0
+KEEPALIVE_SECONDS = 0.5  # between the `: ping` comments of a replay that sends nothing else
 
 
 @dataclass(frozen=True)
 class ServerKnobs:
-    """How the server numbers, writes, evicts and replays events (one scenario's server)."""
+    """How the server numbers, writes, evicts and replays events (one scenario's server).
 
-    session_id: str
+    The stream faults (``STREAM_FAULTS``: eviction, stalls, stream-gap, re-sends, replay
+    buffer loss) apply to the streams in ``faulty_streams``, numbered server-wide from 1 in
+    the order the server opened them (``None``: every stream); the resume knobs apply to
+    every resume.
+    """
+
+    session_prefix: str  # the k-th initialize opens session f"{session_prefix}-{k:04d}"
     id_scheme: IdScheme = "int"
     shared_counter: bool = False  # one counter for all streams of the server
     seed: str = "sse-forensics"  # opaque IDs come from a PRNG seeded with this
@@ -52,11 +60,19 @@ class ServerKnobs:
     keepalive_every: int = 0  # a `: ping` comment after every k data events (0: none)
     live_evicted: tuple[int, int] | None = None  # data events assigned an ID, never written
     signal_stream_gap: bool = False  # announce live_evicted with a stream-gap event
+    stream_gap_late: bool = False  # ... but only after the next data event (too late)
+    resend: tuple[int, int] | None = None  # (a, b): after data event a, send event b again
     live_stop_after: int | None = None  # live writer stalls after this data event
     backpressure_after: int | None = None  # backpressure-disconnect after this data event
     replay_evicted: tuple[int, int] | None = None  # data events missing from the replay buffer
-    resume_status: int = 200  # 410: the server refuses every resume
+    resume_status: int = 200  # e.g. 410 or 500: the server refuses every resume
     signal_resume_gap: bool = False  # a resume-gap event opens a replay that jumps
+    empty_replay: EmptyReplay | None = None  # a 200 resume that ends at once / only pings
+    replay_from_oldest: bool = False  # replay the whole buffer whatever Last-Event-ID says
+    replay_inclusive: bool = False  # off by one: the replay starts AT Last-Event-ID
+    replay_foreign: str | None = None  # this event of another stream ends every replay
+    no_store: bool = False  # streams carry Cache-Control: no-store (no resumption offered)
+    faulty_streams: tuple[int, ...] | None = None
     interleaved_calls: int = 0  # n concurrent tools/call streams take turns on the counter
     standalone_events: int = 0  # GET stream: notifications sent once the calls finished
 
@@ -75,8 +91,11 @@ class EventStream:
     """A server-side stream: its number, its events in ID order, and its replay buffer."""
 
     number: int
+    session: str
+    faulty: bool  # the scenario's misbehaviour applies to this stream
     assigned: list[str] = field(default_factory=list)  # every ID handed out, evicted or not
     events: list[StoredEvent] = field(default_factory=list)  # the replay buffer
+    written: dict[str, StoredEvent] = field(default_factory=dict)  # every event, by ID
 
 
 class EventIdAllocator:
@@ -145,11 +164,12 @@ def jsonrpc(payload: dict) -> str:
 
 
 class ProfileServer:
-    """State of one server instance: one session, its streams and the shared ID counter."""
+    """State of one server instance: its sessions, their streams and the ID counter."""
 
     def __init__(self, knobs: ServerKnobs) -> None:
         self.knobs = knobs
         self.ids = EventIdAllocator(knobs.id_scheme, knobs.shared_counter, knobs.seed)
+        self.sessions: list[str] = []
         self.streams: list[EventStream] = []
         self.event_index: dict[str, EventStream] = {}  # event ID -> the stream it was sent on
         self.calls_started = 0
@@ -164,55 +184,65 @@ class ProfileServer:
     async def endpoint(self, request: Request) -> Response:
         if request.method == "POST":
             return await self.post(request)
-        if request.headers.get("mcp-session-id") != self.knobs.session_id:
-            return self.error(404, None, "Not Found: unknown session")
+        session = request.headers.get("mcp-session-id", "")
+        if session not in self.sessions:
+            return self.error(404, None, "Not Found: unknown session", session)
         if request.method == "DELETE":
-            return Response(status_code=200, headers=self.session_header)
+            return Response(status_code=200, headers=session_header(session))
         last_event_id = request.headers.get("last-event-id")
         if last_event_id is not None:
-            return self.resume(last_event_id)
-        return self.standalone_stream()
+            return self.resume(last_event_id, session)
+        return self.standalone_stream(session)
 
-    @property
-    def session_header(self) -> dict[str, str]:
-        return {"Mcp-Session-Id": self.knobs.session_id}
-
-    def error(self, status: int, request_id: object, message: str) -> JSONResponse:
+    def error(self, status: int, request_id: object, message: str, session: str) -> JSONResponse:
         body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}}
-        return JSONResponse(body, status_code=status, headers=self.session_header)
+        return JSONResponse(body, status_code=status, headers=session_header(session))
+
+    def initialize(self, message: dict) -> JSONResponse:
+        """A new session; the protocol version the client asks for is the one negotiated."""
+        session = f"{self.knobs.session_prefix}-{len(self.sessions) + 1:04d}"
+        self.sessions.append(session)
+        version = message.get("params", {}).get("protocolVersion", PROTOCOL_VERSION)
+        result = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "profile-server", "version": "1.0"},
+        }
+        body = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        return JSONResponse(body, headers=session_header(session))
 
     async def post(self, request: Request) -> Response:
         message = await request.json()
         method = message.get("method")
         if method == "initialize":
-            result = {
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "profile-server", "version": "1.0"},
-            }
-            return JSONResponse(
-                {"jsonrpc": "2.0", "id": message["id"], "result": result},
-                headers=self.session_header,
-            )
-        if request.headers.get("mcp-session-id") != self.knobs.session_id:
-            return self.error(404, message.get("id"), "Not Found: unknown session")
-        if "id" not in message:  # a notification (notifications/initialized)
-            return Response(status_code=202, headers=self.session_header)
+            return self.initialize(message)
+        session = request.headers.get("mcp-session-id", "")
+        if session not in self.sessions:
+            return self.error(404, message.get("id"), "Not Found: unknown session", session)
+        if "id" not in message:  # a notification (initialized, cancelled)
+            return Response(status_code=202, headers=session_header(session))
         if method == "tools/call":
+            stream = self.new_stream(session)
             # A server that disconnects slow streams closes the connection, not just the body.
-            closes = self.knobs.backpressure_after is not None
-            return self.event_stream(self.tool_call(message), close=closes)
-        return self.error(400, message["id"], f"unsupported method {method}")
+            closes = stream.faulty and self.knobs.backpressure_after is not None
+            return self.event_stream(self.tool_call(stream, message), session, close=closes)
+        return self.error(400, message["id"], f"unsupported method {method}", session)
 
-    def event_stream(self, body: AsyncIterator[bytes], close: bool) -> StreamingResponse:
-        headers = {**STREAM_HEADERS, **self.session_header}
+    def event_stream(
+        self, body: AsyncIterator[bytes], session: str, close: bool = False
+    ) -> StreamingResponse:
+        headers = {**STREAM_HEADERS, **session_header(session)}
+        if self.knobs.no_store:  # PROFILE: "the server offers no resumption"
+            headers["Cache-Control"] = "no-store"
         if close:  # the server ends the connection, not only the response
             headers["Connection"] = "close"
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     # --- streams ------------------------------------------------------------------------
-    def new_stream(self) -> EventStream:
-        stream = EventStream(number=len(self.streams) + 1)
+    def new_stream(self, session: str) -> EventStream:
+        number = len(self.streams) + 1
+        faulty = self.knobs.faulty_streams is None or number in self.knobs.faulty_streams
+        stream = EventStream(number, session, faulty)
         self.streams.append(stream)
         return stream
 
@@ -232,27 +262,31 @@ class ProfileServer:
 
     def store(self, stream: EventStream, event: StoredEvent, keep: bool) -> None:
         stream.assigned.append(event.event_id)
+        stream.written[event.event_id] = event
         self.event_index[event.event_id] = stream
         if keep:
             stream.events.append(event)
 
-    async def tool_call(self, request: dict) -> AsyncIterator[bytes]:
-        """The result stream of one tools/call: priming, progress notifications, result."""
-        knobs = self.knobs
-        stream = self.new_stream()
+    async def tool_call(self, stream: EventStream, request: dict) -> AsyncIterator[bytes]:
+        """The result stream of one tools/call: priming, progress notifications, result.
+
+        ``arguments.steps`` sets the number of progress notifications (default: the knob's).
+        """
+        knobs = self.knobs if stream.faulty else honest(self.knobs)
         slot = None
         if knobs.interleaved_calls:
             slot = self.calls_started
             self.calls_started += 1
-        meta = request.get("params", {}).get("_meta", {})
-        token = meta.get("progressToken", request["id"])
+        params = request.get("params", {})
+        token = params.get("_meta", {}).get("progressToken", request["id"])
+        steps = params.get("arguments", {}).get("steps")
         live = True  # False once the live connection stopped carrying events
         try:
             if knobs.priming:
                 priming = StoredEvent(await self.allocate(stream, slot), "", replayable=False)
                 self.store(stream, priming, keep=True)
                 yield sse_event("", priming.event_id, retry=knobs.retry_ms)
-            total = knobs.events_per_call
+            total = knobs.events_per_call if steps is None else steps + 1
             for n in range(1, total + 1):
                 if n == total:
                     result = {
@@ -270,10 +304,17 @@ class ProfileServer:
                 if in_range(n, knobs.live_evicted):
                     continue  # a careless server evicts events and keeps counting
                 gap = knobs.live_evicted
-                if knobs.signal_stream_gap and gap and n == gap[1] + 1:
+                signal_now = knobs.signal_stream_gap and gap and n == gap[1] + 1
+                if signal_now and not knobs.stream_gap_late:
                     yield self.stream_gap_event(stream, gap)
                 await asyncio.sleep(knobs.event_interval)
                 yield sse_event(data, event.event_id)
+                if signal_now and knobs.stream_gap_late:  # after the data event it covers for
+                    yield self.stream_gap_event(stream, gap)
+                if knobs.resend and n == knobs.resend[0]:  # a retry bug: an old event again
+                    again = stream.written[self.id_of(stream, knobs.resend[1])]
+                    await asyncio.sleep(knobs.event_interval)
+                    yield sse_event(again.data, again.event_id)
                 if knobs.keepalive_every and n % knobs.keepalive_every == 0 and n < total:
                     yield b": ping\n\n"
                 if n == knobs.backpressure_after:
@@ -303,17 +344,38 @@ class ProfileServer:
         offset = 0 if self.knobs.priming else 1
         return stream.assigned[data_event - offset]
 
-    def resume(self, last_event_id: str) -> Response:
+    def resume(self, last_event_id: str, session: str) -> Response:
         """GET with Last-Event-ID: replay what follows that ID on the stream it was seen on."""
         stream = self.event_index.get(last_event_id)
-        if self.knobs.resume_status == 410 or stream is None:
-            return self.error(410, None, f"Gone: events after {last_event_id} are no longer kept")
-        return self.event_stream(self.replay(stream, last_event_id), close=False)
+        status = self.knobs.resume_status
+        if stream is None or status == 410:
+            message = f"Gone: events after {last_event_id} are no longer kept"
+            return self.error(410, None, message, session)
+        if status != 200:
+            return self.error(status, None, "Internal Server Error: replay failed", session)
+        if self.knobs.empty_replay is not None:
+            return self.event_stream(self.empty_replay(), session)
+        return self.event_stream(self.replay(stream, last_event_id), session)
+
+    async def empty_replay(self) -> AsyncIterator[bytes]:
+        """A 200 that replays nothing: it ends at once, or sends only keep-alive comments."""
+        if self.knobs.empty_replay == "keepalive":
+            deadline = time.monotonic() + STALL_SECONDS
+            while time.monotonic() < deadline:  # until the client gives up
+                await asyncio.sleep(KEEPALIVE_SECONDS)
+                yield b": ping\n\n"
 
     async def replay(self, stream: EventStream, requested: str) -> AsyncIterator[bytes]:
-        """What the replay buffer still holds after ``requested``, in ID order."""
+        """What the replay buffer still holds after ``requested``, in ID order (or, per the
+        knobs, the whole buffer, from ``requested`` itself, plus a foreign event)."""
         rank = {event_id: i for i, event_id in enumerate(stream.assigned)}
-        pending = [e for e in stream.events if e.replayable and rank[e.event_id] > rank[requested]]
+        start = rank[requested] + (0 if self.knobs.replay_inclusive else 1)
+        if self.knobs.replay_from_oldest:
+            start = 0
+        pending = [e for e in stream.events if e.replayable and rank[e.event_id] >= start]
+        if self.knobs.replay_foreign is not None:  # the event store mixed up its streams
+            foreign = self.event_index[self.knobs.replay_foreign]
+            pending.append(foreign.written[self.knobs.replay_foreign])
         if self.knobs.signal_resume_gap and pending:
             oldest = wire_id(pending[0].event_id)
             payload = {"requested": wire_id(requested), "oldest_retained": oldest}
@@ -322,14 +384,13 @@ class ProfileServer:
             await asyncio.sleep(self.knobs.event_interval)
             yield sse_event(event.data, event.event_id)
 
-    def standalone_stream(self) -> Response:
+    def standalone_stream(self, session: str) -> Response:
         if not self.knobs.standalone_events:
-            return Response(status_code=405, headers=self.session_header)
-        return self.event_stream(self.notifications(), close=False)
+            return Response(status_code=405, headers=session_header(session))
+        return self.event_stream(self.notifications(self.new_stream(session)), session)
 
-    async def notifications(self) -> AsyncIterator[bytes]:
+    async def notifications(self, stream: EventStream) -> AsyncIterator[bytes]:
         """Standalone GET stream: quiet until the calls finish, then a few notifications."""
-        stream = self.new_stream()
         await asyncio.wait_for(self.calls_done.wait(), timeout=STALL_SECONDS)
         if self.knobs.priming:
             priming = StoredEvent(self.ids.allocate(stream.number), "", replayable=False)
@@ -342,6 +403,28 @@ class ProfileServer:
             self.store(stream, event, keep=True)
             await asyncio.sleep(self.knobs.event_interval)
             yield sse_event(data, event.event_id)
+
+
+# The knobs that make a stream misbehave; a stream outside ``faulty_streams`` has none.
+STREAM_FAULTS = (
+    "live_evicted",
+    "signal_stream_gap",
+    "stream_gap_late",
+    "resend",
+    "live_stop_after",
+    "backpressure_after",
+    "replay_evicted",
+)
+
+
+def honest(knobs: ServerKnobs) -> ServerKnobs:
+    """``knobs`` without the stream faults: same numbering and timing, nothing lost."""
+    defaults = {f.name: f.default for f in fields(ServerKnobs) if f.name in STREAM_FAULTS}
+    return replace(knobs, **defaults)
+
+
+def session_header(session: str) -> dict[str, str]:
+    return {"Mcp-Session-Id": session}
 
 
 def in_range(n: int, span: tuple[int, int] | None) -> bool:

@@ -23,6 +23,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 def sample_captures() -> list[Path]:
     """Every bundled sample capture that has an ``.expected.json`` beside it."""
     return sorted(
-        p for p in SAMPLES.iterdir()
+        p
+        for p in SAMPLES.iterdir()
         if p.suffix in (".pcap", ".pcapng") and p.with_suffix(".expected.json").exists()
     )

@@ -198,6 +198,7 @@ def _stream_row(s: StreamRecord) -> dict:
         "method": ex.request.method if ex.request else None,
         "target": ex.request.target if ex.request else None,
         "status": s.status,
+        "head_captured": ex.response.head_captured if ex.response else False,
         "last_event_id": s.last_event_id,
         "resumes_stream": s.resumed_from.key if s.resumed_from else None,
         "connection": s.connection.id,

@@ -14,7 +14,7 @@ from sse_forensics.reassembly.flows import Connection
 from sse_forensics.sse import SSEEvent
 
 EventKind = Literal["data", "priming", "signal", "close", "other"]
-StreamKind = Literal["post", "get", "resume"]
+StreamKind = Literal["post", "get", "resume", "unknown"]  # unknown: request not captured
 Evidence = dict[str, object]
 
 

@@ -64,7 +64,10 @@ def build_streams(
             continue
         conn = connections[ex.connection_id]
         method = ex.request.method.upper() if ex.request else ""
-        kind = "resume" if leid is not None else ("post" if method == "POST" else "get")
+        if leid is not None:
+            kind = "resume"
+        else:
+            kind = {"POST": "post", "GET": "get"}.get(method, "unknown")
         rec = StreamRecord(
             key=stream_key(conn, ex),
             label=stream_label(conn, ex),

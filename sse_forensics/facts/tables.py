@@ -67,6 +67,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "method": pl.String,
         "target": pl.String,
         "status": pl.Int64,
+        "head_captured": pl.Boolean,
         "last_event_id": pl.String,
         "resumes_stream": pl.String,
         "connection": pl.Int64,
