@@ -731,14 +731,22 @@ SAMPLES = [
         capture_loss,
         "The server sent events 1-20 one chunk per segment, but the segment with events 8 and 9 "
         "is missing from the capture while the client's ACK covers it: capture loss.",
-        [_gap("missing-stream-gap", "indeterminate", "8", "9")],
+        # Capture loss is no proof of server eviction: no resumable-while-evicting; the client
+        # read on (its ACKs go past the hole), but whether it lost anything is unknowable.
+        [
+            _gap("missing-stream-gap", "indeterminate", "8", "9"),
+            _gap("client-accepted-gap", "indeterminate", "8", "9"),
+        ],
     ),
     Sample(
         "crafted-snaplen",
         snaplen,
         "Events 1-20 captured with snap length 200; only the frame carrying event 8 (a long "
         "progress message) was longer, so its tail is missing from the capture.",
-        [_gap("missing-stream-gap", "indeterminate", "8", "8")],
+        [
+            _gap("missing-stream-gap", "indeterminate", "8", "8"),
+            _gap("client-accepted-gap", "indeterminate", "8", "8"),
+        ],
     ),
     Sample(
         "crafted-seq-wraparound",
@@ -759,7 +767,12 @@ SAMPLES = [
         vlan_ipv6_live_jump,
         "Ethernet with 802.1Q VLAN 120 and IPv6: the live stream sends events 1-7 then 13-20 "
         "with no stream-gap event.",
-        [_gap("missing-stream-gap", "silent_corruption", "8", "12")],
+        # The response says Cache-Control: no-cache (not no-store); the client reads on.
+        [
+            _gap("missing-stream-gap", "silent_corruption", "8", "12"),
+            _gap("resumable-while-evicting", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),
+        ],
     ),
     Sample(
         "crafted-sll2-resume-jump",
@@ -769,6 +782,7 @@ SAMPLES = [
         [
             _gap("silent-resume-jump", "silent_corruption", "8", "12"),
             _gap("resume-in-gap-2xx", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),  # it read 13-20
         ],
     ),
     Sample(
@@ -785,7 +799,11 @@ SAMPLES = [
         "ANSI escapes, rich markup, script tags and invalid UTF-8 in the session ID, a header, "
         "comments and event data, and a NUL in an id line (ignored); the live stream jumps "
         "from 4 to 7 unsignalled.",
-        [_gap("missing-stream-gap", "silent_corruption", "5", "6")],
+        [
+            _gap("missing-stream-gap", "silent_corruption", "5", "6"),
+            _gap("resumable-while-evicting", "silent_corruption", "5", "6"),
+            _gap("client-accepted-gap", "silent_corruption", "5", "6"),
+        ],
     ),
     Sample(
         "crafted-garbage-chunk",

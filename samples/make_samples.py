@@ -49,6 +49,9 @@ class Scenario:
     findings: list[dict] = field(default_factory=list)
     wire_ids: list[str] | None = None  # every SSE `id:` the server must put on the wire
     made_by: str = LOOPBACK
+    # The HTTP exchanges in request order, as `summarize` writes them (None: not checked).
+    exchanges: list[str] | None = None
+    verify: Callable[[list[Exchange]], list[str]] | None = None  # more wire checks
 
 
 def finding(rule: str, classification: str, first: str, last: str | None) -> dict:
@@ -57,6 +60,10 @@ def finding(rule: str, classification: str, first: str, last: str | None) -> dic
 
 def ints(first: int, last: int) -> list[str]:
     return [str(n) for n in range(first, last + 1)]
+
+
+def prefixed(stream: int, first: int, last: int) -> list[str]:
+    return [f"s{stream}_{n}" for n in range(first, last + 1)]
 
 
 def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[[int], object]:
@@ -76,9 +83,27 @@ def sdk(resume: bool, seed: str) -> Callable[[int], object]:
     return run
 
 
+# The exchanges every PROFILE session starts and ends with.
+OPEN = ["POST initialize -> 200", "POST notifications/initialized -> 202"]
+CLOSE = ["DELETE -> 200"]
+
+
+def session(*exchanges: str) -> list[str]:
+    return [*OPEN, *exchanges, *CLOSE]
+
+
+def call(request_id: int, data_events: int) -> str:
+    return f"POST tools/call id={request_id} -> 200 sse data={data_events}"
+
+
+def resume(last_event_id: str, status: int, data_events: int | None) -> str:
+    answer = f"{status}" if data_events is None else f"{status} sse data={data_events}"
+    return f"GET last-event-id={last_event_id} -> {answer}"
+
+
 def scenarios() -> list[Scenario]:
     def knobs(name: str, **kw: object) -> ServerKnobs:
-        return ServerKnobs(session_id=f"{name}-0001", seed=name, **kw)  # type: ignore[arg-type]
+        return ServerKnobs(session_prefix=name, seed=name, **kw)  # type: ignore[arg-type]
 
     drop7 = ClientPlan(disconnect_after=7, resume=True)
     opaque = knobs(
@@ -88,7 +113,15 @@ def scenarios() -> list[Scenario]:
     silent_8_12 = [
         finding("silent-resume-jump", "silent_corruption", "8", "12"),
         finding("resume-in-gap-2xx", "silent_corruption", "8", "12"),
+        finding("client-accepted-gap", "silent_corruption", "8", "12"),
     ]
+    # A live jump over 8-12 nothing signalled, on a stream without Cache-Control: no-store,
+    # that the client read on to the end.
+    evicted_8_12 = [
+        finding("resumable-while-evicting", "silent_corruption", "8", "12"),
+        finding("client-accepted-gap", "silent_corruption", "8", "12"),
+    ]
+    dropped_at_7 = [call(2, 7), resume("7", 200, 13)]  # a clean drop-and-resume
     return [
         Scenario(
             "clean-live-int",
@@ -96,6 +129,7 @@ def scenarios() -> list[Scenario]:
             "result (int IDs 0-20), `: ping` keep-alive comments every 5 events.",
             profile(knobs("clean-live-int", keepalive_every=5), ClientPlan()),
             wire_ids=ints(0, 20),
+            exchanges=session(call(2, 20)),
         ),
         Scenario(
             "clean-resume-int",
@@ -103,14 +137,17 @@ def scenarios() -> list[Scenario]:
             "Last-Event-ID 7; the server replays 8-20.",
             profile(knobs("clean-resume-int", live_stop_after=7), drop7),
             wire_ids=ints(0, 20),
+            exchanges=session(*dropped_at_7),
         ),
         Scenario(
             "live-jump-unsignalled",
             "The server evicts events 8-12 (IDs assigned, never written) and keeps counting; "
-            "no stream-gap event.",
+            "no stream-gap event; its streams carry no Cache-Control: no-store and the client "
+            "reads on to the result.",
             profile(knobs("live-jump-unsignalled", live_evicted=EVICTED), ClientPlan()),
-            [finding("missing-stream-gap", "silent_corruption", "8", "12")],
+            [finding("missing-stream-gap", "silent_corruption", "8", "12"), *evicted_8_12],
             wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 15)),
         ),
         Scenario(
             "live-gap-signalled",
@@ -122,25 +159,33 @@ def scenarios() -> list[Scenario]:
             ),
             [finding("stream-gap-signalled", "expected_gap", "8", "12")],
             wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 15)),
+            verify=stream_gap_between("7", "13"),
         ),
         Scenario(
             "resume-jump-unsignalled",
             "The client drops the stream after event 7; the server's replay buffer lost "
-            "8-12; the resume (Last-Event-ID 7) is answered 200 replaying 13-20.",
+            "8-12; the resume (Last-Event-ID 7) is answered 200 replaying 13-20, which the "
+            "client reads to the result.",
             profile(
                 knobs("resume-jump-unsignalled", live_stop_after=7, replay_evicted=EVICTED),
                 drop7,
             ),
             silent_8_12,
             wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 8)),
         ),
         Scenario(
             "resume-410",
             "The client drops the stream after event 7; the resume (Last-Event-ID 7) is "
-            "answered 410 Gone.",
+            "answered 410 Gone; the client never re-issues the tools/call and ends the session.",
             profile(knobs("resume-410", live_stop_after=7, resume_status=410), drop7),
-            [finding("resume-refused-410", "expected_gap", "8", None)],
+            [
+                finding("resume-refused-410", "expected_gap", "8", None),
+                finding("no-reissue-after-410", "silent_corruption", "8", None),
+            ],
             wire_ids=ints(0, 7),
+            exchanges=session(call(2, 7), resume("7", 410, None)),
         ),
         Scenario(
             "resume-gap-signalled",
@@ -158,6 +203,7 @@ def scenarios() -> list[Scenario]:
             ),
             [finding("resume-gap-signalled", "expected_gap", "8", "12")],
             wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 8)),
         ),
         Scenario(
             "shared-counter-two-streams",
@@ -178,25 +224,34 @@ def scenarios() -> list[Scenario]:
         Scenario(
             "prefixed-live-jump",
             "Prefixed IDs s1_0...s1_20; the server evicts s1_8-s1_12 and keeps counting, "
-            "no stream-gap event.",
+            "no stream-gap event, no Cache-Control: no-store; the client reads on.",
             profile(
                 knobs("prefixed-live-jump", id_scheme="prefixed", live_evicted=EVICTED),
                 ClientPlan(),
             ),
-            [finding("missing-stream-gap", "silent_corruption", "s1_8", "s1_12")],
-            wire_ids=[f"s1_{n}" for n in [*range(0, 8), *range(13, 21)]],
+            [
+                finding(rule, "silent_corruption", "s1_8", "s1_12")
+                for rule in (
+                    "missing-stream-gap",
+                    "resumable-while-evicting",
+                    "client-accepted-gap",
+                )
+            ],
+            wire_ids=prefixed(1, 0, 7) + prefixed(1, 13, 20),
+            exchanges=session(call(2, 15)),
         ),
         Scenario(
             "opaque-resume-jump",
             "UUID IDs. The server writes events 1-10, the client stops reading after event 7 "
             "and hangs up (8-10 are on the wire); it resumes with the ID of event 7 and the "
-            "replay starts at event 11.",
+            "replay starts at event 11; the client reads it to the result.",
             profile(opaque, ClientPlan(disconnect_after=7, linger=0.3, resume=True)),
             [
-                finding("silent-resume-jump", "silent_corruption", opaque_ids[8], opaque_ids[10]),
-                finding("resume-in-gap-2xx", "silent_corruption", opaque_ids[8], opaque_ids[10]),
+                finding(rule, "silent_corruption", opaque_ids[8], opaque_ids[10])
+                for rule in ("silent-resume-jump", "resume-in-gap-2xx", "client-accepted-gap")
             ],
             wire_ids=opaque_ids,
+            exchanges=session(call(2, 10), resume(opaque_ids[7], 200, 10)),
         ),
         Scenario(
             "backpressure-disconnect-resume",
@@ -211,6 +266,7 @@ def scenarios() -> list[Scenario]:
             ),
             [finding("backpressure-gap-signalled", "expected_gap", "8", "12")],
             wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 8)),
         ),
         Scenario(
             "mcp-sdk-clean",
@@ -226,6 +282,251 @@ def scenarios() -> list[Scenario]:
             "stored event, re-primes and streams the rest.",
             sdk(resume=True, seed="mcp-sdk-resume"),
             made_by=LOOPBACK_SDK,
+        ),
+        *new_rule_scenarios(knobs, drop7),
+    ]
+
+
+def new_rule_scenarios(knobs: Callable[..., ServerKnobs], drop7: ClientPlan) -> list[Scenario]:
+    """One positive sample per rule of issue 4 (/work/notes/rules4.md)."""
+    after_7 = "8"  # the successor of Last-Event-ID 7: where resume-level findings start
+    return [
+        Scenario(
+            "gap-signal-late",
+            "The server evicts 8-12 and announces them with event: stream-gap "
+            '{"first": 8, "last": 12}, but only after data event 13; no Cache-Control: '
+            "no-store; the client reads on to the result.",
+            profile(
+                knobs(
+                    "gap-signal-late",
+                    live_evicted=EVICTED,
+                    signal_stream_gap=True,
+                    stream_gap_late=True,
+                ),
+                ClientPlan(),
+            ),
+            [
+                finding("gap-signal-late", "silent_corruption", "8", "12"),
+                finding("resumable-while-evicting", "silent_corruption", "8", "12"),
+                finding("client-accepted-gap", "silent_corruption", "8", "12"),
+            ],
+            wire_ids=ints(0, 7) + ints(13, 20),
+            exchanges=session(call(2, 15)),
+            verify=stream_gap_between("13", "14"),
+        ),
+        Scenario(
+            "gap-client-reissued",
+            "Streams carry Cache-Control: no-store. The first tools/call (id 2) jumps from 7 "
+            "to 13 unsignalled (8-12 evicted); the client hangs up, sends "
+            "notifications/cancelled and re-issues tools/call with the same params as id 3, "
+            "which completes cleanly (0-20).",
+            profile(
+                knobs(
+                    "gap-client-reissued",
+                    live_evicted=EVICTED,
+                    live_stop_after=13,
+                    no_store=True,
+                    faulty_streams=(1,),
+                ),
+                ClientPlan(reissue_on_jump=True),
+            ),
+            [finding("gap-client-reissued", "expected_gap", "8", "12")],
+            wire_ids=[*ints(0, 7), "13", *ints(0, 20)],
+            exchanges=session(call(2, 8), "POST notifications/cancelled -> 202", call(3, 20)),
+            verify=all_of(streams_carry("cache-control", "no-store"), reissued_same_params),
+        ),
+        Scenario(
+            "empty-replay-2xx-ends",
+            "The client drops the tools/call stream after event 7 (the result never came); "
+            "its resume (Last-Event-ID 7) is answered 200 text/event-stream that ends at once "
+            "with no event; the client gives up and ends the session.",
+            profile(knobs("empty-replay-2xx-ends", live_stop_after=7, empty_replay="ends"), drop7),
+            [finding("empty-replay-2xx", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 7),
+            exchanges=session(call(2, 7), resume("7", 200, 0)),
+            verify=resume_bodies(lambda body: body == b"", "empty"),
+        ),
+        Scenario(
+            "empty-replay-2xx-keepalive",
+            "As empty-replay-2xx-ends, but the 200 answer to the resume sends only `: ping` "
+            "comments (every 0.5 s); the client gives up after the fourth (about 2 s).",
+            profile(
+                knobs("empty-replay-2xx-keepalive", live_stop_after=7, empty_replay="keepalive"),
+                ClientPlan(disconnect_after=7, resume=True, give_up_after_comments=4),
+            ),
+            [finding("empty-replay-2xx", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 7),
+            exchanges=session(call(2, 7), resume("7", 200, 0)),
+            verify=resume_bodies(
+                lambda body: (
+                    body.count(b": ping\n\n") >= 4 and not body.replace(b": ping\n\n", b"")
+                ),
+                "only >= 4 `: ping` comments",
+            ),
+        ),
+        Scenario(
+            "replay-from-oldest",
+            "The replay buffer has aged out events 1-2; the client drops the stream after "
+            "event 7 and resumes with Last-Event-ID 7; the server replays its whole buffer, "
+            "3-20, instead of 8-20.",
+            profile(
+                knobs(
+                    "replay-from-oldest",
+                    live_stop_after=7,
+                    replay_evicted=(1, 2),
+                    replay_from_oldest=True,
+                ),
+                drop7,
+            ),
+            [finding("replay-from-oldest", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 7) + ints(3, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 18)),
+        ),
+        Scenario(
+            "replay-duplicate",
+            "Off by one: the client drops the stream after event 7 and resumes with "
+            "Last-Event-ID 7; the replay starts at 7 itself (7, 8, ..., 20).",
+            profile(knobs("replay-duplicate", live_stop_after=7, replay_inclusive=True), drop7),
+            [finding("replay-duplicate", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 7) + ints(7, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 14)),
+        ),
+        Scenario(
+            "non-monotonic-id",
+            "A live stream that sends event 6 a second time (same ID and data) after event 8: "
+            "IDs 0, ..., 7, 8, 6, 9, ..., 20; nothing is missing.",
+            profile(knobs("non-monotonic-id", resend=(8, 6)), ClientPlan()),
+            [finding("non-monotonic-id", "silent_corruption", "6", "6")],
+            wire_ids=[*ints(0, 8), "6", *ints(9, 20)],
+            exchanges=session(call(2, 21)),
+            verify=same_event_twice("6"),
+        ),
+        Scenario(
+            "replay-crossed-streams",
+            "One session, prefixed per-stream IDs. tools/call A (id 2) is dropped after s1_7; "
+            "tools/call B (id 3, 30 steps) runs to its result s2_31; the resume of A "
+            "(Last-Event-ID s1_7) replays s1_8-s1_20 and then B's event s2_25 (same ID and data).",
+            profile(
+                knobs(
+                    "replay-crossed-streams",
+                    id_scheme="prefixed",
+                    live_stop_after=7,
+                    faulty_streams=(1,),
+                    replay_foreign="s2_25",
+                ),
+                ClientPlan(disconnect_after=7, resume=True, second_call_steps=30),
+            ),
+            [finding("replay-crossed-streams", "silent_corruption", "s1_8", None)],
+            wire_ids=prefixed(1, 0, 20) + prefixed(2, 0, 31) + ["s2_25"],
+            exchanges=session(call(2, 7), call(3, 31), resume("s1_7", 200, 14)),
+            verify=same_event_twice("s2_25"),
+        ),
+        Scenario(
+            "replay-crossed-sessions",
+            "Two sessions, prefixed IDs unique server-wide. Session 1 reads a whole tools/call "
+            "(30 steps, s1_0-s1_31, the result being s1_31); session 2's tools/call is dropped "
+            "after s2_7 and its resume (Last-Event-ID s2_7) replays s2_8-s2_20 and then "
+            "session 1's JSON-RPC result s1_31 (same ID and data).",
+            profile(
+                knobs(
+                    "replay-crossed-sessions",
+                    id_scheme="prefixed",
+                    live_stop_after=7,
+                    faulty_streams=(2,),
+                    replay_foreign="s1_31",
+                ),
+                ClientPlan(disconnect_after=7, resume=True, prior_session_steps=30),
+            ),
+            [finding("replay-crossed-sessions", "silent_corruption", "s2_8", None)],
+            wire_ids=prefixed(1, 0, 31) + prefixed(2, 0, 20) + ["s1_31"],
+            # Session 2 opens after session 1's call and ends first.
+            exchanges=[*OPEN, call(2, 31), *session(call(2, 7), resume("s2_7", 200, 14)), *CLOSE],
+            verify=all_of(same_event_twice("s1_31"), sessions_are(2)),
+        ),
+        Scenario(
+            "backpressure-disconnect-resume-mismatch",
+            "The server writes events 1-6, queues 7, then drops its queue and sends "
+            'event: backpressure-disconnect {"last_written_id": 7}: 7 never reached the '
+            "socket, and its replay buffer lost 7-9. The client resumes with the last ID it "
+            "received, 6 (not W = 7), and the replay starts at 10, the successor of neither; "
+            "the client reads it to the result.",
+            profile(
+                knobs(
+                    "backpressure-disconnect-resume-mismatch",
+                    backpressure_after=7,
+                    backpressure_unflushed=True,
+                    replay_evicted=(7, 9),
+                ),
+                ClientPlan(resume=True),
+            ),
+            [
+                finding(rule, "silent_corruption", "7", "9")
+                for rule in (
+                    "backpressure-disconnect-resume-mismatch",
+                    "silent-resume-jump",
+                    "resume-in-gap-2xx",
+                    "client-accepted-gap",
+                )
+            ],
+            wire_ids=ints(0, 6) + ints(10, 20),
+            exchanges=session(call(2, 6), resume("6", 200, 11)),
+        ),
+        Scenario(
+            "resume-in-stateless-era",
+            'initialize negotiates protocolVersion "2026-07-28" (no resumption in that '
+            "revision); the client still drops the stream after event 7 and resumes with "
+            "Last-Event-ID 7, and the server answers 200 text/event-stream replaying 8-20.",
+            profile(
+                knobs("resume-in-stateless-era", live_stop_after=7),
+                ClientPlan(disconnect_after=7, resume=True, protocol_version="2026-07-28"),
+            ),
+            [finding("resume-in-stateless-era", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 20),
+            exchanges=session(call(2, 7), resume("7", 200, 13)),
+            verify=negotiated("2026-07-28"),
+        ),
+        Scenario(
+            "client-adjusted-resume",
+            "The client drops the stream after event 7 (8 and 9 never reach the wire) but "
+            "resumes with Last-Event-ID 9; the server honours it and replays 10-20.",
+            profile(
+                knobs("client-adjusted-resume", live_stop_after=7),
+                ClientPlan(disconnect_after=7, resume=True, resume_from="9"),
+            ),
+            [finding("client-adjusted-resume", "silent_corruption", "8", "9")],
+            wire_ids=ints(0, 7) + ints(10, 20),
+            exchanges=session(call(2, 7), resume("9", 200, 11)),
+        ),
+        Scenario(
+            "resume-storm",
+            "The client drops the stream after event 7 and resumes with Last-Event-ID 7 four "
+            "times; each resume is answered 200 text/event-stream that ends with no event.",
+            profile(
+                knobs("resume-storm", live_stop_after=7, empty_replay="ends"),
+                ClientPlan(disconnect_after=7, resume=True, resume_attempts=4),
+            ),
+            [
+                finding("resume-storm", "silent_corruption", after_7, None),
+                *[finding("empty-replay-2xx", "silent_corruption", after_7, None)] * 4,
+            ],
+            wire_ids=ints(0, 7),
+            exchanges=session(call(2, 7), *[resume("7", 200, 0)] * 4),
+            verify=resume_bodies(lambda body: body == b"", "empty"),
+        ),
+        Scenario(
+            "resume-lost-cursor",
+            "The client drops the stream after event 7; its resume (Last-Event-ID 7) is "
+            "answered 500; the client then opens GET /mcp without Last-Event-ID and gets a new "
+            "notification stream (0-2): the tools/call result never arrives.",
+            profile(
+                knobs(
+                    "resume-lost-cursor", live_stop_after=7, resume_status=500, standalone_events=2
+                ),
+                ClientPlan(disconnect_after=7, resume=True, reopen_without_cursor=True),
+            ),
+            [finding("resume-lost-cursor", "silent_corruption", after_7, None)],
+            wire_ids=ints(0, 7) + ints(0, 2),
+            exchanges=session(call(2, 7), resume("7", 500, None), "GET -> 200 sse data=2"),
         ),
     ]
 
@@ -297,16 +598,257 @@ def wire_event_ids(pcap: Path, port: int) -> list[str]:
 
 
 def check_capture(scenario: Scenario, pcap: Path, port: int) -> list[str]:
-    """Problems with the capture: wrong IDs on the wire, duplicates where none belong."""
+    """Problems with the capture: wrong IDs on the wire, duplicates where none belong, HTTP
+    exchanges (methods, Last-Event-ID, statuses, data events) other than designed."""
     seen = wire_event_ids(pcap, port)
     if not seen:
         return ["no SSE event IDs on the wire"]
+    problems = []
     if scenario.wire_ids is None:
         duplicates = [i for i, n in Counter(seen).items() if n > 1]
-        return [f"IDs sent twice: {duplicates}"] if duplicates else []
-    if Counter(seen) != Counter(scenario.wire_ids):
-        return [f"wire IDs {seen} != designed {scenario.wire_ids}"]
-    return []
+        if duplicates:
+            problems.append(f"IDs sent twice: {duplicates}")
+    elif Counter(seen) != Counter(scenario.wire_ids):
+        problems.append(f"wire IDs {seen} != designed {scenario.wire_ids}")
+    exchanges = http_exchanges(pcap, port)
+    summary = [summarize(e) for e in exchanges]
+    if scenario.exchanges is not None and summary != scenario.exchanges:
+        problems.append(f"exchanges {summary} != designed {scenario.exchanges}")
+    if scenario.verify is not None:
+        problems += scenario.verify(exchanges)
+    return problems
+
+
+# --- HTTP on the wire (dpkt), for check_capture -----------------------------------------------
+@dataclass
+class Message:
+    """One HTTP/1.1 request or response as the capture carries it (body de-chunked)."""
+
+    start_line: str
+    headers: dict[str, str]  # names lowercased; a repeated name keeps its last value
+    body: bytes
+
+
+@dataclass
+class Exchange:
+    request: Message
+    response: Message | None
+    ts: float  # when the request's first byte was captured
+
+
+def tcp_streams(pcap: Path, port: int) -> dict[tuple[int, bool], list[tuple[int, float, bytes]]]:
+    """(client port, from server?) -> its payload segments (seq, ts, bytes), deduplicated."""
+    streams: dict[tuple[int, bool], dict[int, tuple[float, bytes]]] = {}
+    with pcap.open("rb") as handle:
+        for ts, buf in dpkt.pcap.Reader(handle):
+            tcp = dpkt.ethernet.Ethernet(buf).data.data
+            if not isinstance(tcp, dpkt.tcp.TCP) or not tcp.data:
+                continue
+            key = (tcp.dport, True) if tcp.sport == port else (tcp.sport, False)
+            streams.setdefault(key, {}).setdefault(tcp.seq, (ts, bytes(tcp.data)))
+    return {key: [(q, t, d) for q, (t, d) in sorted(segs.items())] for key, segs in streams.items()}
+
+
+def parse_messages(data: bytes) -> list[tuple[int, Message]]:
+    """Consecutive HTTP/1.1 messages in ``data`` with their offsets (RFC 9112 §6: chunked,
+    Content-Length, or to the end of the connection); a truncated last body is kept as is."""
+    messages = []
+    offset = 0
+    while offset < len(data):
+        head_end = data.find(b"\r\n\r\n", offset)
+        if head_end < 0:
+            break
+        start_line, *lines = data[offset:head_end].decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
+        position = head_end + 4
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body, position = dechunk(data, position)
+        elif "content-length" in headers:
+            length = int(headers["content-length"])
+            body, position = data[position : position + length], position + length
+        elif start_line.startswith("HTTP/"):
+            body, position = data[position:], len(data)
+        else:
+            body = b""
+        messages.append((offset, Message(start_line, headers, body)))
+        offset = position
+    return messages
+
+
+def dechunk(data: bytes, position: int) -> tuple[bytes, int]:
+    body = b""
+    while True:
+        line_end = data.find(b"\r\n", position)
+        if line_end < 0:
+            return body, len(data)
+        size = int(data[position:line_end].split(b";")[0], 16)
+        position = line_end + 2
+        if size == 0:
+            return body, data.find(b"\r\n", position) + 2
+        body += data[position : position + size]
+        position += size + 2
+
+
+def http_exchanges(pcap: Path, port: int) -> list[Exchange]:
+    """Every request with its response, in the order the requests were captured."""
+    streams = tcp_streams(pcap, port)
+    exchanges = []
+    for (client_port, from_server), segments in streams.items():
+        if from_server:
+            continue
+        data = b"".join(d for _, _, d in segments)
+        starts = []  # (offset in data, ts) of each segment
+        offset = 0
+        for _, ts, payload in segments:
+            starts.append((offset, ts))
+            offset += len(payload)
+        answer = streams.get((client_port, True), [])
+        responses = [m for _, m in parse_messages(b"".join(d for _, _, d in answer))]
+        for index, (at, request) in enumerate(parse_messages(data)):
+            ts = max(t for o, t in starts if o <= at)
+            response = responses[index] if index < len(responses) else None
+            exchanges.append(Exchange(request, response, ts))
+    return sorted(exchanges, key=lambda e: e.ts)
+
+
+SseEvent = tuple[str | None, str | None, str]  # (id, event type, data)
+
+
+def sse_events(body: bytes) -> list[SseEvent]:
+    """The events of an event-stream body, without WHATWG's id inheritance (enough here)."""
+    events = []
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        fields: dict[str, list[str]] = {}
+        for line in block.decode().split("\n"):
+            if line and not line.startswith(":"):
+                name, _, value = line.partition(":")
+                fields.setdefault(name, []).append(value.removeprefix(" "))
+        if fields:
+            event_id = fields.get("id", [None])[-1]
+            event = fields.get("event", [None])[-1]
+            events.append((event_id, event, "\n".join(fields.get("data", []))))
+    return events
+
+
+def is_jsonrpc(data: str) -> bool:
+    try:
+        return isinstance(message := json.loads(data), dict) and "jsonrpc" in message
+    except ValueError:
+        return False
+
+
+def summarize(exchange: Exchange) -> str:
+    """``METHOD what -> status [sse data=N]``: what is the JSON-RPC method (and id of a
+    tools/call) of a POST, the Last-Event-ID of a GET; N counts JSON-RPC data events."""
+    request, response = exchange.request, exchange.response
+    method = request.start_line.split()[0]
+    what = ""
+    if method == "POST":
+        message = json.loads(request.body)
+        what = f" {message['method']}"
+        what += f" id={message['id']}" if message["method"] == "tools/call" else ""
+    elif "last-event-id" in request.headers:
+        what = f" last-event-id={request.headers['last-event-id']}"
+    if response is None:
+        return f"{method}{what} -> (no response)"
+    answer = response.start_line.split()[1]
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = sum(is_jsonrpc(d) for _, _, d in sse_events(response.body))
+        answer += f" sse data={data}"
+    return f"{method}{what} -> {answer}"
+
+
+# --- scenario-specific wire checks ------------------------------------------------------------
+Check = Callable[[list[Exchange]], list[str]]
+
+
+def all_of(*checks: Check) -> Check:
+    return lambda exchanges: [p for check in checks for p in check(exchanges)]
+
+
+def event_streams(exchanges: list[Exchange]) -> list[Message]:
+    responses = [e.response for e in exchanges if e.response is not None]
+    return [r for r in responses if r.headers.get("content-type", "").startswith("text/event")]
+
+
+def stream_gap_between(before: str, after: str) -> Check:
+    """The stream-gap event comes right after data event ``before``, right before ``after``."""
+
+    def check(exchanges: list[Exchange]) -> list[str]:
+        for stream in event_streams(exchanges):
+            kinds = [(i, e) for i, e, _ in sse_events(stream.body)]
+            if (None, "stream-gap") in kinds:
+                k = kinds.index((None, "stream-gap"))
+                if kinds[k - 1][0] == before and kinds[k + 1][0] == after:
+                    return []
+        return [f"no stream-gap event between {before} and {after}"]
+
+    return check
+
+
+def streams_carry(header: str, value: str) -> Check:
+    def check(exchanges: list[Exchange]) -> list[str]:
+        wrong = [s.headers.get(header) for s in event_streams(exchanges)]
+        return [f"{header} {wrong} on event streams, not {value}"] if set(wrong) != {value} else []
+
+    return check
+
+
+def reissued_same_params(exchanges: list[Exchange]) -> list[str]:
+    calls = [json.loads(e.request.body) for e in exchanges if e.request.body]
+    calls = [c for c in calls if c.get("method") == "tools/call"]
+    same = len(calls) == 2 and calls[0]["params"] == calls[1]["params"]
+    return [] if same and calls[0]["id"] != calls[1]["id"] else [f"not a re-issue: {calls}"]
+
+
+def resume_bodies(accept: Callable[[bytes], bool], what: str) -> Check:
+    def check(exchanges: list[Exchange]) -> list[str]:
+        bodies = [
+            e.response.body
+            for e in exchanges
+            if "last-event-id" in e.request.headers and e.response is not None
+        ]
+        bad = [b for b in bodies if not accept(b)]
+        return [f"resume bodies not {what}: {bad}"] if bad or not bodies else []
+
+    return check
+
+
+def same_event_twice(event_id: str) -> Check:
+    """``event_id`` is on the wire twice with the same data (a repeat, not a new event)."""
+
+    def check(exchanges: list[Exchange]) -> list[str]:
+        data = [
+            d for s in event_streams(exchanges) for i, _, d in sse_events(s.body) if i == event_id
+        ]
+        ok = len(data) == 2 and data[0] == data[1]
+        return [] if ok else [f"{event_id} not sent twice with the same data: {data}"]
+
+    return check
+
+
+def sessions_are(count: int) -> Check:
+    def check(exchanges: list[Exchange]) -> list[str]:
+        responses = [e.response for e in exchanges if e.response is not None]
+        sessions = {r.headers["mcp-session-id"] for r in responses}
+        return [] if len(sessions) == count else [f"sessions {sessions}, designed {count}"]
+
+    return check
+
+
+def negotiated(version: str) -> Check:
+    """initialize asks for and is answered ``version``; every later request says it too."""
+
+    def check(exchanges: list[Exchange]) -> list[str]:
+        first = exchanges[0]
+        assert first.response is not None
+        asked = json.loads(first.request.body)["params"]["protocolVersion"]
+        answered = json.loads(first.response.body)["result"]["protocolVersion"]
+        headers = {e.request.headers.get("mcp-protocol-version") for e in exchanges}
+        ok = asked == answered == version and headers == {version}
+        return [] if ok else [f"protocol {asked}/{answered}/{headers}, designed {version}"]
+
+    return check
 
 
 def capture(scenario: Scenario, port: int, out_dir: Path) -> tuple[Path, object]:
@@ -348,9 +890,10 @@ README_HEAD = """# Sample captures
 
 Every sample is `<name>.pcap` (or `.pcapng`) plus `<name>.expected.json`, whose `findings`
 are the ground truth *by construction* (what the scenario was built to produce), not the
-analyzer's output. Regenerate everything (as root: tcpdump records `lo`) with
+analyzer's output, under the full rule set of issue 4 (/work/notes/rules4.md). Regenerate
+everything (as root: tcpdump records `lo`) with
 
-    python samples/make_samples.py            # all samples, about 15 s
+    python samples/make_samples.py            # all samples, about 30 s
     python samples/make_samples.py --only resume-410 mcp-sdk-resume
 
 Loopback samples come from real servers and clients over 127.0.0.1: `profile_server.py`
@@ -360,6 +903,36 @@ and client). Crafted samples are built packet by packet by `crafted.py` (scapy; 
 CRAFTED.md). Content is the same on every run (seeded session and event IDs); timestamps,
 `date:` headers and client ports differ. Each loopback capture holds one server port (printed
 by make_samples.py): `tshark -r samples/NAME.pcap -Y http -d tcp.port==PORT,http`.
+make_samples.py refuses a capture whose wire differs from the design: the SSE `id:` values,
+the HTTP exchanges in order (method, JSON-RPC method and id, `Last-Event-ID`, status, number
+of JSON-RPC data events) and per-scenario details (where the `stream-gap` sits, the
+`Cache-Control` of the streams, equal params of a re-issued call, the negotiated protocol
+version, an event sent twice with the same data, the body of an empty replay).
+
+## What `gap` holds, rule by rule
+`gap.first`/`gap.last` are event IDs as on the wire; `null` where unknowable. The analyzer is
+matched on (rule, classification, gap.first, gap.last); a rule that fires several times in a
+sample is listed several times.
+- Gap rules (`missing-stream-gap`, `stream-gap-signalled`, `gap-signal-late`,
+  `silent-resume-jump`, `resume-in-gap-2xx`, `resume-gap-signalled`,
+  `backpressure-gap-signalled`): the first and last missing ID.
+- `gap-client-reissued`, `client-accepted-gap`: the gap of the unsignalled gap they judge
+  (the same first/last as its `missing-stream-gap` / `gap-signal-late` /
+  `silent-resume-jump` / `backpressure-disconnect-resume-mismatch` finding), classification
+  `indeterminate` when that gap is (capture loss).
+- `resumable-while-evicting` (one per session): the gap of the session's first unsignalled
+  live gap (`missing-stream-gap` or `gap-signal-late`, never an indeterminate one: capture
+  loss is no proof of eviction).
+- `backpressure-disconnect-resume-mismatch`: like `silent-resume-jump`, first = the successor
+  of the resume's Last-Event-ID, last = the ID before the replay's first data event.
+- `client-adjusted-resume`: the IDs the client skipped: first = the successor of the last ID
+  seen on the logical stream, last = the resume's Last-Event-ID.
+- `non-monotonic-id`: first = last = the ID that repeated or went backwards.
+- Every other resume-level rule (`resume-refused-410`, `no-reissue-after-410`,
+  `empty-replay-2xx`, `replay-from-oldest`, `replay-duplicate`, `replay-crossed-streams`,
+  `replay-crossed-sessions`, `resume-in-stateless-era`, `resume-storm`,
+  `resume-lost-cursor`): first = the successor of the resume's Last-Event-ID (of the failed
+  resume for `resume-lost-cursor`), last = null.
 
 What the official Python SDK (mcp 2.3.0, sse-starlette) writes, as seen in `mcp-sdk-*`:
 - CRLF line endings; every event is its own HTTP chunk; data events carry `event: message`.
@@ -369,7 +942,8 @@ What the official Python SDK (mcp 2.3.0, sse-starlette) writes, as seen in `mcp-
 - Event IDs are whatever the plugged-in EventStore returns (here seeded UUIDs, like the
   SDK's example store); the standalone GET stream carries no priming event.
 - The client resumes on the same keep-alive connection the POST stream ended on, with
-  `last-event-id` lowercase and `Cache-Control: no-store` on its GET requests.
+  `last-event-id` lowercase (the last ID it received) and `Cache-Control: no-store` on its GET
+  requests; the server's streams say `Cache-Control: no-cache, no-transform`.
 
 | sample | what happened | expected findings | how made |
 |---|---|---|---|

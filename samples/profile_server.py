@@ -64,6 +64,7 @@ class ServerKnobs:
     resend: tuple[int, int] | None = None  # (a, b): after data event a, send event b again
     live_stop_after: int | None = None  # live writer stalls after this data event
     backpressure_after: int | None = None  # backpressure-disconnect after this data event
+    backpressure_unflushed: bool = False  # ... which it names, but it never hit the socket
     replay_evicted: tuple[int, int] | None = None  # data events missing from the replay buffer
     resume_status: int = 200  # e.g. 410 or 500: the server refuses every resume
     signal_resume_gap: bool = False  # a resume-gap event opens a replay that jumps
@@ -308,7 +309,9 @@ class ProfileServer:
                 if signal_now and not knobs.stream_gap_late:
                     yield self.stream_gap_event(stream, gap)
                 await asyncio.sleep(knobs.event_interval)
-                yield sse_event(data, event.event_id)
+                unflushed = n == knobs.backpressure_after and knobs.backpressure_unflushed
+                if not unflushed:  # else: still queued when the server dropped the queue
+                    yield sse_event(data, event.event_id)
                 if signal_now and knobs.stream_gap_late:  # after the data event it covers for
                     yield self.stream_gap_event(stream, gap)
                 if knobs.resend and n == knobs.resend[0]:  # a retry bug: an old event again
@@ -413,6 +416,7 @@ STREAM_FAULTS = (
     "resend",
     "live_stop_after",
     "backpressure_after",
+    "backpressure_unflushed",
     "replay_evicted",
 )
 

@@ -3,6 +3,8 @@ call :func:`scan_paths`; nothing here prints."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +15,27 @@ from sse_forensics.errors import ReadError
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.inputs import expand_inputs, merged_frames
+from sse_forensics.ingest.packets import Frame
 from sse_forensics.reassembly.capture import Reassembly, reassemble
+
+ScanProgress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stage ``"read"`` counts input bytes (estimated from the
+frames read), then ``"facts"`` and ``"rules"`` report 0 of 1 when they start."""
+# pcap record header (16 bytes); pcapng blocks carry more, so the estimate ends a little short
+# of the file size and the last call reports ``total``.
+_RECORD_OVERHEAD = 16
+
+
+def _reading(
+    items: Iterable[Frame | ReadError], total: int, progress: ScanProgress
+) -> Iterator[Frame | ReadError]:
+    done = 0
+    for item in items:
+        if isinstance(item, Frame):
+            done += len(item.data) + _RECORD_OVERHEAD
+            progress("read", min(done, total), total)
+        yield item
+    progress("read", total, total)
 
 
 @dataclass(slots=True)
@@ -31,12 +53,20 @@ class ScanResult:
 
 
 def reassemble_paths(
-    paths: list[str], config: AnalysisConfig | None = None
+    paths: list[str],
+    config: AnalysisConfig | None = None,
+    progress: ScanProgress | None = None,
 ) -> tuple[list[str], Facts, Reassembly]:
     """Read the captures at ``paths`` (files or directories, merged in time order) and build
     the fact tables. Raises ``UnreadableInput`` for a path that is not a capture at all."""
     inputs = expand_inputs(paths)
-    reassembly = reassemble(merged_frames(inputs))
+    frames: Iterable[Frame | ReadError] = merged_frames(inputs)
+    if progress is not None:
+        total = sum(os.path.getsize(p) for p in inputs)
+        frames = _reading(frames, total, progress)
+    reassembly = reassemble(frames)
+    if progress is not None:
+        progress("facts", 0, 1)
     return inputs, build_facts(reassembly, config), reassembly
 
 
@@ -45,8 +75,11 @@ def scan_paths(
     config: AnalysisConfig | None = None,
     rule_dirs: list[Path] | None = None,
     rules: RuleSet | None = None,
+    progress: ScanProgress | None = None,
 ) -> ScanResult:
-    inputs, facts, reassembly = reassemble_paths(paths, config)
+    inputs, facts, reassembly = reassemble_paths(paths, config, progress)
     rules = rules or load_rules(rule_dirs)
+    if progress is not None:
+        progress("rules", 0, 1)
     findings = evaluate(rules, facts.tables)
     return ScanResult(list(paths), inputs, reassembly, facts, findings, list(rules.errors))

@@ -257,3 +257,106 @@ def test_merged_scan_reports_the_union_of_expected_findings() -> None:
     result = scan_paths([str(c) for c in captures])
     got = [(f.rule, f.classification, f.gap["first"], f.gap["last"]) for f in result.findings]
     assert sorted(got) == _findings(expected)
+
+
+# --- ground truth under the full rule set (issue 4), every sample --------------------------
+
+ALL_RULES = {
+    "missing-stream-gap",
+    "stream-gap-signalled",
+    "resume-gap-signalled",
+    "resume-refused-410",
+    "backpressure-gap-signalled",
+    "silent-resume-jump",
+    "resume-in-gap-2xx",
+    "gap-signal-late",
+    "gap-client-reissued",
+    "empty-replay-2xx",
+    "replay-from-oldest",
+    "replay-duplicate",
+    "non-monotonic-id",
+    "replay-crossed-streams",
+    "replay-crossed-sessions",
+    "backpressure-disconnect-resume-mismatch",
+    "resumable-while-evicting",
+    "resume-in-stateless-era",
+    "client-accepted-gap",
+    "client-adjusted-resume",
+    "resume-storm",
+    "resume-lost-cursor",
+    "no-reissue-after-410",
+}
+CLASSIFICATIONS = {"expected_gap", "silent_corruption", "indeterminate"}
+CLEAN = [
+    "clean-live-int",
+    "clean-resume-int",
+    "shared-counter-two-streams",
+    "mcp-sdk-clean",
+    "mcp-sdk-resume",
+    "crafted-reorder-retransmit",
+    "crafted-seq-wraparound",
+    "crafted-midstream-pickup",
+]
+
+
+def _expected_docs() -> dict[str, dict]:
+    return {
+        p.name.removesuffix(".expected.json"): json.loads(p.read_text())
+        for p in sorted(SAMPLES_DIR.glob("*.expected.json"))
+    }
+
+
+def _spans(findings: list[dict], *rules: str) -> list[tuple]:
+    return sorted(
+        (f["classification"], f["gap"]["first"], f["gap"]["last"])
+        for f in findings
+        if f["rule"] in rules
+    )
+
+
+# The positive sample of each rule of issue 4 (named after it where it is new).
+POSITIVE = {rule: rule for rule in ALL_RULES} | {
+    "missing-stream-gap": "live-jump-unsignalled",
+    "stream-gap-signalled": "live-gap-signalled",
+    "resume-gap-signalled": "resume-gap-signalled",
+    "resume-refused-410": "resume-410",
+    "no-reissue-after-410": "resume-410",
+    "backpressure-gap-signalled": "backpressure-disconnect-resume",
+    "silent-resume-jump": "resume-jump-unsignalled",
+    "resume-in-gap-2xx": "resume-jump-unsignalled",
+    "empty-replay-2xx": "empty-replay-2xx-ends",
+    "resumable-while-evicting": "live-jump-unsignalled",
+    "client-accepted-gap": "live-jump-unsignalled",
+}
+
+
+def test_every_rule_has_a_positive_sample_and_clean_ones_stay_clean() -> None:
+    docs = _expected_docs()
+    assert {f["rule"] for doc in docs.values() for f in doc["findings"]} == ALL_RULES
+    for rule, sample in POSITIVE.items():
+        assert rule in {f["rule"] for f in docs[sample]["findings"]}, (rule, sample)
+    assert "empty-replay-2xx" in {f["rule"] for f in docs["empty-replay-2xx-keepalive"]["findings"]}
+    for name in CLEAN:
+        assert docs[name]["findings"] == [], name
+
+
+@pytest.mark.parametrize("name", sorted(_expected_docs()))
+def test_expected_findings_follow_the_conventions(name: str) -> None:
+    """Rules that follow from others (README.md, "What `gap` holds") say the same gap."""
+    findings = _expected_docs()[name]["findings"]
+    for f in findings:
+        assert f["rule"] in ALL_RULES and f["classification"] in CLASSIFICATIONS
+        assert isinstance(f["gap"]["first"], str)
+        assert f["gap"]["last"] is None or isinstance(f["gap"]["last"], str)
+    # In every sample the client reads on after an unsignalled gap and never re-issues.
+    unsignalled = ("missing-stream-gap", "gap-signal-late", "silent-resume-jump")
+    assert _spans(findings, "client-accepted-gap") == _spans(findings, *unsignalled)
+    # One resumable-while-evicting per session with a silent live gap; capture loss is none.
+    live = _spans(findings, "missing-stream-gap", "gap-signal-late")
+    silent_live = [s for s in live if s[0] == "silent_corruption"]
+    assert _spans(findings, "resumable-while-evicting") == silent_live[:1]
+    # No client in the samples re-issues after a 410.
+    refused = _spans(findings, "resume-refused-410")
+    assert _spans(findings, "no-reissue-after-410") == [
+        ("silent_corruption", first, last) for _, first, last in refused
+    ]

@@ -12,6 +12,7 @@ import typer
 
 from sse_forensics import __version__
 from sse_forensics.cli.common import EXIT_OK
+from sse_forensics.cli.report import report
 from sse_forensics.cli.rules import rules_app
 from sse_forensics.cli.scan import scan
 from sse_forensics.cli.timeline import timeline
@@ -30,6 +31,7 @@ app = typer.Typer(
 )
 app.command()(scan)
 app.command()(timeline)
+app.command()(report)
 app.add_typer(rules_app, name="rules")
 
 

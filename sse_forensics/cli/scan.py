@@ -52,18 +52,24 @@ def scan(
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar, even on a terminal.")
+    ] = False,
 ) -> None:
     """Scan captures and report lost events as findings (table, JSON or JSON lines)."""
     from sse_forensics.engine.registry import load_rules as _load
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
-    from sse_forensics.report.terminal import render_scan
+    from sse_forensics.report.terminal import render_scan, scan_progress
 
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
     ruleset = _load(rules)
+    # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
+    bar_console = Console(stderr=True)
     try:
-        result = scan_paths(paths, config, rules=ruleset)
+        with scan_progress(bar_console, not quiet and sys.stdout.isatty()) as progress:
+            result = scan_paths(paths, config, rules=ruleset, progress=progress)
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     if format is ScanFormat.jsonl:

@@ -32,12 +32,19 @@ def timeline(
         TimelineFormat, typer.Option("--format", "-f", help="Output format.")
     ] = TimelineFormat.table,
     session: Annotated[str | None, typer.Option(help="Only this session ID.")] = None,
+    all_events: Annotated[
+        bool,
+        typer.Option(
+            "--all-events", help="One line per SSE event and exchange instead of ID runs."
+        ),
+    ] = False,
     session_header: SessionHeader = DEFAULTS.session_header,
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
 ) -> None:
-    """Show what was reassembled: requests, responses and SSE events in time order."""
+    """Show what happened per session, in time order: requests and Last-Event-ID, statuses,
+    SSE events as ID runs, gaps with their verdicts, signals, missing bytes, FIN/RST."""
     from sse_forensics.pipeline import reassemble_paths
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
@@ -49,5 +56,5 @@ def timeline(
     if format is TimelineFormat.jsonl:
         sys.stdout.buffer.write(timeline_jsonl(timeline_records(reassembly, facts, session)))
     else:
-        render_timeline(Console(highlight=False), facts, session)
+        render_timeline(Console(highlight=False), reassembly, facts, session, all_events)
     raise typer.Exit(EXIT_READ_ERRORS if reassembly.errors else EXIT_OK)

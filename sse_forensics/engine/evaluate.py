@@ -6,6 +6,7 @@ import hashlib
 import string
 from collections.abc import Mapping
 
+import orjson
 import polars as pl
 
 from sse_forensics.engine.finding import Finding
@@ -23,7 +24,7 @@ class _Row(dict):
 
 
 def render_message(template: str, row: Mapping[str, object]) -> str:
-    values = _Row({k: ("?" if v is None else v) for k, v in row.items() if not isinstance(v, list)})
+    values = _Row({k: ("?" if v is None else v) for k, v in row.items() if k != "evidence"})
     try:
         return _FORMATTER.vformat(template, (), values)
     except (ValueError, IndexError, KeyError, AttributeError):
@@ -45,6 +46,8 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
         evidence: list[dict] = []
         for column in rule.evidence:
             value = row.get(column)
+            if isinstance(value, str) and value.startswith("["):
+                value = orjson.loads(value)  # evidence columns hold JSON arrays
             if isinstance(value, list):
                 evidence.extend(e for e in value if isinstance(e, dict))
         evidence = [{k: v for k, v in e.items() if v is not None} for e in evidence]

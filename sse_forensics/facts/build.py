@@ -11,7 +11,13 @@ from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.jsonrpc import parse_messages
-from sse_forensics.facts.model import EventRecord, SessionRecord, StreamRecord, evidence
+from sse_forensics.facts.model import (
+    EventRecord,
+    SessionRecord,
+    StreamRecord,
+    evidence,
+    evidence_json,
+)
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
 from sse_forensics.facts.sessions import attribute_sessions
@@ -85,7 +91,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         "streams": frame(
             "streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]
         ),
-        "events": frame("events", [row for s in streams for row in _event_rows(s)]),
+        "events": frame("events", _event_columns(streams)),
         "resumes": frame("resumes", resume_rows),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": frame("signals", [row for s in streams for row in _signal_rows(s)]),
@@ -181,7 +187,7 @@ def _session_row(r: SessionRecord, streams: list[StreamRecord], gaps: list[GapRe
         "ts": silent[0].before.origin.ts
         if silent and silent[0].before and silent[0].before.origin
         else None,
-        "evidence": ev,
+        "evidence": evidence_json(ev),
         **_endpoints(silent[0].stream if silent else (mine[0] if mine else None)),
     }
 
@@ -239,51 +245,84 @@ def _id_order(s: StreamRecord) -> dict[int, tuple[str, EventRecord]]:
     return out
 
 
-def _event_rows(s: StreamRecord) -> list[dict]:
-    rows = []
-    disorder = _id_order(s)
-    for e in s.events:
-        order, prev = disorder.get(e.position, ("ok", None))
-        ev = []
-        if prev is not None:
-            ev = [
-                prev.cite(f"earlier event id {prev.sse.id_field}"),
-                e.cite(f"then id {e.sse.id_field} ({order})"),
-            ]
-        first, last = e.origin, e.last_origin
-        rpc = e.rpc[0] if e.rpc else None
-        rows.append(
-            {
-                "session_id": s.session.session_id,
-                "stream": s.logical.key,
-                "response_stream": s.key,
-                "position": e.position,
-                "id": e.sse.id,
-                "id_field": e.sse.id_field,
-                "event": e.sse.event,
-                "kind": e.kind,
-                "data_bytes": len(e.sse.data),
-                "rpc_method": rpc.method if rpc else None,
-                "rpc_id": rpc.rpc_id if rpc else None,
-                "source": first.source if first else None,
-                "frame_first": first.number if first else None,
-                "frame_last": last.number if last else None,
-                "ts_first": first.ts if first else None,
-                "ts_last": last.ts if last else None,
-                "offset_start": e.sse.start,
-                "offset_end": e.sse.end,
-                "id_order": order,
-                "previous_id": prev.sse.id_field if prev else None,
-                "session_inferred": s.session.inferred,
-                "stream_label": s.logical.label,
-                "response_label": s.label,
-                "id_scheme": s.session.id_scheme,
-                "counter_scope": s.session.counter_scope,
-                "evidence": ev,
-                **_endpoints(s),
-            }
-        )
-    return rows
+def _event_columns(streams: list[StreamRecord]) -> dict[str, list]:
+    """The ``events`` table, built column by column (one row per SSE event: the largest
+    table by far, so no dict per row)."""
+    columns: dict[str, list] = {name: [] for name in TABLE_SCHEMAS["events"]}
+    per_event = (
+        "position",
+        "id",
+        "id_field",
+        "event",
+        "kind",
+        "data_bytes",
+        "rpc_method",
+        "rpc_id",
+        "source",
+        "frame_first",
+        "frame_last",
+        "ts_first",
+        "ts_last",
+        "offset_start",
+        "offset_end",
+        "id_order",
+        "previous_id",
+        "evidence",
+    )
+    for s in streams:
+        n = len(s.events)
+        if not n:
+            continue
+        disorder = _id_order(s)
+        constant = {
+            "session_id": s.session.session_id,
+            "stream": s.logical.key,
+            "response_stream": s.key,
+            "session_inferred": s.session.inferred,
+            "stream_label": s.logical.label,
+            "response_label": s.label,
+            "id_scheme": s.session.id_scheme,
+            "counter_scope": s.session.counter_scope,
+            **_endpoints(s),
+        }
+        for name, value in constant.items():
+            columns[name].extend([value] * n)
+        c = {name: columns[name] for name in per_event}
+        for e in s.events:
+            sse = e.sse
+            origins = sse.origins
+            first = origins[0] if origins else None
+            last = origins[-1] if origins else None
+            rpc = e.rpc[0] if e.rpc else None
+            order, prev = disorder.get(e.position, ("ok", None))
+            c["position"].append(e.position)
+            c["id"].append(sse.id)
+            c["id_field"].append(sse.id_field)
+            c["event"].append(sse.event)
+            c["kind"].append(e.kind)
+            c["data_bytes"].append(len(sse.data))
+            c["rpc_method"].append(rpc.method if rpc else None)
+            c["rpc_id"].append(rpc.rpc_id if rpc else None)
+            c["source"].append(first.source if first else None)
+            c["frame_first"].append(first.number if first else None)
+            c["frame_last"].append(last.number if last else None)
+            c["ts_first"].append(first.ts if first else None)
+            c["ts_last"].append(last.ts if last else None)
+            c["offset_start"].append(sse.start)
+            c["offset_end"].append(sse.end)
+            c["id_order"].append(order)
+            c["previous_id"].append(prev.sse.id_field if prev else None)
+            c["evidence"].append(
+                evidence_json(
+                    [
+                        prev.cite(f"earlier event id {prev.sse.id_field}"),
+                        e.cite(f"then id {sse.id_field} ({order})"),
+                    ]
+                )
+                if prev is not None
+                else "[]"
+            )
+    return columns
 
 
 def _signal_rows(s: StreamRecord) -> list[dict]:
@@ -372,13 +411,14 @@ def _resume_row(
     if gap_signal is None and any(e.sse.event == RESUME_GAP for e in s.events):
         gap_signal = RESUME_GAP
     complete = gap.complete if gap is not None else not s.exchange.holes
-    ev = [evidence(s.request_origin, f"resume request Last-Event-ID {s.last_event_id!r}")]
-    if s.response_origin is not None:
-        ev.append(evidence(s.response_origin, f"response status {s.status}"))
-    if s.resumed_event is not None:
-        ev.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
     if gap is not None:
-        ev.extend(e for e in gap.evidence() if e not in ev)
+        ev = gap.evidence()  # already cites the request, the status and the resumed event
+    else:
+        ev = [evidence(s.request_origin, f"resume request Last-Event-ID {s.last_event_id!r}")]
+        if s.response_origin is not None:
+            ev.append(evidence(s.response_origin, f"response status {s.status}"))
+        if s.resumed_event is not None:
+            ev.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
     ev.extend(replay.extra_evidence)
     data_events = s.data_events()
     if data_events and not gap:
@@ -423,7 +463,7 @@ def _resume_row(
         "last_seen_id": replay.last_seen_id,
         "request_frame": s.request_origin.number if s.request_origin else None,
         "ts": s.first_ts,
-        "evidence": ev,
+        "evidence": evidence_json(ev),
     }
 
 
@@ -455,7 +495,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "verdict": g.verdict,
         "ts": before_ts or sig_ts or s.first_ts,
         "ts_after": after_ts,
-        "evidence": g.evidence(),
+        "evidence": evidence_json(g.evidence()),
     }
 
 

@@ -3,13 +3,14 @@ is JSON-RPC; PROFILE.md: "only events whose data carries a JSON-RPC message coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
 
-@dataclass(frozen=True, slots=True)
-class RpcMessage:
+class RpcMessage(NamedTuple):
+    """One JSON-RPC message (a NamedTuple: one is built per SSE data event)."""
+
     kind: str  # "request" | "notification" | "response" | "error"
     method: str | None
     rpc_id: str | None
@@ -26,6 +27,9 @@ def _rpc_id(value: object) -> str | None:
 def parse_messages(payload: bytes | str) -> list[RpcMessage] | None:
     """The JSON-RPC messages in ``payload`` (a single message or a batch), or ``None`` when
     it is not JSON-RPC at all."""
+    marker = "jsonrpc" if isinstance(payload, str) else b"jsonrpc"
+    if marker not in payload:
+        return None  # cheap pre-check: non-JSON-RPC data never reaches the JSON parser
     try:
         obj = orjson.loads(payload)
     except (orjson.JSONDecodeError, TypeError):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import orjson
+
 from sse_forensics.facts.ids import IdKey
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.signals import SignalPayload
@@ -16,6 +18,11 @@ from sse_forensics.sse import SSEEvent
 EventKind = Literal["data", "priming", "signal", "close", "other"]
 StreamKind = Literal["post", "get", "resume", "unknown"]  # unknown: request not captured
 Evidence = dict[str, object]
+
+
+def evidence_json(entries: list[Evidence]) -> str:
+    """The ``evidence`` column value (see ``facts.tables.EVIDENCE``)."""
+    return orjson.dumps(entries).decode()
 
 
 def evidence(origin: Origin | None, what: str) -> Evidence:
@@ -50,6 +57,11 @@ class EventRecord:
     key: IdKey | None = None
     signal: SignalPayload | None = None
     rpc: list[RpcMessage] | None = None
+    carries_id: bool = False
+    """The block set a non-empty ``id`` (WHATWG: an empty ``id`` resets, NUL is ignored)."""
+
+    def __post_init__(self) -> None:
+        self.carries_id = bool(self.sse.id_field)
 
     @property
     def origin(self) -> Origin | None:
@@ -58,11 +70,6 @@ class EventRecord:
     @property
     def last_origin(self) -> Origin | None:
         return self.sse.origins[-1] if self.sse.origins else None
-
-    @property
-    def carries_id(self) -> bool:
-        """The block set a non-empty ``id`` (WHATWG: an empty ``id`` resets, NUL is ignored)."""
-        return bool(self.sse.id_field)
 
     def cite(self, what: str | None = None) -> Evidence:
         label = what or f"{self.kind} event id {self.sse.id_field or self.sse.id!r}"

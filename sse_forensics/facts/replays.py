@@ -7,7 +7,6 @@ writes the results as columns of the ``resumes`` table.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sse_forensics.facts.gaps import GapRecord, observed_order
@@ -78,15 +77,19 @@ class ReplayJudge:
         self.streams = streams
         self.codecs = codecs
         self.requests = requests
-        # (id, data) → the first stream and event that carried it, in time order.
-        self.first_seen: dict[tuple[str, str], EventRecord] = {}
-        self.pair_sessions: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for s in streams:
-            for e in s.events:
-                if e.kind == "data" and e.carries_id:
-                    pair = (e.sse.id_field, e.sse.data)
-                    self.first_seen.setdefault(pair, e)
-                    self.pair_sessions[pair].add(s.session.session_id)
+        self._first_seen: dict[tuple[str, str], EventRecord] | None = None
+
+    @property
+    def first_seen(self) -> dict[tuple[str, str], EventRecord]:
+        """(id, data) → the first event that carried it, in time order (built on first use:
+        only captures with resumes need it)."""
+        if self._first_seen is None:
+            self._first_seen = {}
+            for s in self.streams:
+                for e in s.events:
+                    if e.kind == "data" and e.carries_id:
+                        self._first_seen.setdefault((e.sse.id_field, e.sse.data), e)
+        return self._first_seen
 
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
         facts = ReplayFacts()

@@ -89,6 +89,10 @@ def build_streams(
 def link_resumes(streams: list[StreamRecord]) -> None:
     """Point each resume at the stream where its ``Last-Event-ID`` was seen: same session
     first, then the latest such stream that began before the resume."""
+    wanted = {s.last_event_id for s in streams if s.kind == "resume" and s.last_event_id}
+    if not wanted:
+        return
+    # Only the IDs some resume asks for are indexed: (stream, last event with that ID).
     seen: dict[str, list[tuple[StreamRecord, EventRecord]]] = defaultdict(list)
     for stream in streams:  # time order: a resume may continue an earlier resume
         if stream.kind == "resume" and stream.last_event_id:
@@ -99,12 +103,12 @@ def link_resumes(streams: list[StreamRecord]) -> None:
                 stream.resumed_from, stream.resumed_event = pick
                 stream.root = pick[0].logical
         for event in stream.events:
-            if event.carries_id:
+            if event.carries_id and event.sse.id_field in wanted:
                 bucket = seen[event.sse.id_field]
-                if not bucket or bucket[-1][0] is not stream:
-                    bucket.append((stream, event))
-                else:
+                if bucket and bucket[-1][0] is stream:
                     bucket[-1] = (stream, event)
+                else:
+                    bucket.append((stream, event))
 
 
 def assign_ids(streams: list[StreamRecord], config: AnalysisConfig) -> dict[str, IdCodec]:

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
-EVIDENCE = pl.List(
-    pl.Struct(
-        {
-            "source": pl.String,
-            "frame": pl.Int64,
-            "line": pl.Int64,
-            "ts": pl.Float64,
-            "what": pl.String,
-        }
-    )
-)
+EVIDENCE = pl.String
+"""A finding's evidence as a JSON array of ``{"source", "frame"|"line", "ts", "what"}``.
+Kept as JSON text: a polars list-of-struct column is built per element in Python, which
+costs seconds on the events table; rules only decode the few rows they match."""
 
 # ECS-style flow columns (network.community_id, source.*, destination.*), on every table a
 # rule can report from, so findings carry them.
@@ -209,7 +202,10 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 
-def frame(table: str, rows: list[dict]) -> pl.DataFrame:
-    """Rows as a DataFrame with the table's fixed schema (missing keys become null)."""
+def frame(table: str, rows: list[dict] | dict[str, list]) -> pl.DataFrame:
+    """Rows (a list of dicts, missing keys become null) or columns (a dict of equally long
+    lists) as a DataFrame with the table's fixed schema."""
     schema = TABLE_SCHEMAS[table]
+    if isinstance(rows, dict):
+        return pl.DataFrame(rows, schema=schema)
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.packets import Frame
-from sse_forensics.ingest.pcap import CaptureReader, sniff_capture
+from sse_forensics.ingest.pcap import CaptureReader, CaptureStats, sniff_capture
 
 
 def expand_inputs(paths: list[str]) -> list[str]:
@@ -41,7 +41,26 @@ def _keyed(reader: CaptureReader) -> Iterator[tuple[float, Frame | ReadError]]:
             yield (item.ts if item.ts is not None else last), item
 
 
-def merged_frames(paths: list[str]) -> Iterator[Frame | ReadError]:
+class MergedCapture:
+    """Iterator over the merged frames of several files; :attr:`stats` maps each file to
+    its :class:`CaptureStats` (filled in as it is read, final once iteration ends)."""
+
+    def __init__(self, readers: list[CaptureReader]) -> None:
+        self.stats: dict[str, CaptureStats] = {r.path: r.stats for r in readers}
+        if len(readers) == 1:
+            self._it: Iterator[Frame | ReadError] = iter(readers[0])
+        else:
+            merged = heapq.merge(*(_keyed(r) for r in readers), key=lambda pair: pair[0])
+            self._it = (item for _key, item in merged)
+
+    def __iter__(self) -> MergedCapture:
+        return self
+
+    def __next__(self) -> Frame | ReadError:
+        return next(self._it)
+
+
+def merged_frames(paths: list[str]) -> MergedCapture:
     """Frames of all ``paths`` in timestamp order, as one capture (``mergecap`` merges the
     same way: each file is assumed in order; equal times keep the order of ``paths``).
     Every frame keeps its own file and frame number.
@@ -49,8 +68,4 @@ def merged_frames(paths: list[str]) -> Iterator[Frame | ReadError]:
     All files are opened first, so a file that is not a capture raises
     :class:`UnreadableInput` before any frame is produced.
     """
-    readers = [CaptureReader(path) for path in paths]
-    if len(readers) == 1:
-        return iter(readers[0])
-    merged = heapq.merge(*(_keyed(r) for r in readers), key=lambda pair: pair[0])
-    return (item for _key, item in merged)
+    return MergedCapture([CaptureReader(path) for path in paths])

@@ -4,12 +4,13 @@ files itself (the frames come from :mod:`sse_forensics.ingest`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packets import Frame
+from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
@@ -25,6 +26,7 @@ from sse_forensics.reassembly.http_events import (
     ResponseEnd,
     ResponseHead,
 )
+from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.sse import SSEParser
 from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
 
@@ -38,13 +40,20 @@ REPORTED_SSE_ANOMALIES = {
 
 @dataclass(slots=True)
 class Reassembly:
-    """Everything reassembled from one capture (one or more files merged in time order)."""
+    """Everything reassembled from one capture (one or more files merged in time order).
+
+    ``capture_stats``: per input file, what the file says about its own completeness
+    (pcapng ISB drop counters, link types). ``loss``: capture-loss totals over all
+    connections plus those drop counters (per connection: ``Connection.loss``).
+    """
 
     connections: list[Connection] = field(default_factory=list)
     exchanges: list[Exchange] = field(default_factory=list)
     errors: list[ReadError] = field(default_factory=list)
     frames: int = 0
     tcp_segments: int = 0
+    capture_stats: dict[str, CaptureStats] = field(default_factory=dict)
+    loss: CaptureLoss = field(default_factory=CaptureLoss)
 
 
 class _ConnectionAnalyzer:
@@ -156,39 +165,49 @@ class _ConnectionAnalyzer:
                 )
 
 
-def reassemble(items: Iterable[Frame | ReadError]) -> Reassembly:
+def _capture_loss(connections: list[Connection], stats: Mapping[str, CaptureStats]) -> CaptureLoss:
+    loss = CaptureLoss()
+    for conn in connections:
+        loss.add_connection(conn.loss)  # type: ignore[arg-type]
+    for path, st in stats.items():
+        if_drops, os_drops = sum(st.interface_drops.values()), sum(st.os_drops.values())
+        loss.interface_drops += if_drops
+        loss.os_drops += os_drops
+        loss.per_file_drops[path] = if_drops + os_drops
+    return loss
+
+
+def reassemble(
+    items: Iterable[Frame | ReadError],
+    capture_stats: Mapping[str, CaptureStats] | None = None,
+) -> Reassembly:
     """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
-    exchanges and SSE events."""
+    exchanges and SSE events.
+
+    ``capture_stats`` (default: ``items.stats`` when ``items`` comes from
+    :func:`~sse_forensics.ingest.inputs.merged_frames`) is read after the last frame, when
+    the readers have filled it in. A connection's HTTP/SSE state is finished and released as
+    soon as TCP finalises it (see :class:`ConnectionTracker`), not only at the end.
+    """
+    if capture_stats is None:
+        capture_stats = getattr(items, "stats", None) or {}
     result = Reassembly()
     tracker = ConnectionTracker()
     analyzers: dict[int, _ConnectionAnalyzer] = {}
+    errors = result.errors
+    last_ts: float | None = None
 
     def route(pieces: list[tuple[Connection, Direction, StreamData | MissingSpan]]) -> None:
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, result.errors)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors)
             analyzer.data(direction, piece)
 
-    for item in items:
-        if isinstance(item, ReadError):
-            result.errors.append(item)
-            continue
-        result.frames += 1
-        seg = decode_tcp(item)
-        if seg is None:
-            continue
-        if isinstance(seg, ReadError):
-            result.errors.append(seg)
-            continue
-        result.tcp_segments += 1
-        route(tracker.feed(seg))
-    route(tracker.close())
-
-    for conn in tracker.connections:
-        analyzer = analyzers.get(conn.id)
+    def finalise(conn: Connection) -> None:
+        analyzer = analyzers.pop(conn.id, None)
         if analyzer is None:
-            continue
+            return
         for direction in ("client", "server"):
             fin = conn.fin.get(direction)
             if fin is not None:
@@ -198,6 +217,39 @@ def reassemble(items: Iterable[Frame | ReadError]) -> Reassembly:
             else:
                 analyzer.end(direction, conn.last, "capture-end")
         analyzer.finish()
-        result.exchanges.extend(analyzer.exchanges[i] for i in sorted(analyzer.exchanges))
+        result.exchanges.extend(analyzer.exchanges.values())
+
+    frames = 0
+    segments = 0
+    feed = tracker.feed
+    for item in items:
+        if isinstance(item, ReadError):
+            errors.append(item)
+            continue
+        frames += 1
+        last_ts = item.origin.ts
+        seg = decode_tcp(item)
+        if seg is None:
+            continue
+        if isinstance(seg, ReadError):
+            errors.append(seg)
+            continue
+        segments += 1
+        pieces = feed(seg)
+        if pieces:
+            route(pieces)
+        if tracker._finished:
+            for conn in tracker.take_finished():
+                finalise(conn)
+    route(tracker.close(last_ts))
+    for conn in tracker.take_finished():
+        finalise(conn)
+
+    result.frames = frames
+    result.tcp_segments = segments
+    # Connections finalise in the order they close; the output keeps connection order.
+    result.exchanges.sort(key=lambda ex: (ex.connection_id, ex.index))
     result.connections = list(tracker.connections)
+    result.capture_stats = dict(capture_stats)
+    result.loss = _capture_loss(result.connections, result.capture_stats)
     return result

@@ -16,8 +16,16 @@ import communityid
 
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
 from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.loss import DirectionLoss
 from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
 from sse_forensics.reassembly.tcp import TCPStreamReassembler
+from sse_forensics.reassembly.tcp_analysis import (
+    Stall,
+    TCPAnalyzer,
+    TCPNote,
+    TCPState,
+    WindowPeriod,
+)
 
 Endpoint = tuple[str, int]
 Piece = StreamData | MissingSpan
@@ -64,23 +72,47 @@ class Connection:
     rst_by: Direction | None = None
     missing: list[MissingSpan] = field(default_factory=list)
     packets: int = 0
+    tcp: TCPState = field(default_factory=TCPState)
+    loss: dict[Direction, DirectionLoss] = field(
+        default_factory=lambda: {"client": DirectionLoss(), "server": DirectionLoss()}
+    )
 
     @property
     def finished(self) -> bool:
-        """Closed on the wire (FIN both ways, or RST): a new SYN starts a new connection,
-        and a future expiry pass may flush it."""
+        """Closed on the wire (FIN both ways, or RST): a new SYN starts a new connection."""
         return self.rst is not None or len(self.fin) == 2
+
+    @property
+    def window_scale(self) -> dict[Direction, int | None]:
+        """Shift applied to the windows each side advertises; None when the handshake
+        was not captured (see :mod:`.tcp_analysis`)."""
+        return self.tcp.window_scale
+
+    @property
+    def windows(self) -> list[WindowPeriod]:
+        """Zero-window and window-full periods, in order of their start."""
+        return self.tcp.windows
+
+    @property
+    def tcp_notes(self) -> list[TCPNote]:
+        return self.tcp.tcp_notes
+
+    @property
+    def stalls(self) -> list[Stall]:
+        return self.tcp.stalls
 
 
 class _Flow:
     """Tracker state of one connection (or of a 4-tuple whose roles are still unknown)."""
 
-    __slots__ = ("conn", "pending", "streams")
+    __slots__ = ("analyzer", "conn", "done", "pending", "streams")
 
     def __init__(self) -> None:
         self.conn: Connection | None = None
         self.pending: list[TCPSegment] = []
         self.streams: dict[Endpoint, tuple[Direction, TCPStreamReassembler]] = {}
+        self.analyzer = TCPAnalyzer()
+        self.done = False  # finalised: reassemblers flushed and released
 
 
 def _client_hint(seg: TCPSegment) -> Endpoint | None:
@@ -99,37 +131,53 @@ def _client_hint(seg: TCPSegment) -> Endpoint | None:
 
 
 class ConnectionTracker:
-    """Feed decoded segments in capture order; get ``(connection, direction, piece)``."""
+    """Feed decoded segments in capture order; get ``(connection, direction, piece)``.
+
+    A connection is finalised as soon as it is closed on the wire (FIN both ways with every
+    byte before them delivered, or an RST) and nothing is held out of order: its
+    reassemblers are flushed and released, and it is listed by :meth:`take_finished` so the
+    caller can finish its HTTP/SSE state too. Later segments of the same 4-tuple
+    (retransmissions, the last ACK) are counted and ignored, unless a new SYN reuses it.
+    """
 
     def __init__(self, max_buffered: int = 8 << 20) -> None:
         self.max_buffered = max_buffered
         self._flows: dict[tuple[str, int, str, int], _Flow] = {}
         self._connections: list[Connection] = []
+        self._finished: list[Connection] = []
 
     @property
     def connections(self) -> list[Connection]:
         return self._connections
+
+    def take_finished(self) -> list[Connection]:
+        """Connections finalised since the last call (their last pieces were returned)."""
+        out, self._finished = self._finished, []
+        return out
 
     def feed(self, seg: TCPSegment) -> Output:
         key = (seg.src, seg.sport, seg.dst, seg.dport)
         flow = self._flows.get(key)
         out: Output = []
         if flow is None:
-            flow = _Flow()
-            self._flows[key] = flow
-            self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
+            flow = self._new_flow(seg)
         elif (
             seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN
             and flow.conn is not None
             and flow.conn.finished
         ):
             # Port reuse: a fresh SYN on a 4-tuple whose connection ended.
-            self._finish(flow, out)
-            flow = _Flow()
-            self._flows[key] = flow
-            self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
-        if flow.conn is not None:
+            self._finish(flow, out, seg.origin.ts)
+            flow = self._new_flow(seg)
+        conn = flow.conn
+        if conn is not None:
+            if flow.done:
+                conn.packets += 1
+                conn.last = seg.origin
+                return out
             self._process(flow, seg, out)
+            if conn.finished and self._settled(flow):
+                self._finish(flow, out, seg.origin.ts)
             return out
         flow.pending.append(seg)
         client = _client_hint(seg)
@@ -141,8 +189,9 @@ class ConnectionTracker:
         self._decide(flow, client, out)
         return out
 
-    def close(self) -> Output:
-        """End of capture: decide pending flows, flush every reassembler."""
+    def close(self, end_ts: float | None = None) -> Output:
+        """End of capture (its last frame at ``end_ts``): decide pending flows, flush every
+        reassembler."""
         out: Output = []
         seen: set[int] = set()
         for flow in self._flows.values():
@@ -151,10 +200,27 @@ class ConnectionTracker:
             seen.add(id(flow))
             if flow.conn is None and flow.pending:
                 self._decide(flow, self._client_by_port(flow.pending[0]), out)
-            self._finish(flow, out)
+            self._finish(flow, out, end_ts)
+        self._flows.clear()
         return out
 
     # -- internals ------------------------------------------------------------------------
+
+    def _new_flow(self, seg: TCPSegment) -> _Flow:
+        flow = _Flow()
+        self._flows[(seg.src, seg.sport, seg.dst, seg.dport)] = flow
+        self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
+        return flow
+
+    @staticmethod
+    def _settled(flow: _Flow) -> bool:
+        """No later segment can add to the streams: after an RST nothing held out of order
+        (RFC 9293 §3.10.7.4: data after it does not count), after FINs both ways every byte
+        before them delivered."""
+        streams = [stream for _direction, stream in flow.streams.values()]
+        if flow.conn is not None and flow.conn.rst is not None:
+            return not any(stream.buffered for stream in streams)
+        return all(stream.fin_delivered for stream in streams)
 
     @staticmethod
     def _client_by_port(seg: TCPSegment) -> Endpoint:
@@ -165,14 +231,10 @@ class ConnectionTracker:
 
     def _decide(self, flow: _Flow, client: Endpoint, out: Output) -> None:
         first = flow.pending[0]
-        server = (
-            (first.dst, first.dport)
-            if client == (first.src, first.sport)
-            else (
-                first.src,
-                first.sport,
-            )
-        )
+        if client == (first.src, first.sport):
+            server = (first.dst, first.dport)
+        else:
+            server = (first.src, first.sport)
         conn = Connection(
             id=len(self._connections) + 1,
             client=client,
@@ -181,6 +243,7 @@ class ConnectionTracker:
             first=first.origin,
             last=first.origin,
             mid_stream=not first.flags & TCP_SYN,
+            tcp=flow.analyzer.state,
         )
         self._connections.append(conn)
         flow.conn = conn
@@ -199,6 +262,7 @@ class ConnectionTracker:
         conn.packets += 1
         conn.last = origin
         direction, stream = flow.streams[(seg.src, seg.sport)]
+        flow.analyzer.segment(direction, seg)
         flags = seg.flags
         syn = bool(flags & TCP_SYN)
         if syn and direction == "client" and not flags & TCP_ACK:
@@ -230,16 +294,24 @@ class ConnectionTracker:
 
     @staticmethod
     def _collect(conn: Connection, direction: Direction, pieces: list[Piece], out: Output) -> None:
+        loss = conn.loss[direction]
         for piece in pieces:
             if isinstance(piece, MissingSpan):
                 conn.missing.append(piece)
+                loss.count(piece)
+            else:
+                loss.bytes_seen += len(piece.data)
             out.append((conn, direction, piece))
 
-    def _finish(self, flow: _Flow, out: Output) -> None:
+    def _finish(self, flow: _Flow, out: Output, end_ts: float | None) -> None:
         conn = flow.conn
-        if conn is None:
+        if conn is None or flow.done:
             return
+        flow.done = True
         for direction, stream in flow.streams.values():
             pieces = stream.close()
             if pieces:
                 self._collect(conn, direction, pieces, out)
+        flow.streams = {}
+        flow.analyzer.close(conn.last.ts if end_ts is None else end_ts)
+        self._finished.append(conn)

@@ -74,6 +74,11 @@ class TCPStreamReassembler:
         """Bytes held out of order, waiting for a hole to fill."""
         return self._buffered
 
+    @property
+    def fin_delivered(self) -> bool:
+        """A FIN was seen and every byte before it delivered (as data or missing)."""
+        return self._end is not None and self.delivered >= self._end and not self._held
+
     def _offset(self, seq: int) -> int:
         """Unwrap a 32-bit ``seq`` to the offset nearest the next expected byte."""
         base = self._base

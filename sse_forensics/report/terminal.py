@@ -1,15 +1,23 @@
 """The summary a person reads in ten seconds: what was scanned, verdict counts, the
-findings by severity, read errors, and the command that drills into each bad session."""
+findings by severity, read errors, and the command that drills into each bad session; and
+the progress bar a long scan shows meanwhile."""
 
 from __future__ import annotations
 
 import shlex
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 from rich.text import Text
 
-from sse_forensics.pipeline import ScanResult
+from sse_forensics.engine.finding import Finding
+from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import EXPECTED_GAP, INDETERMINATE, SILENT_CORRUPTION
 
@@ -19,21 +27,86 @@ VERDICT_STYLE = {
     EXPECTED_GAP: "yellow",
 }
 MAX_ERRORS_SHOWN = 20
+MAX_DRILL_COMMANDS = 10
+# A bar appears only once a scan has run this long: short scans print nothing extra.
+PROGRESS_DELAY_S = 1.0
+PROGRESS_REFRESH_S = 0.1
+STAGE_LABEL = {"read": "reading captures", "facts": "building facts", "rules": "running rules"}
+
+
+def shell_word(value: str) -> str:
+    """``value`` as one exact bash word that is safe to print: ``shlex.quote`` when every
+    character is printable, else ANSI-C quoting (``$'\\x1b…'``) so the escaped form a
+    terminal shows still names the real session when pasted."""
+    if all(printable(ch, None) == ch for ch in value):
+        return shlex.quote(value)
+    out = []
+    for ch in value:
+        code = ord(ch)
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif printable(ch, None) != ch:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+def _gap_span(f: Finding) -> str:
+    gap = f.gap
+    first, last = gap.get("first"), gap.get("last")
+    if first is None and last is None:
+        return ""
+    span = (
+        printable(first, 24)
+        if last in (None, first)
+        else (f"{printable(first, 24)}–{printable(last, 24)}")
+    )
+    if gap.get("count") is not None:
+        span += f" ({gap['count']})"
+    return span
+
+
+def _frames(f: Finding) -> str:
+    frames = sorted({e.get("frame") for e in f.evidence if e.get("frame") is not None})
+    return ",".join(str(x) for x in frames[:6]) + ("…" if len(frames) > 6 else "")
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    """Most alarming first (the engine's order: verdict, then severity, then time)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    for col in ("#", "verdict", "severity", "rule"):
+        table.add_column(col, no_wrap=True, justify="right" if col == "#" else "left")
+    for col in ("session", "gap (events)", "frames"):
+        table.add_column(col, overflow="fold")
+    for n, f in enumerate(findings, 1):
+        table.add_row(
+            str(n),
+            Text(f.classification, style=VERDICT_STYLE.get(f.classification, "")),
+            f.severity,
+            f.rule,
+            Text(printable(f.session_id, 40)),
+            Text(_gap_span(f)),
+            Text(_frames(f), style="dim"),
+        )
+    return table
 
 
 def render_scan(console: Console, result: ScanResult) -> None:
     tables = result.facts.tables
     counts = Counter(f.classification for f in result.findings)
+    affected = {f.session_id for f in result.findings if f.session_id}
     console.print(
         Text.assemble(
             ("Scanned ", "bold"),
             f"{len(result.inputs)} file(s): {result.reassembly.frames} frames, "
             f"{len(result.reassembly.connections)} TCP connections, "
-            f"{tables['sessions'].height} session(s), {tables['streams'].height} event stream(s), "
+            f"{tables['sessions'].height} session(s) ({len(affected)} with findings), "
+            f"{tables['streams'].height} event stream(s), "
             f"{tables['events'].height} SSE events, {tables['resumes'].height} resume(s).",
         )
     )
-    verdicts = Text("Verdicts: ")
+    verdicts = Text("Verdicts: ", style="bold")
     for name in (SILENT_CORRUPTION, INDETERMINATE, EXPECTED_GAP):
         verdicts.append(f"{name} {counts.get(name, 0)}", style=VERDICT_STYLE[name])
         verdicts.append("  ")
@@ -41,28 +114,15 @@ def render_scan(console: Console, result: ScanResult) -> None:
 
     if result.findings:
         console.print()
-        for n, f in enumerate(result.findings, 1):
-            gap = f.gap
-            span = f"{printable(gap.get('first'), 30)}..{printable(gap.get('last'), 30)}"
-            if gap.get("count") is not None:
-                span += f" ({gap['count']} events)"
-            frames = sorted({e.get("frame") for e in f.evidence if e.get("frame") is not None})
-            shown = ",".join(str(x) for x in frames[:8]) + ("…" if len(frames) > 8 else "")
-            head = Text(f"{n:>3}. ")
-            head.append(f.classification, style=VERDICT_STYLE.get(f.classification, ""))
-            head.append(f"  {f.severity}  ")
-            head.append(f.rule, style="bold")
-            head.append(f"  gap {span}")
-            if shown:
-                head.append(f"  frames {shown}", style="dim")
-            console.print(head)
-            console.print(Text(f"     {printable(f.message, 600)}"))
+        console.print(findings_table(result.findings))
         console.print()
     else:
         console.print("No findings: no lost events were detected.", style="green")
 
     if result.errors:
-        console.print(f"[bold]{len(result.errors)} input problem(s)[/bold] (the scan went on):")
+        console.print(
+            Text(f"{len(result.errors)} input problem(s) (the scan went on):", style="bold")
+        )
         for err in result.errors[:MAX_ERRORS_SHOWN]:
             where = (
                 f"frame {err.frame}"
@@ -82,9 +142,73 @@ def render_scan(console: Console, result: ScanResult) -> None:
     bad = sorted(
         {f.session_id for f in result.findings if f.classification != EXPECTED_GAP and f.session_id}
     )
+    inputs = " ".join(shell_word(p) for p in result.paths)
     if bad:
-        console.print("Drill into a session:")
-        inputs = " ".join(shlex.quote(p) for p in result.paths)
-        for session_id in bad[:10]:
-            session = shlex.quote(printable(session_id, 120))
-            console.print(Text(f"  sse-forensics timeline {inputs} --session {session}"))
+        console.print(Text("Drill into a session:", style="bold"))
+        for session_id in bad[:MAX_DRILL_COMMANDS]:
+            # soft_wrap: a command stays on one line, whole, for copy and paste.
+            command = f"  sse-forensics timeline {inputs} --session {shell_word(session_id)}"
+            console.print(Text(command), soft_wrap=True)
+        if len(bad) > MAX_DRILL_COMMANDS:
+            console.print(Text(f"  … and {len(bad) - MAX_DRILL_COMMANDS} more session(s)"))
+    if result.findings:
+        console.print(
+            Text(
+                f"Details: sse-forensics scan {inputs} --format json  ·  "
+                f"ticket-ready file: sse-forensics report {inputs} -o incident.html",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
+
+
+class _DelayedBar:
+    """A rich progress bar that appears once the scan has run :data:`PROGRESS_DELAY_S`."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.started = time.monotonic()
+        self.last_update = 0.0
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.started < PROGRESS_DELAY_S:
+            return
+        if self.progress is None:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(STAGE_LABEL.get(stage, stage), total=total)
+        elif stage == "read" and done < total and now - self.last_update < PROGRESS_REFRESH_S:
+            return  # one call per frame: only redraw a few times a second
+        self.last_update = now
+        assert self.task is not None
+        self.progress.update(
+            self.task, description=STAGE_LABEL.get(stage, stage), completed=done, total=total
+        )
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+@contextmanager
+def scan_progress(console: Console, enabled: bool) -> Iterator[ScanProgress | None]:
+    """A ``progress`` callback for :func:`~sse_forensics.pipeline.scan_paths`, or ``None``
+    when disabled (``--quiet``, or output that is not a terminal)."""
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    bar = _DelayedBar(console)
+    try:
+        yield bar
+    finally:
+        bar.stop()

@@ -1,9 +1,21 @@
-"""What was reassembled, in time order: every request, response and SSE event with its
-session, stream, ID, frame and timestamp (``timeline``)."""
+"""What was reassembled, in time order (``timeline``).
+
+- ``--format jsonl``: every request, response, SSE event, missing-bytes span and response end
+  with its session, stream, ID, frame and timestamp (:func:`timeline_records`; a stable
+  record format).
+- the terminal view: per session a *ladder* (:func:`session_ladders`) of its connections and
+  streams: requests with ``Last-Event-ID``, statuses, SSE events compressed into ID runs, the
+  gaps the facts found (PROFILE.md, "Gap signalling"), signals, missing capture bytes and
+  FIN/RST disconnects.
+"""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 import orjson
 from rich.console import Console
@@ -12,11 +24,15 @@ from rich.text import Text
 
 from sse_forensics.facts.build import Facts
 from sse_forensics.facts.gaps import GapRecord
-from sse_forensics.facts.model import StreamRecord
+from sse_forensics.facts.model import EventRecord, SessionRecord, StreamRecord
+from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly
+from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
+from sse_forensics.reassembly.stream import Direction
 from sse_forensics.report.escape import printable
-from sse_forensics.verdicts import EXPECTED_GAP, SILENT_CORRUPTION
+from sse_forensics.verdicts import EXPECTED_GAP, INDETERMINATE, SILENT_CORRUPTION
 
 
 def _where(origin) -> dict:
@@ -107,85 +123,388 @@ def timeline_jsonl(records: Iterator[dict]) -> bytes:
     return b"".join(orjson.dumps(r) + b"\n" for r in records)
 
 
-def _runs(stream: StreamRecord, gaps: list[GapRecord]) -> Text:
-    """Compress a stream's events into ID runs with its gaps in between."""
-    text = Text()
-    by_after = {id(g.after): g for g in gaps if g.stream is stream and g.after is not None}
-    run: list[str] = []
+# --- The ladder: one session's connections and streams in time order ---------------------
+
+RungKind = Literal[
+    "exchange",
+    "request",
+    "response",
+    "events",
+    "event",
+    "signal",
+    "gap",
+    "missing-bytes",
+    "response-end",
+    "disconnect",
+    "zero-window",
+    "collapsed",
+]
+# Consecutive plain (non-event-stream) exchanges beyond this many fold into one line unless
+# --all-events: an MCP session is mostly small JSON-RPC POSTs that say little about loss.
+MAX_PLAIN_EXCHANGES_SHOWN = 4
+VERDICT_STYLE = {
+    SILENT_CORRUPTION: "bold red",
+    INDETERMINATE: "magenta",
+    EXPECTED_GAP: "yellow",
+}
+CONNECTION_STYLES = ("cyan", "green", "blue", "bright_magenta", "bright_yellow", "bright_cyan")
+
+
+@dataclass(slots=True)
+class ZeroWindowPeriod:
+    """The receiver on ``direction`` advertised a zero window (RFC 9293 §3.8.6.1), so its
+    peer could not send: a slow consumer, often before a ``backpressure-disconnect``."""
+
+    connection: int
+    direction: Direction  # the side whose receive window was zero
+    start: Origin
+    end: Origin | None  # None: still zero when the capture ended
+
+
+def zero_window_periods(connection: Connection) -> list[ZeroWindowPeriod]:
+    """Hook for TCP zero-window periods of ``connection``. The reassembly layer does not
+    record advertised windows yet (a later issue), so there is nothing to show; the ladder
+    and the HTML plot already draw whatever this returns."""
+    return []
+
+
+@dataclass(slots=True)
+class Rung:
+    """One line of the ladder."""
+
+    kind: RungKind
+    ts: float | None
+    connection: int
+    origin: Origin | None
+    text: Text
+
+
+@dataclass(slots=True)
+class SessionLadder:
+    session: SessionRecord
+    rungs: list[Rung]
+    gaps: list[GapRecord]
+
+    @property
+    def start(self) -> float | None:
+        return next((r.ts for r in self.rungs if r.ts is not None), None)
+
+
+def id_span(first: str | None, last: str | None, limit: int = 40) -> str:
+    """``8–12``, ``8``, or ``8…`` when the end is unknown."""
+    if first is None:
+        return "?"
+    if last is None:
+        return f"{printable(first, limit)}…"
+    if last == first:
+        return printable(first, limit)
+    return f"{printable(first, limit)}–{printable(last, limit)}"
+
+
+def gap_label(gap: GapRecord) -> str:
+    """The gap in words, as the ladder and the HTML report show it (plain, unescaped)."""
+    if gap.detected_by == "status":
+        text = f"✗ {id_span(gap.first, None)} not replayed, signalled by {gap.signal}"
+    else:
+        if gap.signal is None:
+            how = "unsignalled"
+        elif gap.signal_late:
+            how = f"{gap.signal} came late (after the next data event)"
+        else:
+            how = f"signalled by {gap.signal}"
+        text = f"✗ {id_span(gap.first, gap.last)} dropped, {how}"
+    if gap.count is not None:
+        text += f" ({gap.count} event{'s' if gap.count != 1 else ''})"
+    if gap.reissue is not None:
+        text += "; the client re-issued the request"
+    if gap.holes:
+        text += "; the capture lacks bytes in between"
+    return f"{text} → {gap.verdict}"
+
+
+def _run_label(run: list[EventRecord]) -> str:
+    ids = [e.sse.id_field for e in run if e.carries_id]
+    n = len(run)
+    if not ids:
+        return f"{n} event{'s' if n != 1 else ''} without id"
+    label = f"{id_span(ids[0], ids[-1])}  ({n} event{'s' if n != 1 else ''}"
+    if len(ids) < n:
+        label += f", {n - len(ids)} without id"
+    return label + ")"
+
+
+def _event_label(e: EventRecord) -> str:
+    ident = f"id {printable(e.sse.id_field, 40)}" if e.carries_id else "no id"
+    return f"{ident}  {printable(e.sse.event, 30)}  {printable(e.sse.data, 60)}"
+
+
+def _gap_rung(gap: GapRecord, conn: int, at: EventRecord | Origin | None, ts: float | None) -> Rung:
+    origin = at.origin if isinstance(at, EventRecord) else at
+    style = VERDICT_STYLE.get(gap.verdict, "")
+    return Rung("gap", ts, conn, origin, Text(gap_label(gap), style=style))
+
+
+def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> list[Rung]:
+    """A stream's events as ID runs (or one rung each), its gaps placed where they show:
+    before the first event after the gap, or at the signal that alone reveals it."""
+    conn = s.connection.id
+    before_event: dict[int, list[GapRecord]] = {}
+    at_signal: dict[int, list[GapRecord]] = {}
+    for g in gaps:
+        if g.after is not None:
+            before_event.setdefault(id(g.after), []).append(g)
+        elif g.signal_event is not None and g.detected_by == "signal":
+            at_signal.setdefault(id(g.signal_event), []).append(g)
+    rungs: list[Rung] = []
+    run: list[EventRecord] = []
 
     def flush() -> None:
         if run:
-            text.append(
-                printable(run[0], 40)
-                if len(run) == 1
-                else f"{printable(run[0], 40)}–{printable(run[-1], 40)}"
+            first = run[0].origin
+            rungs.append(
+                Rung("events", first.ts if first else None, conn, first, Text(_run_label(run)))
             )
-            text.append(f" ({len(run)})  ", style="dim")
             run.clear()
 
-    for e in stream.events:
-        gap = by_after.get(id(e))
-        if gap is not None:
+    for e in s.events:
+        ts = e.origin.ts if e.origin else None
+        for g in before_event.get(id(e), []):
             flush()
-            style = (
-                "yellow"
-                if gap.verdict == EXPECTED_GAP
-                else "bold red"
-                if gap.verdict == SILENT_CORRUPTION
-                else "magenta"
-            )
-            how = gap.signal or "unsignalled"
-            text.append(
-                f"✗ {printable(gap.first, 40)}–{printable(gap.last, 40)} dropped, {how} ",
-                style=style,
-            )
+            rungs.append(_gap_rung(g, conn, e, ts))
         if e.kind == "signal":
             flush()
-            text.append(f"⚑ {e.sse.event} {printable(e.sse.data, 60)}  ", style="cyan")
-        elif e.kind == "data" and e.carries_id:
-            run.append(e.sse.id_field)
-        elif e.kind == "priming":
+            payload = printable(e.sse.data, 80)
+            text = Text(f"⚑ {printable(e.sse.event, 40)} {payload}", style="cyan")
+            rungs.append(Rung("signal", ts, conn, e.origin, text))
+            rungs.extend(_gap_rung(g, conn, e, ts) for g in at_signal.get(id(e), []))
+        elif all_events:
+            style = "dim" if e.kind in ("priming", "close", "other") else ""
+            rungs.append(Rung("event", ts, conn, e.origin, Text(_event_label(e), style=style)))
+        elif e.kind in ("data", "other"):
+            run.append(e)
+        else:
             flush()
-            text.append(f"prime {printable(e.sse.id_field, 40)}  ", style="dim")
+            label = f"prime {printable(e.sse.id_field, 40)}" if e.kind == "priming" else "close"
+            rungs.append(Rung("event", ts, conn, e.origin, Text(label, style="dim")))
     flush()
-    if stream.exchange.holes:
-        text.append(f"  ⚠ {len(stream.exchange.holes)} missing-bytes span(s)", style="magenta")
+    return rungs
+
+
+def _request_text(ex: Exchange, stream: StreamRecord | None) -> Text:
+    if ex.request is None:
+        return Text("→ (request not captured)", style="dim")
+    text = Text(f"→ {printable(ex.request.method, 20)} {printable(ex.request.target, 80)}")
+    leid = header(ex.request.headers, "Last-Event-ID")
+    if leid is not None:
+        text.append(f"  Last-Event-ID: {printable(leid, 40)}", style="bold")
+    if stream is not None and stream.kind == "resume":
+        text.append("  (resume)", style="dim")
     return text
 
 
-def render_timeline(console: Console, facts: Facts, session: str | None = None) -> None:
-    """Per session, its streams in time order with requests, status, Last-Event-ID and
-    compressed event-ID runs."""
-    by_session: dict[str, list[StreamRecord]] = {}
-    for s in facts.streams:
-        by_session.setdefault(s.session.session_id, []).append(s)
-    if not by_session:
-        console.print("No text/event-stream responses or resumes found.")
-        return
-    for session_id, streams in by_session.items():
-        if session is not None and session_id != session:
-            continue
-        rec = streams[0].session
-        title = Text("session ", style="bold")
-        title.append(printable(session_id, 80))
-        inferred = "inferred, " if rec.inferred else ""
-        version = printable(rec.protocol_version or "?", 20)
-        title.append(
-            f"  ({inferred}{rec.id_scheme} IDs, {rec.counter_scope} counter, protocol {version})",
-            style="dim",
+def _response_text(ex: Exchange) -> Text:
+    resp = ex.response
+    if resp is None:
+        return Text("← (no response captured)", style="dim")
+    if resp.status == 0:
+        return Text(f"← (response head not captured: {printable(resp.reason, 60)})", style="dim")
+    ctype = header(resp.headers, "Content-Type")
+    style = "bold yellow" if resp.status == 410 else ("yellow" if resp.status >= 400 else "")
+    text = Text(f"← {resp.status} {printable(resp.reason, 40)}", style=style)
+    if ctype:
+        text.append(f"  {printable(ctype, 60)}", style="dim")
+    return text
+
+
+def _exchange_rungs(
+    ex: Exchange, stream: StreamRecord | None, gaps: list[GapRecord], all_events: bool
+) -> list[Rung]:
+    conn = ex.connection_id
+    req_origin = ex.request.origin if ex.request else None
+    resp_origin = ex.response.origin if ex.response else None
+    if stream is None and not ex.holes:
+        # A plain exchange (JSON, 202): one line, request and answer together.
+        text = _request_text(ex, None)
+        text.append("  ")
+        text.append_text(_response_text(ex))
+        origin = req_origin or resp_origin
+        return [Rung("exchange", origin.ts if origin else None, conn, origin, text)]
+    rungs: list[Rung] = []
+    if req_origin is not None or ex.request is None:
+        ts = req_origin.ts if req_origin else (resp_origin.ts if resp_origin else None)
+        rungs.append(Rung("request", ts, conn, req_origin, _request_text(ex, stream)))
+    rungs.append(
+        Rung(
+            "response",
+            resp_origin.ts if resp_origin else None,
+            conn,
+            resp_origin,
+            _response_text(ex),
         )
-        table = Table(title=title, show_lines=False, expand=False)
-        for col in ("time", "conn", "request", "status", "Last-Event-ID", "events"):
-            table.add_column(col, overflow="fold")
-        t0 = streams[0].first_ts
-        for s in streams:
-            req = s.exchange.request
+    )
+    mine = [g for g in gaps if g.stream is stream] if stream is not None else []
+    for g in mine:
+        if g.after is None and g.detected_by == "status":
+            rungs.append(_gap_rung(g, conn, resp_origin, resp_origin.ts if resp_origin else None))
+    if stream is not None:
+        rungs.extend(_event_rungs(stream, mine, all_events))
+    for hole in ex.holes:
+        at = hole.span.after or hole.span.before
+        text = Text(f"⚠ {hole.span.describe()}", style="magenta")
+        rungs.append(Rung("missing-bytes", at.ts if at else None, conn, at, text))
+    if stream is not None and ex.response_end_reason is not None and not ex.response_complete:
+        end = ex.response_end or ex.last_body_origin
+        text = Text(f"⏹ response ended early: {printable(ex.response_end_reason, 80)}", style="dim")
+        rungs.append(Rung("response-end", end.ts if end else None, conn, end, text))
+    return rungs
+
+
+def _connection_rungs(conn: Connection) -> list[Rung]:
+    rungs: list[Rung] = []
+    if conn.mid_stream:
+        text = Text("connection picked up mid-stream (no SYN in the capture)", style="dim")
+        rungs.append(Rung("disconnect", conn.first.ts, conn.id, conn.first, text))
+    for side, origin in sorted(conn.fin.items(), key=lambda kv: kv[1].ts):
+        rungs.append(Rung("disconnect", origin.ts, conn.id, origin, Text(f"⏏ FIN from {side}")))
+    if conn.rst is not None:
+        text = Text(f"⏏ RST from {conn.rst_by or 'unknown side'}", style="bold")
+        rungs.append(Rung("disconnect", conn.rst.ts, conn.id, conn.rst, text))
+    for z in zero_window_periods(conn):
+        until = f" until frame {z.end.number}" if z.end is not None else " until the capture ended"
+        text = Text(f"⏸ zero window on the {z.direction} side{until}", style="magenta")
+        rungs.append(Rung("zero-window", z.start.ts, conn.id, z.start, text))
+    return rungs
+
+
+def _collapse_plain(rungs: list[Rung]) -> list[Rung]:
+    """Fold long stretches of plain exchanges into first, "… N more", last."""
+    out: list[Rung] = []
+    stretch: list[Rung] = []
+
+    def flush() -> None:
+        if len(stretch) <= max(MAX_PLAIN_EXCHANGES_SHOWN, 2):  # folding must hide one
+            out.extend(stretch)
+        else:
+            hidden = stretch[1:-1]
+            label = f"… {len(hidden)} more plain exchanges (--all-events shows them)"
+            out.append(stretch[0])
+            out.append(
+                Rung(
+                    "collapsed", hidden[0].ts, hidden[0].connection, None, Text(label, style="dim")
+                )
+            )
+            out.append(stretch[-1])
+        stretch.clear()
+
+    for r in rungs:
+        if r.kind == "exchange":
+            stretch.append(r)
+        else:
+            flush()
+            out.append(r)
+    flush()
+    return out
+
+
+def session_ladders(
+    reassembly: Reassembly, facts: Facts, session: str | None = None, all_events: bool = False
+) -> list[SessionLadder]:
+    """Per session (in order of first activity), its requests, responses, event runs, gaps,
+    signals, missing-bytes spans and disconnects, sorted by capture time."""
+    streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
+    connections = {c.id: c for c in reassembly.connections}
+    exchanges: dict[str, list[Exchange]] = {}
+    records: dict[str, SessionRecord] = {}
+    for ex in reassembly.exchanges:
+        rec = facts.exchange_sessions.get((ex.connection_id, ex.index))
+        if rec is None or (session is not None and rec.session_id != session):
+            continue
+        exchanges.setdefault(rec.session_id, []).append(ex)
+        records[rec.session_id] = rec
+    ladders: list[SessionLadder] = []
+    for session_id, mine in exchanges.items():
+        gaps = [g for g in facts.gaps if g.stream.session.session_id == session_id]
+        rungs: list[Rung] = []
+        for ex in mine:
+            stream = streams.get((ex.connection_id, ex.index))
+            rungs.extend(_exchange_rungs(ex, stream, gaps, all_events))
+        for conn_id in sorted({ex.connection_id for ex in mine}):
+            if conn_id in connections:
+                rungs.extend(_connection_rungs(connections[conn_id]))
+        rungs.sort(key=lambda r: (r.ts is None, r.ts or 0.0))  # stable: stream order kept
+        if not all_events:
+            rungs = _collapse_plain(rungs)
+        ladders.append(SessionLadder(records[session_id], rungs, gaps))
+    ladders.sort(key=lambda lad: (lad.start is None, lad.start or 0.0))
+    return ladders
+
+
+def _frame_label(origin: Origin | None, many_sources: bool) -> str:
+    if origin is None:
+        return ""
+    where = f"{origin.number}" if origin.kind == "frame" else f"line {origin.number}"
+    if many_sources:
+        return f"{printable(os.path.basename(origin.source), 40)}:{where}"
+    return where
+
+
+def _title(ladder: SessionLadder) -> Text:
+    rec = ladder.session
+    title = Text("session ", style="bold")
+    title.append(printable(rec.session_id, 80))
+    inferred = "inferred, " if rec.inferred else ""
+    version = printable(rec.protocol_version or "?", 20)
+    title.append(
+        f"  ({inferred}{rec.id_scheme} IDs, {rec.counter_scope} counter, protocol {version})",
+        style="dim",
+    )
+    return title
+
+
+def render_timeline(
+    console: Console,
+    reassembly: Reassembly,
+    facts: Facts,
+    session: str | None = None,
+    all_events: bool = False,
+) -> None:
+    """Per session, a ladder of its connections and streams in time order (rich tables;
+    every captured string goes through :func:`printable` into a ``Text``, never markup)."""
+    ladders = session_ladders(reassembly, facts, session, all_events)
+    if not ladders:
+        if session is not None:
+            known = ", ".join(printable(s, 60) for s in sorted(facts.sessions)[:10])
+            console.print(Text(f"No session {printable(session, 80)!s} in this capture."))
+            if known:
+                console.print(Text(f"Sessions: {known}"))
+        else:
+            console.print("No HTTP exchanges found.")
+        return
+    sources = {r.origin.source for lad in ladders for r in lad.rungs if r.origin is not None}
+    many = len(sources) > 1
+    for ladder in ladders:
+        t0 = ladder.start or 0.0
+        console.print(_title(ladder))
+        table = Table(show_edge=False, box=None)
+        for col, justify in (
+            ("time", "right"),
+            ("conn", "right"),
+            ("frame", "right"),
+            ("", "left"),
+        ):
+            table.add_column(col, justify=justify, overflow="fold")
+        for r in ladder.rungs:
+            style = CONNECTION_STYLES[r.connection % len(CONNECTION_STYLES)]
             table.add_row(
-                f"+{s.first_ts - t0:.3f}s",
-                str(s.connection.id),
-                Text(printable(f"{req.method} {req.target}", 60) if req else "(not captured)"),
-                str(s.status or "-"),
-                Text(printable(s.last_event_id, 40) if s.last_event_id is not None else ""),
-                _runs(s, facts.gaps),
+                f"+{r.ts - t0:.3f}s" if r.ts is not None else "",
+                Text(str(r.connection), style=style),
+                _frame_label(r.origin, many),
+                r.text,
             )
         console.print(table)
+        if ladder.gaps:
+            counts = Counter(g.verdict for g in ladder.gaps)
+            summary = Text(f"{len(ladder.gaps)} gap(s): ")
+            summary.append(", ".join(f"{n} {v}" for v, n in counts.most_common()))
+            console.print(summary)
+        console.print()

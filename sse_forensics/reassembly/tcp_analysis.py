@@ -1,0 +1,286 @@
+"""TCP state of one connection, read the way Wireshark's expert analysis reads it
+(``tcp.analysis.*``): receive windows, zero-window and window-full periods, probes,
+keep-alives, FIN/RST, and the sender's stalls. Sans-I/O: segments in, plain records out.
+
+Sequence arithmetic is modulo 2**32 (RFC 9293 §3.4); "a after b" means ``0 < a - b < 2**31``.
+
+Window scale (RFC 7323 §2.2-2.3): the shift a side applies to the windows it advertises is
+the one it offered in its SYN, and only when *both* SYNs carried the option; windows in SYN
+segments are never scaled. When either SYN was not captured the shift is unknown (``None``):
+zero windows are still exact (0 scaled is 0), but window-full needs the window in bytes and
+is not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.stream import Direction
+
+_SEQ_MOD = 1 << 32
+_SEQ_HALF = 1 << 31
+
+TCPOPT_EOL = 0
+TCPOPT_NOP = 1
+TCPOPT_WSCALE = 3  # RFC 7323 §2.2: kind 3, length 3, shift.cnt
+MAX_WINDOW_SHIFT = 14  # RFC 7323 §2.3: a larger shift is treated as 14
+
+STALL_SECONDS = 1.0
+"""A sender silent this long with work it could not finish is stalled (see :class:`Stall`).
+One second is the RFC 6298 §2.4 minimum retransmission timeout: a healthy sender with bytes
+unacknowledged retransmits within it."""
+
+WindowKind = Literal["zero-window", "window-full"]
+NoteKind = Literal["zero-window-probe", "keep-alive", "fin", "rst"]
+StallReason = Literal["zero-window", "window-full", "unacknowledged"]
+
+
+def _after(a: int, b: int) -> bool:
+    """Sequence number ``a`` is after ``b`` (RFC 9293 §3.4)."""
+    return 0 < (a - b) % _SEQ_MOD < _SEQ_HALF
+
+
+def window_scale_offer(options: bytes) -> int | None:
+    """The shift count of a Window Scale option in raw TCP ``options``, else None."""
+    pos, end = 0, len(options)
+    while pos < end:
+        kind = options[pos]
+        if kind == TCPOPT_EOL:
+            return None
+        if kind == TCPOPT_NOP:
+            pos += 1
+            continue
+        if pos + 1 >= end:
+            return None
+        length = options[pos + 1]
+        if length < 2:
+            return None  # malformed: the option list cannot be walked further
+        if kind == TCPOPT_WSCALE and length == 3 and pos + 2 < end:
+            return min(options[pos + 2], MAX_WINDOW_SHIFT)
+        pos += length
+    return None
+
+
+@dataclass(slots=True)
+class WindowPeriod:
+    """A period in which ``receiver`` would take no more data.
+
+    ``zero-window``: from the first segment of ``receiver`` advertising a window of 0 to the
+    first one advertising more (``end``; None if the capture ends first).
+    ``window-full``: from a data segment of the sender that reached the right edge of the
+    receiver's advertised window (``tcp.analysis.window_full``: seq + len = ack + window) to
+    the first segment of ``receiver`` whose ack + window lies beyond what the sender had sent.
+    ``probes``: zero-window probes the sender sent during the period.
+    """
+
+    receiver: Direction
+    kind: WindowKind
+    start: Origin
+    end: Origin | None = None
+    probes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TCPNote:
+    """One segment worth a note (Wireshark expert info).
+
+    ``zero-window-probe``: while the peer's window was 0, one byte at the next sequence
+    number, or a bare segment at next-1 (Linux probes that way). ``keep-alive``: otherwise a
+    segment of at most one byte at next-1 (RFC 9293 §3.8.4). ``fin``/``rst``: the first FIN
+    and the first RST of ``direction``.
+    """
+
+    kind: NoteKind
+    direction: Direction
+    origin: Origin
+
+
+@dataclass(slots=True)
+class Stall:
+    """``sender`` sent no payload for at least :data:`STALL_SECONDS` while it could not
+    finish: measured from its last payload segment (``start``), the state
+    :data:`STALL_SECONDS` later had bytes of it unacknowledged (``unacknowledged``: it is
+    waiting for a retransmission timeout or its peer), or the peer's window zero or full
+    (``zero-window``/``window-full``: backpressure; these win over ``unacknowledged``).
+    ``end`` is its next payload segment (None: the connection or capture ended first).
+    A sender merely idle — everything acknowledged, window open — is not stalled.
+    """
+
+    sender: Direction
+    reason: StallReason
+    start: Origin
+    end: Origin | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.end is None else self.end.ts - self.start.ts
+
+
+class _Side:
+    """What one endpoint sent and advertised (it is the sender of its segments and the
+    receiver whose window its ACKs carry)."""
+
+    __slots__ = (
+        "ack",
+        "checked",
+        "fin_noted",
+        "full",
+        "last_data",
+        "nxt",
+        "offer",
+        "rst_noted",
+        "stall",
+        "syn_seen",
+        "window",
+        "zero",
+    )
+
+    def __init__(self) -> None:
+        self.syn_seen = False
+        self.offer: int | None = None  # Window Scale shift offered in its SYN
+        self.nxt: int | None = None  # highest seq + len it sent
+        self.ack: int | None = None  # last ack it sent
+        self.window: int | None = None  # last window it advertised, raw (unscaled)
+        self.zero: WindowPeriod | None = None  # open period with this side as receiver
+        self.full: WindowPeriod | None = None
+        self.last_data: Origin | None = None  # its last payload segment
+        self.checked = True  # its current silence was already judged for a stall
+        self.stall: Stall | None = None  # open stall of this side as sender
+        self.fin_noted = False
+        self.rst_noted = False
+
+
+@dataclass(slots=True)
+class TCPState:
+    """The expert-analysis records of one connection; see the module docstring."""
+
+    window_scale: dict[Direction, int | None] = field(
+        default_factory=lambda: {"client": None, "server": None}
+    )
+    windows: list[WindowPeriod] = field(default_factory=list)
+    tcp_notes: list[TCPNote] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+
+
+class TCPAnalyzer:
+    """Feed every segment of one connection in capture order with its direction."""
+
+    __slots__ = ("_sides", "state")
+
+    def __init__(self) -> None:
+        self.state = TCPState()
+        self._sides: dict[Direction, _Side] = {"client": _Side(), "server": _Side()}
+
+    def _shift(self, side: Direction) -> int | None:
+        client, server = self._sides["client"], self._sides["server"]
+        if not (client.syn_seen and server.syn_seen):
+            return None
+        if client.offer is None or server.offer is None:
+            return 0  # RFC 7323 §2.2: scaling is on only if both sides offered it
+        return self._sides[side].offer
+
+    def segment(self, direction: Direction, seg: TCPSegment) -> None:
+        peer_dir: Direction = "server" if direction == "client" else "client"
+        me, peer = self._sides[direction], self._sides[peer_dir]
+        origin = seg.origin
+        ts = origin.ts
+        flags = seg.flags
+        syn, fin, rst = flags & TCP_SYN, flags & TCP_FIN, flags & TCP_RST
+        state = self.state
+        # Stalls are judged before this segment changes anything: the state as it stood
+        # STALL_SECONDS after each side's last payload segment.
+        for side_dir, side, other in ((direction, me, peer), (peer_dir, peer, me)):
+            if not side.checked and ts - side.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
+                self._judge_stall(side_dir, side, other)
+
+        seq = seg.seq
+        length = len(seg.payload) + seg.missing_tail
+        if syn:
+            me.syn_seen = True
+            me.offer = window_scale_offer(seg.options)
+            if self._shift("client") is not None:
+                state.window_scale = {
+                    "client": self._shift("client"),
+                    "server": self._shift("server"),
+                }
+
+        # Probes and keep-alives, judged against what this side had sent before.
+        nxt = me.nxt
+        if nxt is not None and not (syn or fin or rst) and length <= 1:
+            if peer.zero is not None and (
+                (length == 1 and seq == nxt) or (length == 0 and seq == (nxt - 1) % _SEQ_MOD)
+            ):
+                peer.zero.probes += 1
+                state.tcp_notes.append(TCPNote("zero-window-probe", direction, origin))
+            elif seq == (nxt - 1) % _SEQ_MOD:
+                state.tcp_notes.append(TCPNote("keep-alive", direction, origin))
+        end = (seq + length + (1 if syn else 0) + (1 if fin else 0)) % _SEQ_MOD
+        if nxt is None or _after(end, nxt):
+            me.nxt = end
+
+        if fin and not me.fin_noted:
+            me.fin_noted = True
+            state.tcp_notes.append(TCPNote("fin", direction, origin))
+        if rst:
+            if not me.rst_noted:
+                me.rst_noted = True
+                state.tcp_notes.append(TCPNote("rst", direction, origin))
+            return  # RFC 9293 §3.10.7: an RST's window and ack say nothing about the receiver
+
+        # This side as receiver: its window and ack.
+        if flags & TCP_ACK:
+            me.ack = seg.ack
+            me.window = seg.window
+            if seg.window == 0 and not (syn or fin):
+                if me.zero is None:
+                    me.zero = WindowPeriod(direction, "zero-window", origin)
+                    state.windows.append(me.zero)
+                if me.full is not None:
+                    me.full.end, me.full = origin, None
+            elif seg.window:
+                if me.zero is not None:
+                    me.zero.end, me.zero = origin, None
+                if me.full is not None and peer.nxt is not None:
+                    shift = self._shift(direction)
+                    if shift is not None:
+                        edge = (seg.ack + (seg.window << (0 if syn else shift))) % _SEQ_MOD
+                        if _after(edge, peer.nxt):
+                            me.full.end, me.full = origin, None
+
+        # This side as sender: did this segment fill the peer's window?
+        if length and not syn:
+            if peer.ack is not None and peer.window and peer.full is None:
+                shift = self._shift(peer_dir)
+                if shift is not None:
+                    edge = (peer.ack + (peer.window << shift)) % _SEQ_MOD
+                    if not _after(edge, end):
+                        peer.full = WindowPeriod(peer_dir, "window-full", origin)
+                        state.windows.append(peer.full)
+            if me.stall is not None:
+                me.stall.end, me.stall = origin, None
+            me.last_data = origin
+            me.checked = False
+
+    def close(self, end_ts: float) -> None:
+        """The connection (or the capture) ended at ``end_ts``: judge silences up to it."""
+        for direction, peer_dir in (("client", "server"), ("server", "client")):
+            side = self._sides[direction]  # type: ignore[index]
+            if not side.checked and end_ts - side.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
+                self._judge_stall(direction, side, self._sides[peer_dir])  # type: ignore[arg-type,index]
+
+    def _judge_stall(self, sender: Direction, side: _Side, receiver: _Side) -> None:
+        side.checked = True
+        reason: StallReason | None = None
+        if receiver.zero is not None:
+            reason = "zero-window"
+        elif receiver.full is not None:
+            reason = "window-full"
+        elif side.nxt is not None and receiver.ack is not None and _after(side.nxt, receiver.ack):
+            reason = "unacknowledged"
+        if reason is not None:
+            assert side.last_data is not None
+            side.stall = Stall(sender, reason, side.last_data)
+            self.state.stalls.append(side.stall)

@@ -1,0 +1,205 @@
+"""The terminal views: the per-session ladder (``timeline``), the scan summary and its
+progress bar. Rendered through a recording rich console, so the assertions read what a
+person sees."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from conftest import SAMPLES, sample_captures
+from rich.console import Console
+from rich.text import Text
+
+from sse_forensics.pipeline import reassemble_paths, scan_paths
+from sse_forensics.provenance import Origin
+from sse_forensics.report import terminal, timeline
+from sse_forensics.report.terminal import render_scan, scan_progress, shell_word
+from sse_forensics.report.timeline import (
+    Rung,
+    ZeroWindowPeriod,
+    _collapse_plain,
+    gap_label,
+    render_timeline,
+    session_ladders,
+)
+
+LIVE_JUMP = SAMPLES / "live-jump-unsignalled.pcap"
+RESUME_410 = SAMPLES / "resume-410.pcap"
+HOSTILE = SAMPLES / "crafted-hostile-bytes.pcap"
+CAPTURE_LOSS = SAMPLES / "crafted-capture-loss.pcap"
+
+
+def ladder_text(*paths, session=None, all_events=False) -> str:
+    _, facts, reassembly = reassemble_paths([str(p) for p in paths])
+    console = Console(record=True, width=200, file=io.StringIO(), highlight=False)
+    render_timeline(console, reassembly, facts, session, all_events)
+    return console.export_text()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sse_forensics", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
+    )
+
+
+def test_unsignalled_live_gap_sits_between_its_runs() -> None:
+    lines = ladder_text(LIVE_JUMP).splitlines()
+    gap = next(i for i, line in enumerate(lines) if "✗ 8–12 dropped, unsignalled" in line)
+    before = next(i for i, line in enumerate(lines) if "1–7  (7 events)" in line)
+    after = next(i for i, line in enumerate(lines) if "13–20  (8 events)" in line)
+    assert before < gap < after
+    assert "silent_corruption" in lines[gap]
+    assert lines[gap].split()[2] == "32"  # frame of the first event after the gap
+    assert any("→ POST /mcp" in line for line in lines[:before])
+    assert any("FIN from server" in line for line in lines[after:])
+
+
+def test_410_resume_shows_last_event_id_status_and_signal() -> None:
+    text = ladder_text(RESUME_410)
+    lines = text.splitlines()
+    request = next(i for i, line in enumerate(lines) if "Last-Event-ID: 7" in line)
+    assert "GET /mcp" in lines[request] and "(resume)" in lines[request]
+    assert "← 410 Gone" in lines[request + 1]
+    assert "✗ 8… not replayed, signalled by 410 → expected_gap" in lines[request + 2]
+
+
+@pytest.mark.parametrize("capture", sample_captures(), ids=lambda p: p.name)
+def test_every_gap_the_facts_found_is_on_the_ladder(capture) -> None:
+    _, facts, reassembly = reassemble_paths([str(capture)])
+    rungs = [r for lad in session_ladders(reassembly, facts) for r in lad.rungs]
+    shown = [r.text.plain for r in rungs if r.kind == "gap"]
+    assert sorted(shown) == sorted(gap_label(g) for g in facts.gaps)
+    times = [r.ts for r in rungs if r.ts is not None]
+    assert times  # every sample has traffic
+
+
+def test_capture_loss_shows_missing_bytes_and_indeterminate_gap() -> None:
+    text = ladder_text(CAPTURE_LOSS)
+    assert "server bytes missing from the capture" in text
+    assert "capture lacks bytes in between → indeterminate" in text
+
+
+def test_all_events_expands_runs_into_one_line_per_event() -> None:
+    _, facts, _ = reassemble_paths([str(LIVE_JUMP)])
+    collapsed = ladder_text(LIVE_JUMP)
+    expanded = ladder_text(LIVE_JUMP, all_events=True)
+    assert "13–20  (8 events)" in collapsed and "13–20" not in expanded
+    ids = [line.split("id ", 1)[1].split()[0] for line in expanded.splitlines() if " id " in line]
+    events = [e.sse.id_field for s in facts.streams for e in s.events if e.carries_id]
+    assert ids == events
+    assert "✗ 8–12 dropped, unsignalled" in expanded  # gaps stay in place
+    proc = cli("timeline", str(LIVE_JUMP), "--all-events")
+    assert proc.returncode == 0 and "id 13" in proc.stdout and "(8 events)" not in proc.stdout
+
+
+def test_session_filter_shows_only_that_session() -> None:
+    both = ladder_text(LIVE_JUMP, RESUME_410)
+    assert "session live-jump-unsignalled-0001" in both and "session resume-410-0001" in both
+    one = ladder_text(LIVE_JUMP, RESUME_410, session="resume-410-0001")
+    assert "session resume-410-0001" in one and "live-jump-unsignalled" not in one
+    none = ladder_text(LIVE_JUMP, session="no-such-session")
+    assert "No session no-such-session" in none and "live-jump-unsignalled-0001" in none
+
+
+def test_zero_window_hook_is_empty_and_drawn_when_filled(monkeypatch) -> None:
+    _, facts, reassembly = reassemble_paths([str(LIVE_JUMP)])
+    assert all(timeline.zero_window_periods(c) == [] for c in reassembly.connections)
+    start = Origin(str(LIVE_JUMP), 25, facts.streams[0].first_ts + 0.01)
+    period = ZeroWindowPeriod(1, "client", start, None)
+    monkeypatch.setattr(timeline, "zero_window_periods", lambda conn: [period])
+    assert "⏸ zero window on the client side until the capture ended" in ladder_text(LIVE_JUMP)
+
+
+def test_long_stretches_of_plain_exchanges_fold() -> None:
+    def plain(n: int) -> Rung:
+        return Rung("exchange", float(n), 1, None, Text(f"→ POST /mcp {n}  ← 202 Accepted"))
+
+    gap = Rung("gap", 9.0, 1, None, Text("✗ 8–12 dropped"))
+    short = [plain(n) for n in range(timeline.MAX_PLAIN_EXCHANGES_SHOWN)]
+    assert _collapse_plain([*short, gap]) == [*short, gap]
+    long = [plain(n) for n in range(timeline.MAX_PLAIN_EXCHANGES_SHOWN + 3)]
+    folded = _collapse_plain([*long, gap, *long])
+    kinds = [r.kind for r in folded]
+    assert kinds == [
+        "exchange",
+        "collapsed",
+        "exchange",
+        "gap",
+        "exchange",
+        "collapsed",
+        "exchange",
+    ]
+    hidden = timeline.MAX_PLAIN_EXCHANGES_SHOWN + 1
+    assert folded[1].text.plain == f"… {hidden} more plain exchanges (--all-events shows them)"
+    assert folded[0] is long[0] and folded[2] is long[-1]
+
+
+def test_hostile_session_id_is_escaped_on_the_ladder() -> None:
+    text = ladder_text(HOSTILE)
+    assert "\x1b" not in text
+    assert "session \\x1b[31m[bold red]sess[/]<script>alert(1)</script>" in text
+
+
+@pytest.mark.parametrize(
+    "value", ["plain-id", "with space", "it's", "\x1b[31m<script>x</script>", "a\nb\\c\u202e"]
+)
+def test_shell_word_is_printable_and_names_the_exact_string(value: str) -> None:
+    word = shell_word(value)
+    assert all(ch.isprintable() for ch in word)
+    out = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True)
+    assert out.stdout == value
+
+
+def test_scan_summary_lists_verdicts_findings_errors_and_drill_commands() -> None:
+    result = scan_paths([str(LIVE_JUMP), str(RESUME_410), str(HOSTILE)])
+    console = Console(record=True, width=500, file=io.StringIO(), highlight=False)
+    render_scan(console, result)
+    text = console.export_text()
+    assert "3 session(s)" in text and "Verdicts: silent_corruption" in text
+    rows = [line for line in text.splitlines() if line.strip()[:3].strip().isdigit()]
+    verdicts = [row.split()[1] for row in rows]
+    assert verdicts == sorted(
+        verdicts, key=["silent_corruption", "indeterminate", "expected_gap"].index
+    )
+    assert "input problem(s)" in text
+    hostile = shell_word(next(f.session_id for f in result.findings if "\x1b" in f.session_id))
+    assert f"--session {hostile}" in text
+    assert f"sse-forensics timeline {LIVE_JUMP} {RESUME_410} {HOSTILE} --session live-jump" in text
+
+
+def test_scan_reports_progress_in_stages() -> None:
+    calls: list[tuple[str, int, int]] = []
+    scan_paths([str(LIVE_JUMP), str(RESUME_410)], progress=lambda *a: calls.append(a))
+    stages = [c[0] for c in calls]
+    assert stages[-2:] == ["facts", "rules"] and set(stages[:-2]) == {"read"}
+    reads = [done for stage, done, _ in calls if stage == "read"]
+    total = calls[0][2]
+    assert (
+        reads == sorted(reads)
+        and reads[-1] == total == LIVE_JUMP.stat().st_size + RESUME_410.stat().st_size
+    )
+
+
+def test_progress_bar_waits_a_second_and_stays_off_pipes(monkeypatch) -> None:
+    pipe = Console(file=io.StringIO())
+    with scan_progress(pipe, enabled=True) as progress:
+        assert progress is None  # not a terminal
+    tty = Console(file=io.StringIO(), force_terminal=True)
+    with scan_progress(tty, enabled=False) as progress:
+        assert progress is None  # --quiet
+    with scan_progress(tty, enabled=True) as progress:
+        progress("read", 10, 100)
+        assert progress.progress is None  # a short scan shows nothing
+    monkeypatch.setattr(terminal, "PROGRESS_DELAY_S", 0.0)
+    with scan_progress(tty, enabled=True) as progress:
+        progress("read", 10, 100)
+        assert progress.progress is not None
+        task = progress.progress.tasks[0]
+        assert (task.completed, task.total, task.description) == (10, 100, "reading captures")
