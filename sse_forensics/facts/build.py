@@ -443,7 +443,8 @@ def _resume_row(
         "last": gap.last if gap is not None else None,
         "count": gap.count if gap is not None else None,
         "evidence_complete": complete,
-        "verdict": "silent_corruption" if complete else "indeterminate",
+        # What a finding about this resume is classified as: never a verdict on its own.
+        "verdict_if_faulty": "silent_corruption" if complete else "indeterminate",
         "protocol_version": s.session.protocol_version,
         "replay_start": replay.replay_start,
         "replayed_duplicates": replay.duplicates,

@@ -127,7 +127,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "last": pl.String,
         "count": pl.Int64,
         "evidence_complete": pl.Boolean,
-        "verdict": pl.String,
+        "verdict_if_faulty": pl.String,
         "protocol_version": pl.String,
         "replay_start": pl.String,
         "replayed_duplicates": pl.Int64,
