@@ -912,7 +912,7 @@ version, an event sent twice with the same data, the body of an empty replay).
 ## What `gap` holds, rule by rule
 `gap.first`/`gap.last` are event IDs as on the wire; `null` where unknowable. The analyzer is
 matched on (rule, classification, gap.first, gap.last); a rule that fires several times in a
-sample is listed several times.
+sample is listed several times. In the table below `?` stands for a null `last`.
 - Gap rules (`missing-stream-gap`, `stream-gap-signalled`, `gap-signal-late`,
   `silent-resume-jump`, `resume-in-gap-2xx`, `resume-gap-signalled`,
   `backpressure-gap-signalled`): the first and last missing ID.

@@ -14,6 +14,7 @@ from sse_forensics.engine.registry import RuleSet
 from sse_forensics.engine.rule import Rule
 
 _FORMATTER = string.Formatter()
+GAP_KEYS = ("first", "last", "count")
 
 
 class _Row(dict):
@@ -65,7 +66,7 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 counter_scope=row.get("counter_scope"),
                 location=row.get("location") or ("resume" if rule.table == "resumes" else None),
                 last_event_id=row.get("last_event_id"),
-                gap={"first": row.get("first"), "last": row.get("last"), "count": row.get("count")},
+                gap={k: row.get(c) for k, c in zip(GAP_KEYS, rule.gap_columns, strict=True)},
                 evidence=evidence,
                 message=render_message(rule.message, row),
                 fingerprint=fingerprint(rule, row),

@@ -34,6 +34,7 @@ class Rule:
     classification_from: str | None = None  # … or a column holding one per row
     evidence: tuple[str, ...] = ("evidence",)
     fingerprint: tuple[str, ...] = ("session_id", "stream", "first", "last")
+    gap_columns: tuple[str, str, str] = ("first", "last", "count")  # the finding's gap
     example: str = ""
     references: tuple[str, ...] = ()
     path: str = ""
@@ -73,6 +74,13 @@ def load_rule(path: Path) -> Rule:
         unknown = [c for c in raw.get(key, []) if c not in columns]
         if unknown:
             raise RuleError(f"{path}: {key} names unknown column(s) {', '.join(unknown)}")
+    gap = raw.get("gap", {})
+    if not isinstance(gap, dict) or set(gap) - {"first", "last", "count"}:
+        raise RuleError(f"{path}: 'gap' maps first/last/count to column names")
+    gap_columns = (gap.get("first", "first"), gap.get("last", "last"), gap.get("count", "count"))
+    unknown = [c for c in gap.values() if c not in columns]
+    if unknown:
+        raise RuleError(f"{path}: gap names unknown column(s) {', '.join(unknown)}")
     rule = Rule(
         id=raw["id"],
         title=raw["title"],
@@ -86,6 +94,7 @@ def load_rule(path: Path) -> Rule:
         classification_from=classification_from,
         evidence=tuple(raw.get("evidence", ["evidence"])),
         fingerprint=tuple(raw.get("fingerprint", ["session_id", "stream", "first", "last"])),
+        gap_columns=gap_columns,
         example=str(raw.get("example", "")).strip(),
         references=tuple(raw.get("references", [])),
         path=str(path),

@@ -462,6 +462,8 @@ def _resume_row(
         "reissued": replay.reissued,
         "client_adjusted": replay.client_adjusted,
         "last_seen_id": replay.last_seen_id,
+        "adjusted_first": replay.adjusted_first,
+        "adjusted_count": replay.adjusted_count,
         "request_frame": s.request_origin.number if s.request_origin else None,
         "ts": s.first_ts,
         "evidence": evidence_json(ev),

@@ -14,7 +14,6 @@ and "What counts as what").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
@@ -171,6 +170,25 @@ def _render(codec: IdCodec, rng: MissingRange, like: str) -> tuple[str | None, s
     )
 
 
+def _advances(numbered: list[EventRecord]) -> list[tuple[EventRecord, EventRecord]]:
+    """Pairs (highest ID so far, next higher ID) whose counters jump by more than one.
+
+    Judged against the high-water mark, not the previous event: after ``7, 8, 6, 9`` the
+    step to 9 is no gap (a repeated or older ID is the non-monotonic rule's business)."""
+    out: list[tuple[EventRecord, EventRecord]] = []
+    high: EventRecord | None = None
+    for e in numbered:
+        if high is None or e.key.prefix != high.key.prefix:
+            high = e  # a new epoch (prefix) restarts the count
+            continue
+        if e.key.seq <= high.key.seq:
+            continue
+        if e.key.seq > high.key.seq + 1:
+            out.append((high, e))
+        high = e
+    return out
+
+
 def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[GapRecord]:
     """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
     signals that no observed jump explains (the only evidence with opaque IDs)."""
@@ -180,9 +198,7 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
         e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"
     ]
     signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
-    for a, b in pairwise(numbered):
-        if a.key.prefix != b.key.prefix or b.key.seq <= a.key.seq + 1:
-            continue
+    for a, b in _advances(numbered):
         rng = _missing(a.key, b.key, taken)
         if rng.count == 0:
             continue

@@ -40,6 +40,8 @@ class ReplayFacts:
     reissued: bool = False
     client_adjusted: bool = False
     last_seen_id: str | None = None
+    adjusted_first: str | None = None  # first ID the client skipped by adjusting its cursor
+    adjusted_count: int | None = None
     extra_evidence: list[Evidence] = field(default_factory=list)
 
 
@@ -106,6 +108,11 @@ class ReplayJudge:
         facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
         facts.later_events_known = self._later_events(r, lk, order, li)
         facts.client_adjusted, facts.last_seen_id = self._adjusted(r, earlier, codec, lk)
+        if facts.client_adjusted and lk is not None and facts.last_seen_id is not None:
+            seen = codec.key(facts.last_seen_id)
+            if seen is not None:
+                facts.adjusted_first = codec.render(IdKey(seen.prefix, seen.seq + 1), leid)
+                facts.adjusted_count = lk.seq - seen.seq
         facts.cursorless_get_after = self._cursor_lost(r)
         if not _is_2xx_stream(r):
             return facts

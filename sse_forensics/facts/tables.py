@@ -145,6 +145,8 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "reissued": pl.Boolean,
         "client_adjusted": pl.Boolean,
         "last_seen_id": pl.String,
+        "adjusted_first": pl.String,
+        "adjusted_count": pl.Int64,
         "request_frame": pl.Int64,
         "ts": pl.Float64,
         "evidence": EVIDENCE,

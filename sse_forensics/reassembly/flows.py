@@ -172,8 +172,14 @@ class ConnectionTracker:
         conn = flow.conn
         if conn is not None:
             if flow.done:
+                # Retransmissions, the last ACK, a late RST: TCP notes only.
                 conn.packets += 1
                 conn.last = seg.origin
+                src = (seg.src, seg.sport)
+                direction: Direction = "client" if src == conn.client else "server"
+                flow.analyzer.segment(direction, seg)
+                if seg.flags & TCP_RST and conn.rst is None:
+                    conn.rst, conn.rst_by = seg.origin, direction
                 return out
             self._process(flow, seg, out)
             if conn.finished and self._settled(flow):

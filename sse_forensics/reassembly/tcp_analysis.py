@@ -105,7 +105,9 @@ class Stall:
     :data:`STALL_SECONDS` later had bytes of it unacknowledged (``unacknowledged``: it is
     waiting for a retransmission timeout or its peer), or the peer's window zero or full
     (``zero-window``/``window-full``: backpressure; these win over ``unacknowledged``).
-    ``end`` is its next payload segment (None: the connection or capture ended first).
+    ``end`` is its next payload segment (None: the connection or capture ended first);
+    ``retransmission``: that segment resent bytes already sent — the sender was waiting
+    out a retransmission timeout (loss), not only a slow reader.
     A sender merely idle — everything acknowledged, window open — is not stalled.
     """
 
@@ -113,6 +115,7 @@ class Stall:
     reason: StallReason
     start: Origin
     end: Origin | None = None
+    retransmission: bool = False
 
     @property
     def seconds(self) -> float | None:
@@ -260,7 +263,9 @@ class TCPAnalyzer:
                         peer.full = WindowPeriod(peer_dir, "window-full", origin)
                         state.windows.append(peer.full)
             if me.stall is not None:
-                me.stall.end, me.stall = origin, None
+                me.stall.end = origin
+                me.stall.retransmission = nxt is not None and _after(nxt, seq)
+                me.stall = None
             me.last_data = origin
             me.checked = False
 
