@@ -3,8 +3,10 @@ call :func:`scan_paths`; nothing here prints."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +40,23 @@ def _reading(
     progress("read", total, total)
 
 
+# A scan builds millions of long-lived objects (segments' origins, events, rows) and frees
+# few: the cyclic collector's default young-generation threshold (700) makes it re-walk them
+# thousands of times for nothing (about 30% of the CPU time of a 200k-packet scan). Raised
+# for the scan only; reference counting still frees everything acyclic at once.
+SCAN_GC_THRESHOLD = (200_000, 50, 1000)
+
+
+@contextmanager
+def _scan_gc() -> Iterator[None]:
+    previous = gc.get_threshold()
+    gc.set_threshold(*SCAN_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+
+
 @dataclass(slots=True)
 class ScanResult:
     paths: list[str]  # as the user gave them
@@ -60,14 +79,17 @@ def reassemble_paths(
     """Read the captures at ``paths`` (files or directories, merged in time order) and build
     the fact tables. Raises ``UnreadableInput`` for a path that is not a capture at all."""
     inputs = expand_inputs(paths)
-    frames: Iterable[Frame | ReadError] = merged_frames(inputs)
+    capture = merged_frames(inputs)
+    frames: Iterable[Frame | ReadError] = capture
     if progress is not None:
         total = sum(os.path.getsize(p) for p in inputs)
         frames = _reading(frames, total, progress)
-    reassembly = reassemble(frames)
-    if progress is not None:
-        progress("facts", 0, 1)
-    return inputs, build_facts(reassembly, config), reassembly
+    with _scan_gc():
+        reassembly = reassemble(frames, capture.stats)
+        if progress is not None:
+            progress("facts", 0, 1)
+        facts = build_facts(reassembly, config)
+    return inputs, facts, reassembly
 
 
 def scan_paths(
@@ -81,5 +103,6 @@ def scan_paths(
     rules = rules or load_rules(rule_dirs)
     if progress is not None:
         progress("rules", 0, 1)
-    findings = evaluate(rules, facts.tables)
+    with _scan_gc():
+        findings = evaluate(rules, facts.tables)
     return ScanResult(list(paths), inputs, reassembly, facts, findings, list(rules.errors))

@@ -41,7 +41,9 @@ def _span_ts(origins: tuple[Origin, ...], pick: Callable[[Iterable[float]], floa
     return pick(o.ts for o in origins) if origins else None
 
 
-@dataclass(slots=True, frozen=True)
+# Not frozen: a frozen dataclass's __init__ costs ~7x more (object.__setattr__ per field),
+# paid once per event on the hot path. Treat instances as immutable; they stay hashable.
+@dataclass(slots=True, unsafe_hash=True)
 class SSEEvent:
     """One event block, terminated by a blank line.
 
@@ -487,10 +489,19 @@ class SSEParser:
         return self._line_start
 
     def _origins(self, start: int, end: int) -> tuple[Origin, ...]:
-        found = (
-            o for off, d, o in self._chunks if o is not None and off < end and off + len(d) > start
-        )
-        return tuple(dict.fromkeys(found))
+        chunks = self._chunks
+        if len(chunks) == 1:
+            # The common case: the block sits in one feed (chunks before it are pruned,
+            # and the last chunk reaches the current end).
+            origin = chunks[0][2]
+            return () if origin is None or start >= end else (origin,)
+        found: dict[Origin, None] = {}
+        for off, d, o in chunks:
+            if off >= end:
+                break
+            if o is not None and off + len(d) > start:
+                found[o] = None
+        return tuple(found)
 
     def _origin_at(self, offset: int) -> Origin | None:
         for off, d, origin in self._chunks:

@@ -135,6 +135,7 @@ class _Side:
         "nxt",
         "offer",
         "rst_noted",
+        "shift",
         "stall",
         "syn_seen",
         "window",
@@ -146,7 +147,8 @@ class _Side:
         self.offer: int | None = None  # Window Scale shift offered in its SYN
         self.nxt: int | None = None  # highest seq + len it sent
         self.ack: int | None = None  # last ack it sent
-        self.window: int | None = None  # last window it advertised, raw (unscaled)
+        self.shift: int | None = None  # Window Scale shift of its windows; None: unknown
+        self.window: int | None = None  # last window it advertised, in bytes; None: unknown
         self.zero: WindowPeriod | None = None  # open period with this side as receiver
         self.full: WindowPeriod | None = None
         self.last_data: Origin | None = None  # its last payload segment
@@ -177,97 +179,115 @@ class TCPAnalyzer:
         self.state = TCPState()
         self._sides: dict[Direction, _Side] = {"client": _Side(), "server": _Side()}
 
-    def _shift(self, side: Direction) -> int | None:
+    def _handshake(self) -> None:
+        """Both SYNs seen: fix each side's window shift (RFC 7323 §2.2)."""
         client, server = self._sides["client"], self._sides["server"]
-        if not (client.syn_seen and server.syn_seen):
-            return None
         if client.offer is None or server.offer is None:
-            return 0  # RFC 7323 §2.2: scaling is on only if both sides offered it
-        return self._sides[side].offer
+            client.shift = server.shift = 0  # scaling is on only if both sides offered it
+        else:
+            client.shift, server.shift = client.offer, server.offer
+        self.state.window_scale = {"client": client.shift, "server": server.shift}
 
     def segment(self, direction: Direction, seg: TCPSegment) -> None:
-        peer_dir: Direction = "server" if direction == "client" else "client"
-        me, peer = self._sides[direction], self._sides[peer_dir]
+        sides = self._sides
+        if direction == "client":
+            me, peer, peer_dir = sides["client"], sides["server"], "server"
+        else:
+            me, peer, peer_dir = sides["server"], sides["client"], "client"
         origin = seg.origin
-        ts = origin.ts
         flags = seg.flags
-        syn, fin, rst = flags & TCP_SYN, flags & TCP_FIN, flags & TCP_RST
         state = self.state
         # Stalls are judged before this segment changes anything: the state as it stood
         # STALL_SECONDS after each side's last payload segment.
-        for side_dir, side, other in ((direction, me, peer), (peer_dir, peer, me)):
-            if not side.checked and ts - side.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
-                self._judge_stall(side_dir, side, other)
+        if not me.checked and origin.ts - me.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
+            self._judge_stall(direction, me, peer)
+        if not peer.checked and origin.ts - peer.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
+            self._judge_stall(peer_dir, peer, me)  # type: ignore[arg-type]
 
         seq = seg.seq
         length = len(seg.payload) + seg.missing_tail
-        if syn:
-            me.syn_seen = True
-            me.offer = window_scale_offer(seg.options)
-            if self._shift("client") is not None:
-                state.window_scale = {
-                    "client": self._shift("client"),
-                    "server": self._shift("server"),
-                }
-
-        # Probes and keep-alives, judged against what this side had sent before.
+        syn = flags & TCP_SYN
         nxt = me.nxt
-        if nxt is not None and not (syn or fin or rst) and length <= 1:
-            if peer.zero is not None and (
-                (length == 1 and seq == nxt) or (length == 0 and seq == (nxt - 1) % _SEQ_MOD)
-            ):
-                peer.zero.probes += 1
-                state.tcp_notes.append(TCPNote("zero-window-probe", direction, origin))
-            elif seq == (nxt - 1) % _SEQ_MOD:
-                state.tcp_notes.append(TCPNote("keep-alive", direction, origin))
-        end = (seq + length + (1 if syn else 0) + (1 if fin else 0)) % _SEQ_MOD
-        if nxt is None or _after(end, nxt):
+        if flags & (TCP_SYN | TCP_FIN | TCP_RST):
+            end = self._control(direction, me, seg, length)
+            if flags & TCP_RST:
+                return  # RFC 9293 §3.10.7: an RST's window and ack say nothing
+        else:
+            end = (seq + length) % _SEQ_MOD
+            if nxt is not None and length <= 1:
+                # Probes and keep-alives, judged against what this side had sent before.
+                if peer.zero is not None and (
+                    (length == 1 and seq == nxt) or (length == 0 and seq == (nxt - 1) % _SEQ_MOD)
+                ):
+                    peer.zero.probes += 1
+                    state.tcp_notes.append(TCPNote("zero-window-probe", direction, origin))
+                elif seq == (nxt - 1) % _SEQ_MOD:
+                    state.tcp_notes.append(TCPNote("keep-alive", direction, origin))
+        if nxt is None or 0 < (end - nxt) % _SEQ_MOD < _SEQ_HALF:
             me.nxt = end
-
-        if fin and not me.fin_noted:
-            me.fin_noted = True
-            state.tcp_notes.append(TCPNote("fin", direction, origin))
-        if rst:
-            if not me.rst_noted:
-                me.rst_noted = True
-                state.tcp_notes.append(TCPNote("rst", direction, origin))
-            return  # RFC 9293 §3.10.7: an RST's window and ack say nothing about the receiver
 
         # This side as receiver: its window and ack.
         if flags & TCP_ACK:
+            window = seg.window
             me.ack = seg.ack
-            me.window = seg.window
-            if seg.window == 0 and not (syn or fin):
+            shift = me.shift
+            # Windows in SYN segments are never scaled (RFC 7323 §2.2).
+            me.window = window if syn else (None if shift is None else window << shift)
+            if window == 0 and not flags & (TCP_SYN | TCP_FIN):
                 if me.zero is None:
                     me.zero = WindowPeriod(direction, "zero-window", origin)
                     state.windows.append(me.zero)
                 if me.full is not None:
                     me.full.end, me.full = origin, None
-            elif seg.window:
+            elif window:
                 if me.zero is not None:
                     me.zero.end, me.zero = origin, None
-                if me.full is not None and peer.nxt is not None:
-                    shift = self._shift(direction)
-                    if shift is not None:
-                        edge = (seg.ack + (seg.window << (0 if syn else shift))) % _SEQ_MOD
-                        if _after(edge, peer.nxt):
-                            me.full.end, me.full = origin, None
+                full = me.full
+                if (
+                    full is not None
+                    and peer.nxt is not None
+                    and me.window is not None
+                    and _after((seg.ack + me.window) % _SEQ_MOD, peer.nxt)
+                ):
+                    full.end, me.full = origin, None
 
         # This side as sender: did this segment fill the peer's window?
         if length and not syn:
-            if peer.ack is not None and peer.window and peer.full is None:
-                shift = self._shift(peer_dir)
-                if shift is not None:
-                    edge = (peer.ack + (peer.window << shift)) % _SEQ_MOD
-                    if not _after(edge, end):
-                        peer.full = WindowPeriod(peer_dir, "window-full", origin)
-                        state.windows.append(peer.full)
+            if (
+                peer.window
+                and peer.full is None
+                and peer.ack is not None
+                and not _after((peer.ack + peer.window) % _SEQ_MOD, end)
+            ):
+                peer.full = WindowPeriod(peer_dir, "window-full", origin)  # type: ignore[arg-type]
+                state.windows.append(peer.full)
             if me.stall is not None:
                 me.stall.end = origin
                 me.stall.retransmission = nxt is not None and _after(nxt, seq)
                 me.stall = None
             me.last_data = origin
             me.checked = False
+
+    def _control(self, direction: Direction, me: _Side, seg: TCPSegment, length: int) -> int:
+        """SYN, FIN and RST bookkeeping; returns the sequence number after the segment."""
+        flags = seg.flags
+        notes = self.state.tcp_notes
+        if flags & TCP_SYN:
+            if not me.syn_seen:
+                me.syn_seen = True
+                me.offer = window_scale_offer(seg.options)
+                if self._sides["client"].syn_seen and self._sides["server"].syn_seen:
+                    self._handshake()
+            length += 1  # RFC 9293 §3.4: SYN and FIN occupy a sequence number each
+        if flags & TCP_FIN:
+            length += 1
+            if not me.fin_noted:
+                me.fin_noted = True
+                notes.append(TCPNote("fin", direction, seg.origin))
+        if flags & TCP_RST and not me.rst_noted:
+            me.rst_noted = True
+            notes.append(TCPNote("rst", direction, seg.origin))
+        return (seg.seq + length) % _SEQ_MOD
 
     def close(self, end_ts: float) -> None:
         """The connection (or the capture) ended at ``end_ts``: judge silences up to it."""

@@ -26,7 +26,7 @@ from sse_forensics.engine.registry import RuleSet
 from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.report.html_plot import VERDICT_COLOUR, session_figure
-from sse_forensics.report.timeline import session_ladders
+from sse_forensics.report.timeline import SessionLadder, session_ladders
 from sse_forensics.verdicts import CLASSIFICATIONS
 
 # Reads the figures from the JSON block and draws them; a fixed text, so its hash is too.
@@ -201,11 +201,9 @@ def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
     )
 
 
-def _ladder_table(result: ScanResult, session_id: str) -> str:
-    ladders = session_ladders(result.reassembly, result.facts, session_id)
-    if not ladders:
+def _ladder_table(ladder: SessionLadder | None) -> str:
+    if ladder is None:
         return ""
-    ladder = ladders[0]
     t0 = ladder.start or 0.0
     rows = "".join(
         f"<tr><td>{'' if r.ts is None else f'+{r.ts - t0:.3f}s'}</td><td>{r.connection}</td>"
@@ -243,6 +241,9 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
     affected = list(dict.fromkeys(f.session_id for f in result.findings if f.session_id))
     numbers = {sid: n for n, sid in enumerate(affected, 1)}
     connections = {c.id: c for c in result.reassembly.connections}
+    ladders = {
+        lad.session.session_id: lad for lad in session_ladders(result.reassembly, result.facts)
+    }
     figures: dict[str, dict] = {}
     sections: list[str] = []
     index = {id(f): n for n, f in enumerate(result.findings, 1)}  # numbered most severe first
@@ -277,7 +278,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
                 f"<h2>Session <span class=mono>{text(session_id, 200)}</span></h2>"
                 f"<p class=meta>{text(detail, 200)}</p>"
             )
-            body.append(_ladder_table(result, session_id))
+            body.append(_ladder_table(ladders.get(session_id)))
         else:
             head = '<section class="session" id="session-none"><h2>Other findings</h2>'
         body.extend(_finding(index[id(f)], f, rules) for f in findings)

@@ -480,11 +480,17 @@ def render_timeline(
         else:
             console.print("No HTTP exchanges found.")
         return
-    sources = {r.origin.source for lad in ladders for r in lad.rungs if r.origin is not None}
-    many = len(sources) > 1
     for ladder in ladders:
         t0 = ladder.start or 0.0
-        console.print(_title(ladder))
+        # A session usually lives in one file: name it once, frames are then plain numbers.
+        sources = {r.origin.source for r in ladder.rungs if r.origin is not None}
+        many = len(sources) > 1
+        title = _title(ladder)
+        if len(sources) == 1:
+            title.append(
+                f"  in {printable(os.path.basename(next(iter(sources))), 80)}", style="dim"
+            )
+        console.print(title)
         table = Table(show_edge=False, box=None)
         for col, justify in (
             ("time", "right"),

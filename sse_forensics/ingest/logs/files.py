@@ -1,0 +1,189 @@
+"""Log files: which ones, in what order, and their bytes in line-aligned chunks.
+
+The only module here that opens files. A file may be plain, gzip (RFC 1952, several
+members allowed, as ``cat a.gz b.gz`` and logrotate's ``delaycompress`` produce) or
+Zstandard (RFC 8878, several frames allowed). It is read in chunks of about
+``CHUNK_BYTES`` cut after a newline, so memory stays bounded whatever the file size.
+A compressed stream that ends early yields what it decompressed and a :class:`ReadError`
+saying where it broke.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+from dataclasses import dataclass
+
+import zstandard
+
+from sse_forensics.errors import ReadError, UnreadableInput
+
+CHUNK_BYTES = 32 * 1024 * 1024
+"""Decompressed bytes per chunk: large enough that polars' per-call overhead is noise and
+both cores are busy inside one ``read_csv``, small enough to keep a 5 GB set in bounded
+memory (measured in benchmarks/logs_bench.py)."""
+
+_READ_BYTES = 4 * 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_WBITS_GZIP = 31  # zlib: gzip header and trailer (RFC 1952)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Whole lines of one file: ``data`` starts at line ``first_line`` (1-based)."""
+
+    data: bytes
+    first_line: int
+
+
+def compression(head: bytes) -> str | None:
+    """``"gzip"``, ``"zstd"`` or None (plain), from the magic number."""
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    return None
+
+
+def _decompressor(kind: str):
+    if kind == "gzip":
+        return zlib.decompressobj(_WBITS_GZIP)
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _raw_blocks(fh: BinaryIO, source: str, errors: list[ReadError]) -> Iterator[bytes]:
+    """The decompressed bytes of the buffered file ``fh``. A broken stream ends the
+    iteration after a :class:`ReadError` in ``errors``."""
+    kind = compression(fh.peek(4)[:4])
+    if kind is None:
+        while block := fh.read(_READ_BYTES):
+            yield block
+        return
+    consumed = 0  # compressed bytes read from the file
+    dec = _decompressor(kind)
+    data = fh.read(_READ_BYTES)
+    while data:
+        consumed += len(data)
+        try:
+            out = dec.decompress(data)
+        except (zlib.error, zstandard.ZstdError) as exc:
+            errors.append(
+                ReadError(source, f"corrupt {kind} data within the first {consumed} bytes: {exc}")
+            )
+            return
+        if out:
+            yield out
+        if not dec.eof:
+            data = fh.read(_READ_BYTES)
+            continue
+        # Another member or frame may follow (concatenated .gz, multi-frame zstd).
+        rest = dec.unused_data
+        consumed -= len(rest)
+        data = rest or fh.read(_READ_BYTES)
+        if not data:
+            return
+        if compression(data) is None:
+            errors.append(
+                ReadError(source, f"{len(data)}+ bytes of garbage after the {kind} stream ignored")
+            )
+            return
+        dec = _decompressor(kind)
+    errors.append(
+        ReadError(source, f"truncated {kind} file: the stream ends after {consumed} bytes")
+    )
+
+
+def _open(path: str) -> BinaryIO:
+    try:
+        return open(path, "rb", buffering=_READ_BYTES)  # noqa: SIM115 - callers close it
+    except OSError as exc:
+        raise UnreadableInput(path, exc.strerror or str(exc)) from exc
+
+
+def iter_chunks(
+    path: str, errors: list[ReadError], *, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[Chunk]:
+    """Line-aligned chunks of ``path`` (decompressed). Problems go to ``errors``; a
+    truncation error names the last line read. A final line without a newline is kept."""
+    line = 1
+    broken: list[ReadError] = []
+    with _open(path) as fh:
+        carry = b""
+        for block in _raw_blocks(fh, path, broken):
+            carry += block
+            if len(carry) < chunk_bytes:
+                continue
+            cut = carry.rfind(b"\n") + 1
+            if cut == 0:
+                continue  # one line longer than a chunk: keep reading
+            data, carry = carry[:cut], carry[cut:]
+            yield Chunk(data, line)
+            line += data.count(b"\n")
+        if carry:
+            yield Chunk(carry, line)
+            line += carry.count(b"\n") + (0 if carry.endswith(b"\n") else 1)
+    for error in broken:
+        last = line - 1
+        what = f"{error.what}; {last} lines read, the rest is lost"
+        errors.append(ReadError(path, what, line=last if last > 0 else None))
+
+
+def read_head(path: str, size: int = 64 * 1024) -> bytes:
+    """The first ``size`` decompressed bytes (or fewer), for format detection."""
+    out = b""
+    with _open(path) as fh:
+        for block in _raw_blocks(fh, path, []):
+            out += block
+            if len(out) >= size:
+                break
+    return out[:size]
+
+
+# access.log, access.log.1, access.log.2.gz, access.log-20240101.zst ...
+_ROTATION = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+)|-(?P<date>\d{8,10}))?(?:\.(?:gz|zst))?$")
+
+
+def rotation_key(path: str) -> tuple[str, int, str]:
+    """Sort key putting a rotated set in time order: oldest first.
+
+    logrotate numbers backwards (``.1`` is newer than ``.2``) and dates forwards
+    (``-20240101`` before ``-20240102``); the live file (no suffix) is the newest.
+    """
+    name = os.path.basename(path)
+    m = _ROTATION.match(name)
+    assert m is not None  # the pattern matches any name
+    base = os.path.join(os.path.dirname(path), m.group("base"))
+    if m.group("n") is not None:
+        return (base, -int(m.group("n")), "")
+    if m.group("date") is not None:
+        return (base, 0, m.group("date"))
+    return (base, 1, "")
+
+
+def expand_log_paths(paths: list[str]) -> list[str]:
+    """Files named by ``paths``: a file as is, a directory for the regular files directly
+    in it (hidden ones skipped), a glob for its matches; each rotated set in time order.
+    A path matching nothing raises :class:`UnreadableInput`."""
+    files: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = [
+                os.path.join(path, n)
+                for n in os.listdir(path)
+                if not n.startswith(".") and os.path.isfile(os.path.join(path, n))
+            ]
+        elif os.path.exists(path):
+            found = [path]
+        elif glob.has_magic(path):
+            found = [p for p in glob.glob(path) if os.path.isfile(p)]
+            if not found:
+                raise UnreadableInput(path, "the pattern matches no file")
+        else:
+            raise UnreadableInput(path, "no such file or directory")
+        files.extend(sorted(found, key=rotation_key))
+    return list(dict.fromkeys(files))
