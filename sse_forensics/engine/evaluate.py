@@ -72,6 +72,7 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 fingerprint=fingerprint(rule, row),
                 references=list(rule.references),
                 ts=row.get("ts", row.get("ts_first")),
+                cause=row.get("cause"),
                 community_id=row.get("community_id"),
                 client=(row.get("client_ip"), row.get("client_port")),
                 server=(row.get("server_ip"), row.get("server_port")),

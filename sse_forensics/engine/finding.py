@@ -41,6 +41,7 @@ class Finding:
     fingerprint: str
     references: list[str] = field(default_factory=list)
     ts: float | None = None
+    cause: str | None = None
     community_id: str | None = None
     client: tuple[str | None, int | None] = (None, None)
     server: tuple[str | None, int | None] = (None, None)
@@ -60,6 +61,7 @@ class Finding:
             "location": self.location,
             "last_event_id": self.last_event_id,
             "gap": self.gap,
+            "cause": self.cause,
             "message": self.message,
             "evidence": self.evidence,
             "fingerprint": self.fingerprint,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from sse_forensics.errors import ReadError
+from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
@@ -73,6 +74,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         resumes.append((s, gap))
     for g in gaps:
         _client_reaction(g, streams, requests)
+        attribute(g, streams, gaps)
     resume_rows = [
         _resume_row(
             s,
@@ -493,6 +495,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "signal_late": g.signal_late,
         "evidence_complete": g.complete,
         "missing_spans": len(g.holes),
+        "cause": g.cause,
         "client_reissued": g.reissue is not None,
         "client_continued": g.client_continued,
         "verdict": g.verdict,

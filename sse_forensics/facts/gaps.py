@@ -54,6 +54,8 @@ class GapRecord:
     missing_ids: list[str] = field(default_factory=list)  # opaque scheme: as observed
     reissue: RequestRecord | None = None  # the client re-issued the originating request
     client_continued: bool = False  # the stream went on after the gap, or was resumed
+    cause: str = "unknown"  # see facts.causes
+    cause_evidence: list[Evidence] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -106,6 +108,7 @@ class GapRecord:
         for hole in self.holes:
             span = hole.span
             out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
+        out.extend(self.cause_evidence)
         if self.reissue is not None:
             r = self.reissue
             out.append(evidence(r.origin, f"client re-issued {r.method} as JSON-RPC id {r.rpc_id}"))

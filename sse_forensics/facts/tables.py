@@ -169,6 +169,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "signal_late": pl.Boolean,
         "evidence_complete": pl.Boolean,
         "missing_spans": pl.Int64,
+        "cause": pl.String,
         "client_reissued": pl.Boolean,
         "client_continued": pl.Boolean,
         "verdict": pl.String,

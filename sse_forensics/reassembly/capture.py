@@ -90,6 +90,8 @@ class _ConnectionAnalyzer:
 
     def _drain(self, ex: Exchange, parser: SSEParser) -> None:
         ex.comments.extend(parser.take_comments())
+        if parser.has_partial_blocks:
+            ex.partials.extend(parser.take_partial_blocks())
         for anomaly in parser.take_anomalies():
             if anomaly.kind not in REPORTED_SSE_ANOMALIES:
                 continue

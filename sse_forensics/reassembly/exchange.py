@@ -41,6 +41,7 @@ class Exchange:
     events: list = field(default_factory=list)  # list[SSEEvent]
     comments: list = field(default_factory=list)  # list[SSEComment]
     holes: list[BodyHole] = field(default_factory=list)
+    partials: list = field(default_factory=list)  # list[SSEPartialBlock]: blocks a hole cut
     trailing: bytes = b""
     body_bytes: int = 0
 

@@ -47,15 +47,6 @@ class DirectionLoss:
     def missing_bytes(self) -> int:
         return self.acked_unseen + self.hole_bytes + self.snaplen_bytes
 
-    def add(self, other: DirectionLoss) -> None:
-        self.bytes_seen += other.bytes_seen
-        self.acked_unseen += other.acked_unseen
-        self.acked_unseen_spans += other.acked_unseen_spans
-        self.holes += other.holes
-        self.hole_bytes += other.hole_bytes
-        self.snaplen_bytes += other.snaplen_bytes
-        self.mid_stream = self.mid_stream or other.mid_stream
-
 
 @dataclass(slots=True)
 class CaptureLoss:

@@ -259,6 +259,10 @@ class SSEParser:
         out, self._anomalies = self._anomalies, []
         return out
 
+    @property
+    def has_partial_blocks(self) -> bool:
+        return bool(self._partials)
+
     def take_partial_blocks(self) -> list[SSEPartialBlock]:
         """Blocks cut by a ``skip()`` hole, completed since the last call."""
         out, self._partials = self._partials, []

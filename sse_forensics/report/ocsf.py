@@ -68,6 +68,7 @@ def ocsf_record(f: Finding) -> dict[str, object]:
             "counter_scope": f.counter_scope,
             "last_event_id": f.last_event_id,
             "gap": f.gap,
+            "cause": f.cause,
             "evidence": f.evidence,
         },
     }

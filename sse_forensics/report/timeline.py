@@ -162,10 +162,13 @@ class ZeroWindowPeriod:
 
 
 def zero_window_periods(connection: Connection) -> list[ZeroWindowPeriod]:
-    """Hook for TCP zero-window periods of ``connection``. The reassembly layer does not
-    record advertised windows yet (a later issue), so there is nothing to show; the ladder
-    and the HTML plot already draw whatever this returns."""
-    return []
+    """The zero-window periods the TCP analysis recorded on ``connection`` (window-full
+    periods are left out of the ladder: they are short and frequent on fast links)."""
+    return [
+        ZeroWindowPeriod(connection.id, p.receiver, p.start, p.end)
+        for p in connection.windows
+        if p.kind == "zero-window"
+    ]
 
 
 @dataclass(slots=True)

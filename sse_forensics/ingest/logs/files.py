@@ -15,8 +15,8 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import zstandard
 
@@ -100,9 +100,46 @@ def _raw_blocks(fh: BinaryIO, source: str, errors: list[ReadError]) -> Iterator[
 
 def _open(path: str) -> BinaryIO:
     try:
-        return open(path, "rb", buffering=_READ_BYTES)  # noqa: SIM115 - callers close it
+        return open(path, "rb", buffering=_READ_BYTES)
     except OSError as exc:
         raise UnreadableInput(path, exc.strerror or str(exc)) from exc
+
+
+def _plain_chunks(fh: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
+    """Line-aligned chunks of an uncompressed file: read, then seek back to the start of
+    the cut line, so a chunk costs one read and (at most) one copy."""
+    while data := fh.read(chunk_bytes):
+        if len(data) == chunk_bytes:
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                data += fh.readline()  # a line longer than a chunk
+            elif cut < len(data):
+                fh.seek(cut - len(data), os.SEEK_CUR)
+                data = data[:cut]
+        yield data
+
+
+def _joined(
+    fh: BinaryIO, source: str, errors: list[ReadError], chunk_bytes: int
+) -> Iterator[bytes]:
+    """Line-aligned chunks of a decompressed stream."""
+    parts: list[bytes] = []
+    size = 0
+    for block in _raw_blocks(fh, source, errors):
+        parts.append(block)
+        size += len(block)
+        if size < chunk_bytes:
+            continue
+        data = b"".join(parts)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            parts = [data]  # one line longer than a chunk: keep reading
+            continue
+        parts = [data[cut:]]
+        size = len(parts[0])
+        yield data[:cut]
+    if parts and (data := b"".join(parts)):
+        yield data
 
 
 def iter_chunks(
@@ -113,20 +150,11 @@ def iter_chunks(
     line = 1
     broken: list[ReadError] = []
     with _open(path) as fh:
-        carry = b""
-        for block in _raw_blocks(fh, path, broken):
-            carry += block
-            if len(carry) < chunk_bytes:
-                continue
-            cut = carry.rfind(b"\n") + 1
-            if cut == 0:
-                continue  # one line longer than a chunk: keep reading
-            data, carry = carry[:cut], carry[cut:]
+        plain = compression(fh.peek(4)[:4]) is None
+        blocks = _plain_chunks(fh, chunk_bytes) if plain else _joined(fh, path, broken, chunk_bytes)
+        for data in blocks:
             yield Chunk(data, line)
-            line += data.count(b"\n")
-        if carry:
-            yield Chunk(carry, line)
-            line += carry.count(b"\n") + (0 if carry.endswith(b"\n") else 1)
+            line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     for error in broken:
         last = line - 1
         what = f"{error.what}; {last} lines read, the rest is lost"

@@ -142,6 +142,21 @@ _SHAPES = {
 }
 
 
+# Spaces inside a value of these conversions: CLF time "10/Oct/2000:13:55:36 -0700".
+_SPACES = {TIME_LOCAL: 1, TIME_CLF_BRACKETED: 1}
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """Part of a segment between spaces: a variable (or None: literal only) with literal
+    ``prefix``/``suffix`` (``[``, ``]``), spanning ``count`` space-separated words."""
+
+    variable: Variable | None
+    prefix: str
+    suffix: str
+    count: int
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """The part of a line between two ``"``: literal text and variables."""
@@ -157,6 +172,33 @@ class Segment:
         """The whole segment is one variable's value (no regex needed)."""
         return len(self.tokens) == 1 and isinstance(self.tokens[0], Variable)
 
+    def words(self) -> tuple[Word, ...] | None:
+        """The segment as space-separated words, when a split at spaces finds every
+        variable at a fixed place (``$remote_addr - $remote_user [$time_local] ``): a
+        plain ``splitn`` then replaces the regex. None when a literal holds something
+        other than spaces around a single variable, or a variable's spaces are unknown."""
+        words: list[Word] = []
+        prefix, var, suffix = "", None, ""
+        for token in self.tokens:
+            if isinstance(token, Variable):
+                if var is not None or (token.pattern and token.convert not in _SPACES):
+                    return None
+                var = token
+                continue
+            pieces = token.split(" ")
+            for k, piece in enumerate(pieces):
+                if k:
+                    spaces = _SPACES.get(var.convert, 0) if var is not None else 0
+                    words.append(Word(var, prefix, suffix, 1 + spaces))
+                    prefix, var, suffix = "", None, ""
+                if var is None:
+                    prefix += piece
+                else:
+                    suffix += piece
+        spaces = _SPACES.get(var.convert, 0) if var is not None else 0
+        words.append(Word(var, prefix, suffix, 1 + spaces))
+        return tuple(words)
+
     def regex(self, *, last_in_line: bool, named: bool = True) -> str:
         """An anchored regex with one group per variable (``g0``, ``g1``, …; unnamed when
         not ``named``): a variable takes everything up to the first character of the
@@ -168,6 +210,11 @@ class Segment:
                 parts.append(_escape(token))
                 continue
             following = self.tokens[i + 1] if i + 1 < len(self.tokens) else None
+            if isinstance(following, Variable) and token.pattern is None:
+                raise ValueError(
+                    f"cannot tell {token.shown} from {following.shown}: the format has no "
+                    "separator between them"
+                )
             if token.shape is not None:
                 body = token.shape
             elif isinstance(following, str):

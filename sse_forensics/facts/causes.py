@@ -1,0 +1,113 @@
+"""Why a gap happened, from what the capture shows around it (issue: "was this gap
+replay-safe resumption or backpressure-induced truncation?").
+
+Causes, each only when the evidence supports it (otherwise ``unknown``):
+
+- ``capture-loss``: the capture lacks bytes inside the gap's stretch.
+- ``backpressure-eviction``: the dropped IDs were due while the client's receive window on
+  that stream's connection was closed or full (a zero-window or window-full period, or a
+  server send stall for that reason, overlaps the stretch between the two events).
+- ``discard-on-close``: at a resume, the live stream was contiguous up to a close the
+  *server* made (``backpressure-disconnect``, or the server's FIN/RST first): events due
+  before that close never reached the socket and the replay skips them.
+- ``replay-buffer-truncation``: at a resume (or a ``410``), the live stream was contiguous
+  up to a disconnect the server did not make, and the gap appears only in the replay.
+"""
+
+from __future__ import annotations
+
+from sse_forensics.facts.gaps import GapRecord
+from sse_forensics.facts.model import Evidence, StreamRecord, evidence
+from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT
+from sse_forensics.provenance import Origin
+
+CAPTURE_LOSS = "capture-loss"
+BACKPRESSURE_EVICTION = "backpressure-eviction"
+DISCARD_ON_CLOSE = "discard-on-close"
+REPLAY_BUFFER_TRUNCATION = "replay-buffer-truncation"
+UNKNOWN = "unknown"
+
+
+def _overlaps(start: Origin, end: Origin | None, lo: float, hi: float) -> bool:
+    return start.ts <= hi and (end is None or end.ts >= lo)
+
+
+def _stretch(gap: GapRecord) -> tuple[float, float] | None:
+    before = gap.before.origin if gap.before else None
+    after = gap.after.origin if gap.after else None
+    if before is None and after is None:
+        return None
+    lo = before.ts if before else after.ts  # type: ignore[union-attr]
+    hi = after.ts if after else lo
+    return lo, hi
+
+
+def _backpressure(gap: GapRecord) -> list[Evidence]:
+    """Window periods of the client (receiver of server data) or server stalls for lack of
+    window that overlap the stretch of a live gap."""
+    stretch = _stretch(gap)
+    if stretch is None:
+        return []
+    lo, hi = stretch
+    conn = gap.stream.connection
+    out: list[Evidence] = []
+    for period in getattr(conn, "windows", []):
+        if period.receiver == "client" and _overlaps(period.start, period.end, lo, hi):
+            out.append(evidence(period.start, f"client {period.kind} from here"))
+            if period.end is not None:
+                out.append(evidence(period.end, f"client {period.kind} ends"))
+    for stall in getattr(conn, "stalls", []):
+        if (
+            stall.sender == "server"
+            and stall.reason in ("zero-window", "window-full")
+            and _overlaps(stall.start, stall.end, lo, hi)
+        ):
+            out.append(evidence(stall.start, f"server send stall ({stall.reason})"))
+    return out
+
+
+def _live_contiguous_until_close(
+    gap: GapRecord, streams: list[StreamRecord], live_gaps: list[GapRecord]
+) -> StreamRecord | None:
+    """The stream the resume continues, if it showed no live gap of its own."""
+    origin = gap.stream.resumed_from
+    if origin is None:
+        return None
+    if any(g.stream is origin and g.location == "live" and g.keys is not None for g in live_gaps):
+        return None
+    return origin
+
+
+def _server_closed(origin: StreamRecord) -> list[Evidence]:
+    """Evidence that the server ended the stream the resume continues."""
+    for e in origin.events:
+        if e.sse.event == BACKPRESSURE_DISCONNECT:
+            return [e.cite("server closed the stream: backpressure-disconnect")]
+    conn = origin.connection
+    server_fin, client_fin = conn.fin.get("server"), conn.fin.get("client")
+    if conn.rst is not None and conn.rst_by == "server":
+        return [evidence(conn.rst, "server reset the connection")]
+    server_first = server_fin is not None and (client_fin is None or server_fin.ts <= client_fin.ts)
+    if server_first and origin.exchange.response_end_reason in ("fin", "rst"):
+        return [evidence(server_fin, "server closed the connection first (FIN)")]
+    return []
+
+
+def attribute(gap: GapRecord, streams: list[StreamRecord], gaps: list[GapRecord]) -> None:
+    """Set ``gap.cause`` and ``gap.cause_evidence``."""
+    if gap.holes:
+        gap.cause, gap.cause_evidence = CAPTURE_LOSS, []
+        return
+    if gap.location == "live":
+        found = _backpressure(gap)
+        gap.cause, gap.cause_evidence = (BACKPRESSURE_EVICTION, found) if found else (UNKNOWN, [])
+        return
+    origin = _live_contiguous_until_close(gap, streams, gaps)
+    if origin is None:
+        gap.cause, gap.cause_evidence = UNKNOWN, []
+        return
+    closed = _server_closed(origin)
+    if closed:
+        gap.cause, gap.cause_evidence = DISCARD_ON_CLOSE, closed
+    else:
+        gap.cause, gap.cause_evidence = REPLAY_BUFFER_TRUNCATION, []

@@ -1,0 +1,428 @@
+"""JSON-lines logs: field maps from a record's own names to the canonical columns.
+
+A :class:`FieldMap` says, for each canonical column, where its value sits in a record: a
+dotted path (``request.headers.Last-Event-Id.0``: keys, and list indexes as numbers),
+alternatives tried in order, a ``scale`` (Envoy logs milliseconds, Traefik nanoseconds),
+``values`` renaming (``{sent = "written"}``) and ``strip_port`` (``10.0.0.1:5123``).
+Presets cover Caddy's default access log, nginx ``escape=json`` formats named after the
+variables, Envoy and Traefik; a user's ``--log-map`` TOML file overrides or extends them::
+
+    [access]
+    preset = "caddy"                      # optional starting point
+    session_id = "request.headers.X-Session.0"
+    request_time = { path = "latency_ms", scale = 0.001 }
+
+    [events]
+    session = "sid"
+    kind = { path = "what", values = { sent = "written", dropped = "evicted" } }
+
+Decoding is vectorised: polars decodes a chunk of lines into one struct column with the
+union schema of its records (``str.json_decode``), and each map entry becomes an
+expression over it. Only a chunk holding a line that is not JSON goes through orjson line
+by line, to find which.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import orjson
+import polars as pl
+
+from sse_forensics.ingest.logs.lines import split_lines
+
+Path = tuple[str | int, ...]
+
+# A byte no JSON line holds raw (RFC 8259 §7: control characters are escaped in strings).
+_NO_SEPARATOR = "\x1f"
+_UTC_US = pl.Datetime("us", "UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRule:
+    """Where one canonical value is found: the first non-null of ``paths``."""
+
+    paths: tuple[Path, ...]
+    scale: float | None = None
+    values: Mapping[str, str] = field(default_factory=dict)
+    strip_port: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FieldMap:
+    name: str
+    fields: Mapping[str, FieldRule]
+
+    def updated(self, name: str, fields: Mapping[str, FieldRule]) -> FieldMap:
+        return FieldMap(name, {**self.fields, **fields})
+
+
+def parse_path(text: str) -> Path:
+    """``"request.headers.Last-Event-Id.0"`` → ``("request", "headers", "Last-Event-Id", 0)``."""
+    return tuple(int(p) if p.isdigit() else p for p in text.split("."))
+
+
+def parse_rule(spec: object, where: str) -> FieldRule:
+    """A rule from TOML: a path, a list of alternative paths, or a table with ``path``
+    (or ``paths``), ``scale``, ``values``, ``strip_port``."""
+    if isinstance(spec, str):
+        return FieldRule((parse_path(spec),))
+    if isinstance(spec, list) and spec and all(isinstance(p, str) for p in spec):
+        return FieldRule(tuple(parse_path(p) for p in spec))
+    if isinstance(spec, dict):
+        unknown = set(spec) - {"path", "paths", "scale", "values", "strip_port"}
+        paths = spec.get("paths", spec.get("path"))
+        if unknown or paths is None:
+            raise ValueError(
+                f"{where}: expected keys path/paths, scale, values, strip_port; got {sorted(spec)}"
+            )
+        base = parse_rule(paths, where)
+        values = spec.get("values", {})
+        if not isinstance(values, dict):
+            raise ValueError(f"{where}: values must be a table")
+        scale = spec.get("scale")
+        if scale is not None and not isinstance(scale, int | float):
+            raise ValueError(f"{where}: scale must be a number")
+        return replace(
+            base,
+            scale=float(scale) if scale is not None else None,
+            values={str(k): str(v) for k, v in values.items()},
+            strip_port=bool(spec.get("strip_port", False)),
+        )
+    raise ValueError(f"{where}: expected a path, a list of paths or a table, got {spec!r}")
+
+
+def _rules(spec: Mapping[str, object], where: str) -> dict[str, FieldRule]:
+    return {k: parse_rule(v, f"{where}.{k}") for k, v in spec.items()}
+
+
+ACCESS_PRESETS: dict[str, FieldMap] = {
+    "caddy": FieldMap(
+        "caddy",
+        _rules(
+            {
+                "ts": "ts",
+                "client_ip": ["request.client_ip", "request.remote_ip"],
+                "method": "request.method",
+                "target": "request.uri",
+                "protocol": "request.proto",
+                "status": "status",
+                "bytes_sent": "size",
+                "request_time": "duration",
+                "last_event_id": [
+                    "request.headers.Last-Event-Id.0",
+                    "request.headers.Last-Event-ID.0",
+                ],
+                "session_id": "request.headers.Mcp-Session-Id.0",
+                "sent_session_id": "resp_headers.Mcp-Session-Id.0",
+                "content_type": "resp_headers.Content-Type.0",
+                "user_agent": "request.headers.User-Agent.0",
+            },
+            "caddy",
+        ),
+    ),
+    "nginx-json": FieldMap(
+        "nginx-json",
+        _rules(
+            {
+                "ts": ["time_iso8601", "msec", "time_local"],
+                "client_ip": "remote_addr",
+                "method": "request_method",
+                "target": "request_uri",
+                "protocol": "server_protocol",
+                "status": "status",
+                "bytes_sent": ["body_bytes_sent", "bytes_sent"],
+                "request_time": "request_time",
+                "last_event_id": "http_last_event_id",
+                "session_id": "http_mcp_session_id",
+                "sent_session_id": "sent_http_mcp_session_id",
+                "content_type": "sent_http_content_type",
+                "user_agent": "http_user_agent",
+            },
+            "nginx-json",
+        ),
+    ),
+    "envoy": FieldMap(
+        "envoy",
+        _rules(
+            {
+                "ts": "start_time",
+                "client_ip": {"path": "downstream_remote_address", "strip_port": True},
+                "method": "method",
+                "target": "path",
+                "protocol": "protocol",
+                "status": "response_code",
+                "bytes_sent": "bytes_sent",
+                "request_time": {"path": "duration", "scale": 0.001},
+                "last_event_id": "last_event_id",
+                "session_id": "mcp_session_id",
+                "sent_session_id": "resp_mcp_session_id",
+                "content_type": "resp_content_type",
+                "user_agent": "user_agent",
+            },
+            "envoy",
+        ),
+    ),
+    "traefik": FieldMap(
+        "traefik",
+        _rules(
+            {
+                "ts": ["StartUTC", "time"],
+                "client_ip": "ClientHost",
+                "method": "RequestMethod",
+                "target": "RequestPath",
+                "protocol": "RequestProtocol",
+                "status": "DownstreamStatus",
+                "bytes_sent": "DownstreamContentSize",
+                "request_time": {"path": "Duration", "scale": 1e-9},
+                "last_event_id": ["request_Last-Event-Id", "request_Last-Event-ID"],
+                "session_id": "request_Mcp-Session-Id",
+                "sent_session_id": "downstream_Mcp-Session-Id",
+                "content_type": "downstream_Content-Type",
+                "user_agent": "request_User-Agent",
+            },
+            "traefik",
+        ),
+    ),
+}
+"""Access-log JSON presets. Envoy and nginx have no fixed JSON format: these use the
+names of the variables / command operators (docs/logs.md shows the matching config)."""
+
+EVENTS_MAP = FieldMap(
+    "canonical",
+    _rules(
+        {
+            "ts": "ts",
+            "session": "session",
+            "stream": "stream",
+            "event_id": "event_id",
+            "kind": "kind",
+            "control_type": "event.type",
+            "first": "event.first",
+            "last": "event.last",
+            "requested": "event.requested",
+            "oldest_retained": "event.oldest_retained",
+            "last_written_id": "event.last_written_id",
+            "reason": "reason",
+            "where": "where",
+            "request": "request",
+            "last_event_id": "last_event_id",
+        },
+        "events",
+    ),
+)
+"""The canonical server event-log schema (docs/logs.md), as a field map."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogMap:
+    """What a ``--log-map`` file says: the access-log field map (None: pick a preset per
+    file), the event-log map, and optionally the text access format."""
+
+    access: FieldMap | None = None
+    events: FieldMap = EVENTS_MAP
+    access_format: str | None = None
+
+
+def load_log_map(path: str) -> LogMap:
+    """Read a ``--log-map`` TOML file. Raises ``ValueError`` naming the file and key."""
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    return log_map_from_dict(doc, path)
+
+
+def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogMap:
+    unknown = set(doc) - {"access", "events"}
+    if unknown:
+        raise ValueError(f"{where}: unknown section(s) {sorted(unknown)}; use [access], [events]")
+    access = None
+    access_format = None
+    section = doc.get("access")
+    if isinstance(section, dict):
+        section = dict(section)
+        preset = section.pop("preset", None)
+        access_format = section.pop("format", None)
+        if preset is not None and preset not in ACCESS_PRESETS:
+            raise ValueError(
+                f"{where}: unknown access preset {preset!r} ({', '.join(ACCESS_PRESETS)})"
+            )
+        base = ACCESS_PRESETS[preset] if preset else FieldMap("custom", {})
+        if section or preset:
+            access = base.updated(f"{where}", _rules(section, f"{where} [access]"))
+    events = EVENTS_MAP
+    section = doc.get("events")
+    if isinstance(section, dict):
+        events = EVENTS_MAP.updated(where, _rules(section, f"{where} [events]"))
+    return LogMap(access, events, access_format)
+
+
+def _has_path(record: object, path: Path) -> bool:
+    for step in path:
+        in_list = isinstance(step, int) and isinstance(record, list) and step < len(record)
+        in_dict = isinstance(step, str) and isinstance(record, dict) and step in record
+        if not (in_list or in_dict):
+            return False
+        record = record[step]  # type: ignore[index]
+    return record is not None
+
+
+def match_score(fmap: FieldMap, record: Mapping[str, object]) -> int:
+    """How many of ``fmap``'s fields ``record`` has (to pick a preset, or tell an event
+    log from an access log)."""
+    return sum(any(_has_path(record, p) for p in r.paths) for r in fmap.fields.values())
+
+
+def choose_access_map(record: Mapping[str, object]) -> FieldMap | None:
+    """The preset that finds the most fields in ``record``; None when none finds three."""
+    best = max(ACCESS_PRESETS.values(), key=lambda m: match_score(m, record))
+    return best if match_score(best, record) >= 3 else None
+
+
+@dataclass(slots=True)
+class DecodedChunk:
+    """``records``: the readable lines, with ``line`` and ``__rec`` (a struct column);
+    ``lines``: non-blank lines; ``bad``: (row index, reason) of every unreadable one."""
+
+    records: pl.DataFrame
+    lines: int
+    bad: list[tuple[int, str]]
+
+
+def decode_json_lines(data: bytes, first_line: int) -> DecodedChunk:
+    """Decode every line of ``data`` that is a JSON object."""
+    frame = split_lines(data, _NO_SEPARATOR, 1)
+    text = frame["s0"].str.strip_chars()
+    blank = text.is_null() | (text == "")
+    candidate = ~blank & text.str.starts_with("{") & frame["s1"].is_null()
+    bad: list[tuple[int, str]] = [
+        (i, "not a JSON object") for i in (~blank & ~candidate).arg_true().to_list()
+    ]
+    try:
+        records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
+    except pl.exceptions.PolarsError:
+        # Some line is not JSON: find which (orjson, only for this chunk), then retry.
+        rows = candidate.arg_true().to_list()
+        values = text.to_list()
+        broken = []
+        for i in rows:
+            try:
+                if not isinstance(orjson.loads(values[i]), dict):
+                    broken.append(i)
+            except orjson.JSONDecodeError as exc:
+                bad.append((i, f"invalid JSON: {exc}"))
+                broken.append(i)
+        candidate = candidate.scatter(broken, False) if broken else candidate
+        records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
+    out = pl.DataFrame(
+        {"line": pl.int_range(first_line, first_line + frame.height, eager=True), "__rec": records}
+    ).filter(candidate)
+    if not isinstance(records.dtype, pl.Struct):
+        out = out.clear()
+    return DecodedChunk(out, int((~blank).sum()), sorted(bad))
+
+
+def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | None:
+    """``__rec``'s value at ``path``, or None when the chunk's schema has no such path."""
+    expr = pl.col("__rec")
+    for step in path:
+        if isinstance(step, str) and isinstance(dtype, pl.Struct):
+            fields = {f.name: f.dtype for f in dtype.fields}
+            if step not in fields:
+                return None
+            expr, dtype = expr.struct.field(step), fields[step]
+        elif isinstance(step, int) and isinstance(dtype, pl.List):
+            expr, dtype = expr.list.get(step, null_on_oob=True), dtype.inner
+        else:
+            return None
+    return expr, dtype
+
+
+def _as_string(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    if isinstance(dtype, pl.Struct | pl.List):
+        return (
+            expr.struct.json_encode()
+            if isinstance(dtype, pl.Struct)
+            else expr.cast(pl.String, strict=False)
+        )
+    if dtype == pl.Float64:
+        # A JSON integer too large for i64 decodes as a float; show integers without ".0".
+        return (
+            pl.when(expr == expr.floor())
+            .then(expr.cast(pl.Int64, strict=False).cast(pl.String))
+            .otherwise(expr.cast(pl.String))
+        )
+    return expr.cast(pl.String)
+
+
+def timestamp(text: pl.Expr) -> pl.Expr:
+    """Epoch seconds from a number, a numeric string, RFC 3339 (``Z`` or offset, ``T`` or
+    space, any fraction; no offset means UTC) or CLF time."""
+    iso = text.str.replace(r"[Zz]$", "+00:00").str.replace(r"^(\S{10}) ", "${1}T")
+    parsed = pl.coalesce(
+        iso.str.strptime(_UTC_US, "%Y-%m-%dT%H:%M:%S%.f%:z", strict=False),
+        iso.str.strptime(
+            pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S%.f", strict=False
+        ).dt.replace_time_zone("UTC"),
+        text.str.strptime(_UTC_US, "%d/%b/%Y:%H:%M:%S %z", strict=False),
+    )
+    return pl.coalesce(text.cast(pl.Float64, strict=False), parsed.dt.epoch("us") / 1e6)
+
+
+def apply_map(
+    records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+) -> tuple[pl.DataFrame, list[str]]:
+    """The canonical columns of ``schema`` that ``fmap`` maps, plus ``extra`` (the JSON of
+    the top-level fields no used path reaches into). Returns the frame and the canonical
+    columns that must parse but did not, as ``__bad_<column>`` booleans' names."""
+    rec_dtype = records.schema["__rec"]
+    exprs: list[pl.Expr] = []
+    used_top: set[str] = set()
+    checks: list[str] = []
+    for column, rule in fmap.fields.items():
+        if column not in schema:
+            continue
+        found = []
+        for path in rule.paths:
+            hit = _path_expr(rec_dtype, path)
+            if hit is not None:
+                found.append(hit)
+                used_top.add(str(path[0]))
+        if not found:
+            continue
+        text = pl.coalesce([_as_string(e, d) for e, d in found])
+        text = pl.when(~text.is_in(["", "-"])).then(text)
+        if rule.strip_port:
+            text = text.str.replace(r"^\[(.*)\]:\d+$", "$1").str.replace(r"^([^:]*):\d+$", "$1")
+        if rule.values:
+            text = text.replace(dict(rule.values))
+        target = schema[column]
+        if column == "ts":
+            value = timestamp(text)
+        elif target == pl.String:
+            value = text
+        else:
+            value = text.cast(pl.Float64, strict=False)
+            if rule.scale is not None:
+                value = value * rule.scale
+            value = value.cast(target, strict=False)
+        exprs.append(value.alias(column))
+        if column in ("ts", "status"):
+            exprs.append((text.is_not_null() & value.is_null()).alias(f"__bad_{column}"))
+            checks.append(f"__bad_{column}")
+    rest = (
+        [f.name for f in rec_dtype.fields if f.name not in used_top]
+        if isinstance(rec_dtype, pl.Struct)
+        else []
+    )
+    if rest:
+        fields = [pl.col("__rec").struct.field(n) for n in rest]
+        encoded = pl.struct(fields).struct.json_encode()
+        exprs.append(
+            pl.when(pl.any_horizontal(f.is_not_null() for f in fields)).then(encoded).alias("extra")
+        )
+    return records.with_columns(exprs), checks
