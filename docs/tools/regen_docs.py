@@ -310,7 +310,10 @@ def render_findings() -> str:
         "verdicts",
     )
     trimmed = {
-        **{key: live_jump.get(key) for key in ("tool", "inputs", "stats", "verdicts")},
+        **{
+            key: live_jump.get(key)
+            for key in ("tool", "inputs", "stats", "capture_loss", "verdicts")
+        },
         "sessions": [{k: s.get(k) for k in session_keys} for s in live_jump["sessions"]],
         "findings": ["…"],
         **{key: live_jump.get(key) for key in ("errors", "rule_errors")},

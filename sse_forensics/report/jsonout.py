@@ -53,6 +53,7 @@ def scan_document(result: ScanResult) -> bytes:
             "events": result.facts.tables["events"].height,
             "resumes": result.facts.tables["resumes"].height,
         },
+        "capture_loss": result.reassembly.loss.as_dict(),
         "verdicts": dict(counts),
         "sessions": session_summaries(result),
         "findings": [f.as_dict() for f in result.findings],
