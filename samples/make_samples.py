@@ -30,7 +30,7 @@ SAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(SAMPLES_DIR))  # samples/ is not a package: import the siblings
 
 import dpkt  # noqa: E402
-from profile_client import ClientPlan, run_plan  # noqa: E402
+from profile_client import ClientPlan, SlowConsumer, run_plan  # noqa: E402
 from profile_server import ProfileServer, ServerKnobs, expected_event_id, running_server  # noqa: E402
 
 LOOPBACK = "loopback (uvicorn+httpx, tcpdump)"
@@ -52,6 +52,7 @@ class Scenario:
     # The HTTP exchanges in request order, as `summarize` writes them (None: not checked).
     exchanges: list[str] | None = None
     verify: Callable[[list[Exchange]], list[str]] | None = None  # more wire checks
+    verify_tcp: Callable[[Path, int], list[str]] | None = None  # checks on the TCP segments
 
 
 def finding(rule: str, classification: str, first: str, last: str | None) -> dict:
@@ -68,7 +69,7 @@ def prefixed(stream: int, first: int, last: int) -> list[str]:
 
 def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[[int], object]:
     def run(port: int) -> object:
-        with running_server(ProfileServer(knobs).app(), port) as url:
+        with running_server(ProfileServer(knobs).app(), port, knobs.send_buffer) as url:
             return run_plan(url, plan)
 
     return run
@@ -284,6 +285,7 @@ def scenarios() -> list[Scenario]:
             made_by=LOOPBACK_SDK,
         ),
         *new_rule_scenarios(knobs, drop7),
+        *backpressure_scenarios(knobs),
     ]
 
 
@@ -531,6 +533,45 @@ def new_rule_scenarios(knobs: Callable[..., ServerKnobs], drop7: ClientPlan) -> 
     ]
 
 
+def backpressure_scenarios(knobs: Callable[..., ServerKnobs]) -> list[Scenario]:
+    """Real slow-consumer backpressure over loopback: a zero window, then eviction."""
+    # 3 KB events; the burst (8-37, ~90 KB in one send) overfills the client's window, the
+    # server's 16 KB send buffer and uvicorn's 64 KB transport high-water mark, so the send
+    # of 38 waits; 39-47 are produced while it does: 39-43 are evicted by 44-47.
+    evicting = knobs(
+        "backpressure-eviction",
+        events_per_call=50,
+        payload_bytes=3000,
+        send_queue=4,
+        burst=(8, 37),
+        blocked_burst=(39, 47),
+        send_buffer=8192,
+    )
+    slow = SlowConsumer(receive_buffer=4096, pause_after=7, pause_seconds=2.0)
+    return [
+        Scenario(
+            "backpressure-eviction",
+            "A slow consumer (4 KB SO_RCVBUF, reads 2 KB every 5 ms) stops reading after "
+            "event 7 for 2 s: its window closes and the server's writer blocks in send. The "
+            "server's bounded send queue (4 events of 3 KB) overflows and it evicts the "
+            "oldest queued events, 39-43, keeps counting and sends no stream-gap; the client "
+            "reads on to the result (50).",
+            profile(evicting, ClientPlan(slow_consumer=slow)),
+            [
+                finding(rule, "silent_corruption", "39", "43")
+                for rule in (
+                    "missing-stream-gap",
+                    "resumable-while-evicting",
+                    "client-accepted-gap",
+                )
+            ],
+            wire_ids=ints(0, 38) + ints(44, 50),
+            exchanges=session(call(2, 45)),
+            verify_tcp=client_window_closed,
+        ),
+    ]
+
+
 # --- capture ---------------------------------------------------------------------------
 # With --immediate-mode libpcap uses fixed-size ring slots of snaplen bytes each: at -s 0
 # (256 KiB) the default 2 MiB buffer holds ~8 packets and a burst overflows it. -B is in KiB.
@@ -616,7 +657,22 @@ def check_capture(scenario: Scenario, pcap: Path, port: int) -> list[str]:
         problems.append(f"exchanges {summary} != designed {scenario.exchanges}")
     if scenario.verify is not None:
         problems += scenario.verify(exchanges)
+    if scenario.verify_tcp is not None:
+        problems += scenario.verify_tcp(pcap, port)
     return problems
+
+
+def client_window_closed(pcap: Path, port: int) -> list[str]:
+    """A client advertised a zero receive window (``tcp.analysis.zero_window``): a
+    segment to the server, neither SYN, FIN nor RST, with window 0 (0 at any scale)."""
+    control = dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN | dpkt.tcp.TH_RST
+    with pcap.open("rb") as handle:
+        for _, buf in dpkt.pcap.Reader(handle):
+            tcp = dpkt.ethernet.Ethernet(buf).data.data
+            to_server = isinstance(tcp, dpkt.tcp.TCP) and tcp.dport == port
+            if to_server and tcp.win == 0 and not tcp.flags & control:
+                return []
+    return ["the client never advertised a zero window"]
 
 
 # --- HTTP on the wire (dpkt), for check_capture -----------------------------------------------

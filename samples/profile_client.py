@@ -4,19 +4,37 @@ It behaves like an MCP streamable-HTTP client (2025-11-25): ``initialize``, the
 ``notifications/initialized`` notification, ``tools/call`` read as an event stream, a resume
 with ``GET /mcp`` + ``Last-Event-ID`` + ``Mcp-Session-Id``, and a ``DELETE`` to end the
 session. :class:`ClientPlan` says where the client drops the stream, how it resumes (or
-fails to), and whether it re-issues a call whose event IDs jumped.
+fails to), and whether it re-issues a call whose event IDs jumped; a :class:`SlowConsumer`
+reads its tools/call stream over a raw socket (h11) with a small receive buffer, slowly.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import h11
 import httpx
 
 PROTOCOL_VERSION = "2025-11-25"
+
+
+@dataclass(frozen=True)
+class SlowConsumer:
+    """A client that reads its event stream slowly from a small socket receive buffer, and
+    stops reading for a while: the kernel then advertises a zero window (RFC 9293 §3.8.6)."""
+
+    # SO_RCVBUF, set before connect: Linux doubles it, locks it (no autotuning) and sizes
+    # the SYN's window scale from it (socket(7), tcp(7)).
+    receive_buffer: int = 4096
+    pause_after: int = 7  # stop reading after this data event ...
+    pause_seconds: float = 2.0  # ... for this long
+    read_size: int = 2048  # bytes per recv
+    read_interval: float = 0.005  # seconds between recvs
 
 
 @dataclass(frozen=True)
@@ -37,6 +55,7 @@ class ClientPlan:
     reissue_on_jump: bool = False  # IDs jumped: leave, cancel, re-issue the same tools/call
     second_call_steps: int | None = None  # before resuming: another tools/call, read to the end
     prior_session_steps: int | None = None  # first another session reads a whole tools/call
+    slow_consumer: SlowConsumer | None = None  # read the tools/call stream(s) this way
 
 
 @dataclass(frozen=True)
@@ -144,11 +163,52 @@ class McpClient:
     ) -> StreamLog:
         """POST tools/call and read its event stream to the end or to the planned drop."""
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        if plan.slow_consumer is not None:
+            if started is not None:
+                started.set()
+            return self.post_slowly(message, plan.slow_consumer)
         request = self.http.build_request("POST", self.url, json=message, headers=self.headers())
         response = self.http.send(request, stream=True)
         if started is not None:
             started.set()
         return self.read(response, plan.disconnect_after, plan.linger, plan.reissue_on_jump)
+
+    def post_slowly(self, message: dict, consumer: SlowConsumer) -> StreamLog:
+        """POST ``message`` on a connection of its own and read the answer as ``consumer``."""
+        url = httpx.URL(self.url)
+        body = json.dumps(message).encode()
+        headers = [
+            ("Host", f"{url.host}:{url.port}"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            *self.headers().items(),
+            ("Connection", "close"),
+        ]
+        http = h11.Connection(h11.CLIENT)
+        log = StreamLog(0)
+        reader = SseReader()
+        paused = False
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, consumer.receive_buffer)
+            sock.settimeout(10.0)
+            sock.connect((url.host, url.port))
+            request = h11.Request(method="POST", target=url.raw_path, headers=headers)
+            sock.sendall(http.send(request) + http.send(h11.Data(data=body)))
+            sock.sendall(http.send(h11.EndOfMessage()))
+            while True:
+                event = http.next_event()
+                if event is h11.NEED_DATA:
+                    time.sleep(consumer.read_interval)
+                    http.receive_data(sock.recv(consumer.read_size))
+                elif isinstance(event, h11.Response):
+                    log.status = event.status_code
+                elif isinstance(event, h11.Data):
+                    log.events.extend(reader.feed(bytes(event.data)))
+                    if not paused and len(log.data_events) >= consumer.pause_after:
+                        paused = True
+                        time.sleep(consumer.pause_seconds)  # the receive buffer fills up
+                elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                    return log
 
     def cancel(self, request_id: int, reason: str) -> None:
         """MCP notifications/cancelled for a request the client gave up on."""

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from typing import Literal
 
 import uvicorn
@@ -37,6 +40,10 @@ STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # How long a stalled live stream waits for its client to go away before giving up.
 STALL_SECONDS = 5.0
 KEEPALIVE_SECONDS = 0.5  # between the `: ping` comments of a replay that sends nothing else
+# How long the writer's send must have been waiting before the producer calls it blocked:
+# far above a send that merely yields to the event loop, far below the client's pause.
+BLOCKED_SECONDS = 0.3
+FILLER = "the quick brown fox jumps over the lazy dog "  # pads progress messages
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,14 @@ class ServerKnobs:
     faulty_streams: tuple[int, ...] | None = None
     interleaved_calls: int = 0  # n concurrent tools/call streams take turns on the counter
     standalone_events: int = 0  # GET stream: notifications sent once the calls finished
+    payload_bytes: int = 0  # pad each progress message to about this many bytes
+    # Backpressure: events pass through a bounded send queue of this many events, drained by
+    # a writer that awaits the ASGI send; when the queue is full the producer evicts the
+    # oldest queued event and keeps counting (0: events go straight to the response).
+    send_queue: int = 0
+    burst: tuple[int, int] | None = None  # data events produced at once, writer idle
+    blocked_burst: tuple[int, int] | None = None  # ... at once, writer blocked in send
+    send_buffer: int | None = None  # SO_SNDBUF of the listening socket (connections inherit it)
 
 
 @dataclass
@@ -274,6 +289,10 @@ class ProfileServer:
         ``arguments.steps`` sets the number of progress notifications (default: the knob's).
         """
         knobs = self.knobs if stream.faulty else honest(self.knobs)
+        if knobs.send_queue:
+            async for chunk in self.queued_tool_call(stream, request, knobs):
+                yield chunk
+            return
         slot = None
         if knobs.interleaved_calls:
             slot = self.calls_started
@@ -289,15 +308,7 @@ class ProfileServer:
                 yield sse_event("", priming.event_id, retry=knobs.retry_ms)
             total = knobs.events_per_call if steps is None else steps + 1
             for n in range(1, total + 1):
-                if n == total:
-                    result = {
-                        "content": [{"type": "text", "text": f"done after {total - 1} steps"}]
-                    }
-                    data = jsonrpc({"id": request["id"], "result": result})
-                else:
-                    progress = {"progress": n, "total": total - 1, "message": f"step {n}"}
-                    params = {"progressToken": token, **progress}
-                    data = jsonrpc({"method": "notifications/progress", "params": params})
+                data = call_data(request["id"], token, n, total, knobs.payload_bytes)
                 event = StoredEvent(await self.allocate(stream, slot), data)
                 self.store(stream, event, keep=not in_range(n, knobs.replay_evicted))
                 if not live:
@@ -331,6 +342,62 @@ class ProfileServer:
                 # cancels this generator when uvicorn reports the disconnect).
                 await asyncio.sleep(STALL_SECONDS)
         finally:
+            self.calls_finished += 1
+            if self.calls_finished >= max(knobs.interleaved_calls, 1):
+                self.calls_done.set()
+
+    async def queued_tool_call(
+        self, stream: EventStream, request: dict, knobs: ServerKnobs
+    ) -> AsyncIterator[bytes]:
+        """The tools/call stream of a server with a bounded send queue: a producer task
+        puts events in, this generator is the writer (Starlette awaits the ASGI send for
+        each chunk it yields before asking for the next; uvicorn makes that send wait
+        while the transport is paused, i.e. while the socket's buffers are full)."""
+        queue = SendQueue(knobs.send_queue)
+        producer = asyncio.create_task(self.produce(stream, request, knobs, queue))
+        try:
+            async for chunk in queue.writer():
+                yield chunk
+        finally:
+            producer.cancel()
+
+    async def produce(
+        self, stream: EventStream, request: dict, knobs: ServerKnobs, queue: SendQueue
+    ) -> None:
+        """The tool: priming, progress notifications and result into ``queue``.
+
+        Bursts make the evicted IDs the same on every run whatever the buffers hold: the
+        ``burst`` is produced while the writer is idle, so it takes it whole in one send
+        that overfills the transport (uvicorn pauses writing); the next event's send then
+        waits, and only once it has waited :data:`BLOCKED_SECONDS` is the
+        ``blocked_burst`` produced, into an empty queue: its first events are evicted
+        by the later ones."""
+        try:
+            params = request.get("params", {})
+            token = params.get("_meta", {}).get("progressToken", request["id"])
+            steps = params.get("arguments", {}).get("steps")
+            if knobs.priming:
+                priming = StoredEvent(self.ids.allocate(stream.number), "", replayable=False)
+                self.store(stream, priming, keep=True)
+                primed = sse_event("", priming.event_id, retry=knobs.retry_ms)
+                queue.offer(priming.event_id, primed)
+            total = knobs.events_per_call if steps is None else steps + 1
+            bursts = [span for span in (knobs.burst, knobs.blocked_burst) if span]
+            for n in range(1, total + 1):
+                data = call_data(request["id"], token, n, total, knobs.payload_bytes)
+                event = StoredEvent(self.ids.allocate(stream.number), data)
+                self.store(stream, event, keep=True)
+                if knobs.burst and n == knobs.burst[0]:
+                    await queue.idle()
+                elif knobs.blocked_burst and n == knobs.blocked_burst[0]:
+                    await queue.blocked(BLOCKED_SECONDS)
+                elif knobs.blocked_burst and n == knobs.blocked_burst[1] + 1:
+                    await queue.idle()  # the client caught up: back to the usual pace
+                if not any(in_range(n, span) for span in bursts):
+                    await asyncio.sleep(knobs.event_interval)
+                queue.offer(event.event_id, sse_event(data, event.event_id))
+        finally:
+            queue.close()
             self.calls_finished += 1
             if self.calls_finished >= max(knobs.interleaved_calls, 1):
                 self.calls_done.set()
@@ -418,6 +485,9 @@ STREAM_FAULTS = (
     "backpressure_after",
     "backpressure_unflushed",
     "replay_evicted",
+    "send_queue",
+    "burst",
+    "blocked_burst",
 )
 
 
@@ -425,6 +495,79 @@ def honest(knobs: ServerKnobs) -> ServerKnobs:
     """``knobs`` without the stream faults: same numbering and timing, nothing lost."""
     defaults = {f.name: f.default for f in fields(ServerKnobs) if f.name in STREAM_FAULTS}
     return replace(knobs, **defaults)
+
+
+class SendQueue:
+    """A bounded queue of serialized events between a producer and one writer.
+
+    A careless server: when the queue is full, :meth:`offer` evicts the oldest queued event
+    (its ID stays assigned, it is never written, nothing tells the client).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.queued: deque[tuple[str, bytes]] = deque()
+        self.evicted: list[str] = []
+        self.sending_since: float | None = None  # the writer's send started then, not done
+        self.closed = False
+        self.ready = asyncio.Event()  # set: something queued, or closed
+
+    def offer(self, event_id: str, chunk: bytes) -> None:
+        if len(self.queued) >= self.capacity:
+            self.evicted.append(self.queued.popleft()[0])
+        self.queued.append((event_id, chunk))
+        self.ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+
+    async def writer(self) -> AsyncIterator[bytes]:
+        """Everything queued, as one chunk per send, until closed and empty."""
+        while True:
+            await self.ready.wait()
+            if not self.queued:
+                return  # closed
+            chunk = b"".join(c for _, c in self.queued)
+            self.queued.clear()
+            if not self.closed:
+                self.ready.clear()
+            self.sending_since = time.monotonic()
+            yield chunk  # resumed once the send returned
+            self.sending_since = None
+
+    async def idle(self) -> None:
+        """Until the writer has sent everything queued (it waits for the next event)."""
+        await self.poll(lambda: not self.queued and self.sending_since is None)
+
+    async def blocked(self, seconds: float) -> None:
+        """Until the writer's send has been waiting ``seconds`` (the socket is full)."""
+
+        def waited() -> bool:
+            since = self.sending_since
+            return since is not None and time.monotonic() - since >= seconds
+
+        await self.poll(waited)
+
+    async def poll(self, condition: Callable[[], bool]) -> None:
+        """Wait for ``condition``; give up after :data:`STALL_SECONDS` (the capture's
+        wire check then reports what the scenario failed to produce)."""
+        deadline = time.monotonic() + STALL_SECONDS
+        while not condition() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
+def call_data(request_id: object, token: object, n: int, total: int, pad: int) -> str:
+    """Data event ``n`` of ``total`` of a tools/call: a progress notification (its message
+    padded to about ``pad`` bytes), the JSON-RPC result last."""
+    if n == total:
+        result = {"content": [{"type": "text", "text": f"done after {total - 1} steps"}]}
+        return jsonrpc({"id": request_id, "result": result})
+    message = f"step {n}"
+    if pad > len(message):
+        message += ": " + (FILLER * (pad // len(FILLER) + 1))[: pad - len(message) - 2]
+    params = {"progressToken": token, "progress": n, "total": total - 1, "message": message}
+    return jsonrpc({"method": "notifications/progress", "params": params})
 
 
 def session_header(session: str) -> dict[str, str]:
@@ -436,8 +579,13 @@ def in_range(n: int, span: tuple[int, int] | None) -> bool:
 
 
 @contextmanager
-def running_server(app: object, port: int) -> Iterator[str]:
-    """Run ``app`` on uvicorn at 127.0.0.1:``port`` in a thread; yield the /mcp URL."""
+def running_server(app: object, port: int, send_buffer: int | None = None) -> Iterator[str]:
+    """Run ``app`` on uvicorn at 127.0.0.1:``port`` in a thread; yield the /mcp URL.
+
+    ``send_buffer``: SO_SNDBUF of the listening socket, which accepted connections inherit
+    with the lock that turns Linux's send-buffer autotuning off (socket(7)); on loopback
+    autotuning would otherwise let the kernel absorb megabytes before the writer waits.
+    """
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -447,7 +595,15 @@ def running_server(app: object, port: int) -> Iterator[str]:
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    sockets = None
+    if send_buffer is not None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        listener.bind(("127.0.0.1", port))
+        sockets = [listener]
+    run = partial(server.run, sockets=sockets)
+    thread = threading.Thread(target=run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:

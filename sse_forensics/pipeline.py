@@ -16,9 +16,11 @@ from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.ingest.inputs import expand_inputs, merged_frames
+from sse_forensics.ingest.inputs import classify_inputs, merged_frames
 from sse_forensics.ingest.packets import Frame
 from sse_forensics.reassembly.capture import Reassembly, reassemble
+from sse_forensics.reassembly.from_logs import exchanges_from_logs
+from sse_forensics.verdicts import PROVIDED_BY
 
 ScanProgress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage ``"read"`` counts input bytes (estimated from the
@@ -60,25 +62,51 @@ def _scan_gc() -> Iterator[None]:
 @dataclass(slots=True)
 class ScanResult:
     paths: list[str]  # as the user gave them
-    inputs: list[str]  # the capture files they expanded to
+    inputs: list[str]  # the capture and log files they expanded to
     reassembly: Reassembly
     facts: Facts
     findings: list[Finding] = field(default_factory=list)
     rule_errors: list[str] = field(default_factory=list)
+    not_judged: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def errors(self) -> list[ReadError]:
         return self.reassembly.errors
 
 
+@dataclass(frozen=True, slots=True)
+class LogOptions:
+    """How to read logs: ``access_format`` (``nginx:<log_format>``, ``apache:<LogFormat>``
+    or a preset name) and ``log_map`` (a TOML field map), as in docs/logs.md."""
+
+    access_format: str | None = None
+    log_map: str | None = None
+
+
+def _add_logs(reassembly: Reassembly, logs: list[str], options: LogOptions) -> None:
+    """Read the logs and append what they describe as exchanges on pseudo-connections."""
+    from sse_forensics.ingest.logs import read_logs  # only scans with logs pay for it
+
+    log_set = read_logs(logs, access_format=options.access_format, log_map=options.log_map)
+    first_id = max((c.id for c in reassembly.connections), default=0) + 1
+    connections, exchanges = exchanges_from_logs(log_set, first_id)
+    reassembly.connections.extend(connections)
+    reassembly.exchanges.extend(exchanges)
+    reassembly.errors.extend(log_set.errors)
+    reassembly.log_stats = log_set.stats
+
+
 def reassemble_paths(
     paths: list[str],
     config: AnalysisConfig | None = None,
     progress: ScanProgress | None = None,
+    logs: LogOptions | None = None,
 ) -> tuple[list[str], Facts, Reassembly]:
-    """Read the captures at ``paths`` (files or directories, merged in time order) and build
-    the fact tables. Raises ``UnreadableInput`` for a path that is not a capture at all."""
-    inputs = expand_inputs(paths)
+    """Read the captures and logs at ``paths`` (files or directories; captures merged in time
+    order) and build the fact tables. Raises ``UnreadableInput`` for a path that is neither
+    a capture nor a log, or a log format that does not fit."""
+    logs = logs or LogOptions()
+    inputs, log_files = classify_inputs(paths, logs.access_format)
     capture = merged_frames(inputs)
     frames: Iterable[Frame | ReadError] = capture
     if progress is not None:
@@ -86,10 +114,12 @@ def reassemble_paths(
         frames = _reading(frames, total, progress)
     with _scan_gc():
         reassembly = reassemble(frames, capture.stats)
+        if log_files:
+            _add_logs(reassembly, log_files, logs)
         if progress is not None:
             progress("facts", 0, 1)
         facts = build_facts(reassembly, config)
-    return inputs, facts, reassembly
+    return inputs + log_files, facts, reassembly
 
 
 def scan_paths(
@@ -98,11 +128,25 @@ def scan_paths(
     rule_dirs: list[Path] | None = None,
     rules: RuleSet | None = None,
     progress: ScanProgress | None = None,
+    logs: LogOptions | None = None,
 ) -> ScanResult:
-    inputs, facts, reassembly = reassemble_paths(paths, config, progress)
+    inputs, facts, reassembly = reassemble_paths(paths, config, progress, logs)
     rules = rules or load_rules(rule_dirs)
     if progress is not None:
         progress("rules", 0, 1)
     with _scan_gc():
-        findings = evaluate(rules, facts.tables)
-    return ScanResult(list(paths), inputs, reassembly, facts, findings, list(rules.errors))
+        findings, not_judged = evaluate(rules, facts.tables, evidence_provided(reassembly))
+    return ScanResult(
+        list(paths), inputs, reassembly, facts, findings, list(rules.errors), not_judged
+    )
+
+
+def evidence_provided(reassembly: Reassembly) -> frozenset[str]:
+    """The kinds of evidence the inputs give (``verdicts.PROVIDED_BY``)."""
+    provided: set[str] = set()
+    if reassembly.frames:
+        provided |= PROVIDED_BY["capture"]
+    for file in reassembly.log_stats.get("files", []):  # type: ignore[union-attr]
+        kind = file.get("kind", "")
+        provided |= PROVIDED_BY["event-log" if kind == "event-log" else "access-log"]
+    return frozenset(provided) if provided else PROVIDED_BY["capture"]

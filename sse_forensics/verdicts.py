@@ -17,3 +17,18 @@ SEVERITIES = ("info", "low", "medium", "high", "critical")
 
 def classification_rank(classification: str) -> int:
     return CLASSIFICATIONS.index(classification) if classification in CLASSIFICATIONS else -1
+
+
+# What a rule may need from the evidence (its ``needs``), and which inputs provide it.
+EVIDENCE_KINDS = (
+    "event-ids",  # the IDs of the events each response carried, in order
+    "event-payloads",  # the events' data (to recognise the same event on two streams)
+    "requests",  # request lines, Last-Event-ID, statuses
+    "request-bodies",  # JSON-RPC request bodies (re-issued calls, protocol version)
+    "response-headers",  # response headers such as Cache-Control
+)
+PROVIDED_BY = {
+    "capture": frozenset(EVIDENCE_KINDS),
+    "event-log": frozenset({"event-ids"}),
+    "access-log": frozenset({"requests"}),
+}

@@ -12,6 +12,7 @@ import polars as pl
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.engine.rule import Rule
+from sse_forensics.verdicts import EVIDENCE_KINDS
 
 _FORMATTER = string.Formatter()
 GAP_KEYS = ("first", "last", "count")
@@ -81,10 +82,21 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
     return findings
 
 
-def evaluate(rules: RuleSet, tables: Mapping[str, pl.DataFrame]) -> list[Finding]:
-    """Every rule over its table; findings sorted most severe first, then by time."""
+def evaluate(
+    rules: RuleSet,
+    tables: Mapping[str, pl.DataFrame],
+    provided: frozenset[str] = frozenset(EVIDENCE_KINDS),
+) -> tuple[list[Finding], list[dict[str, object]]]:
+    """Every rule the evidence can judge, over its table; findings sorted most severe
+    first, then by time. Also returns the rules not judged, with the evidence they lack
+    (a scan of access logs alone cannot see replayed event IDs, say)."""
     findings: list[Finding] = []
+    not_judged: list[dict[str, object]] = []
     for rule in rules.rules:
+        lacking = [n for n in rule.needs if n not in provided]
+        if lacking:
+            not_judged.append({"rule": rule.id, "lacks": lacking})
+            continue
         findings.extend(evaluate_rule(rule, tables[rule.table]))
     findings.sort(key=Finding.sort_key)
-    return findings
+    return findings, not_judged

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from sse_forensics.facts.tables import TABLE_SCHEMAS
-from sse_forensics.verdicts import CLASSIFICATIONS, SEVERITIES
+from sse_forensics.verdicts import CLASSIFICATIONS, EVIDENCE_KINDS, SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "table", "where", "message", "rationale", "remediation")
 
@@ -35,6 +35,7 @@ class Rule:
     evidence: tuple[str, ...] = ("evidence",)
     fingerprint: tuple[str, ...] = ("session_id", "stream", "first", "last")
     gap_columns: tuple[str, str, str] = ("first", "last", "count")  # the finding's gap
+    needs: tuple[str, ...] = tuple(EVIDENCE_KINDS)  # evidence it cannot be judged without
     example: str = ""
     references: tuple[str, ...] = ()
     path: str = ""
@@ -74,6 +75,9 @@ def load_rule(path: Path) -> Rule:
         unknown = [c for c in raw.get(key, []) if c not in columns]
         if unknown:
             raise RuleError(f"{path}: {key} names unknown column(s) {', '.join(unknown)}")
+    needs = raw.get("needs", list(EVIDENCE_KINDS))
+    if not isinstance(needs, list) or not set(needs) <= set(EVIDENCE_KINDS):
+        raise RuleError(f"{path}: 'needs' is a list of {', '.join(EVIDENCE_KINDS)}")
     gap = raw.get("gap", {})
     if not isinstance(gap, dict) or set(gap) - {"first", "last", "count"}:
         raise RuleError(f"{path}: 'gap' maps first/last/count to column names")
@@ -95,6 +99,7 @@ def load_rule(path: Path) -> Rule:
         evidence=tuple(raw.get("evidence", ["evidence"])),
         fingerprint=tuple(raw.get("fingerprint", ["session_id", "stream", "first", "last"])),
         gap_columns=gap_columns,
+        needs=tuple(needs),
         example=str(raw.get("example", "")).strip(),
         references=tuple(raw.get("references", [])),
         path=str(path),

@@ -73,6 +73,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
             gaps.append(gap)
         resumes.append((s, gap))
     for g in gaps:
+        g.codec = codecs[g.stream.session.session_id]
         _client_reaction(g, streams, requests)
         attribute(g, streams, gaps)
     resume_rows = [
@@ -158,6 +159,8 @@ def _session_row(r: SessionRecord, streams: list[StreamRecord], gaps: list[GapRe
         s
         for s in mine
         if s.exchange.is_event_stream
+        and s.exchange.response is not None
+        and s.exchange.response.head_captured
         and "no-store" not in (header(s.exchange.response_headers, "cache-control") or "").lower()
     ]
     ev = []

@@ -93,10 +93,38 @@ def _server_closed(origin: StreamRecord) -> list[Evidence]:
     return []
 
 
+# Words in an event log's eviction ``reason``/``where`` that name the cause.
+_LOG_CAUSES = (
+    (("replay", "store", "history", "retention"), REPLAY_BUFFER_TRUNCATION),
+    (("backpressure", "slow", "queue", "buffer", "full", "lag", "send"), BACKPRESSURE_EVICTION),
+    (("close", "disconnect", "shutdown"), DISCARD_ON_CLOSE),
+)
+
+
+def _from_event_log(gap: GapRecord) -> str | None:
+    """The server's own account: what its event log says about the evicted IDs."""
+    log = gap.stream.exchange.log
+    if log is None or not log.evicted_why:
+        return None
+    for event_id, why in log.evicted_why.items():
+        in_gap = gap.covers(event_id, gap.codec) if gap.codec else event_id in gap.missing_ids
+        if not in_gap:
+            continue
+        text = why.lower()
+        for words, cause in _LOG_CAUSES:
+            if any(w in text for w in words):
+                return cause
+    return None
+
+
 def attribute(gap: GapRecord, streams: list[StreamRecord], gaps: list[GapRecord]) -> None:
     """Set ``gap.cause`` and ``gap.cause_evidence``."""
     if gap.holes:
         gap.cause, gap.cause_evidence = CAPTURE_LOSS, []
+        return
+    logged = _from_event_log(gap)
+    if logged is not None:
+        gap.cause, gap.cause_evidence = logged, []  # the eviction records are cited already
         return
     if gap.location == "live":
         found = _backpressure(gap)

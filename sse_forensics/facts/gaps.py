@@ -14,6 +14,7 @@ and "What counts as what").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
@@ -23,6 +24,8 @@ from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STR
 from sse_forensics.reassembly.exchange import BodyHole
 
 Verdict = Literal["expected_gap", "silent_corruption", "indeterminate"]
+# A gap of thousands of events cites the first few eviction records, not all of them.
+MAX_EVICTED_CITED = 20
 Location = Literal["live", "resume"]
 
 
@@ -55,6 +58,7 @@ class GapRecord:
     reissue: RequestRecord | None = None  # the client re-issued the originating request
     client_continued: bool = False  # the stream went on after the gap, or was resumed
     cause: str = "unknown"  # see facts.causes
+    codec: IdCodec | None = None  # how the session's IDs read (set by the fact builder)
     cause_evidence: list[Evidence] = field(default_factory=list)
 
     @property
@@ -80,6 +84,14 @@ class GapRecord:
                 and self.keys.first <= key.seq <= (self.keys.last or self.keys.first)
             )
         return event_id in self.missing_ids or event_id == self.first
+
+    def _evicted_ids(self, evicted: dict) -> list[str]:
+        """The IDs of this gap that the server's event log recorded as evicted."""
+        if self.missing_ids:
+            return [i for i in self.missing_ids if i in evicted]
+        if self.codec is None:
+            return []
+        return [i for i in evicted if self.covers(i, self.codec)]
 
     def evidence(self) -> list[Evidence]:
         out: list[Evidence] = []
@@ -109,6 +121,10 @@ class GapRecord:
             span = hole.span
             out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
         out.extend(self.cause_evidence)
+        log = self.stream.exchange.log
+        if log is not None:
+            for event_id in self._evicted_ids(log.evicted)[:MAX_EVICTED_CITED]:
+                out.append(evidence(log.evicted[event_id], f"event log: {event_id} evicted"))
         if self.reissue is not None:
             r = self.reissue
             out.append(evidence(r.origin, f"client re-issued {r.method} as JSON-RPC id {r.rpc_id}"))
@@ -229,6 +245,8 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
                 used_signals.add(sig.position)
                 break
         gaps.append(gap)
+    if not codec.arithmetic and stream.exchange.log is not None:
+        gaps.extend(_log_order_gaps(stream, signals, used_signals))
     for sig in signals:
         if sig.position in used_signals or sig.signal is None or not sig.signal.valid:
             continue
@@ -252,6 +270,48 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
             )
         )
     return gaps
+
+
+def _log_order_gaps(
+    stream: StreamRecord, signals: list[EventRecord], used_signals: set[int]
+) -> list[GapRecord]:
+    """Opaque IDs allow no arithmetic, but an event log gives the producer's order: IDs
+    emitted between two consecutive written events and never written here are missing."""
+    log = stream.exchange.log
+    position = {event_id: n for n, event_id in enumerate(log.emitted)}
+    written = [e for e in stream.events if e.kind == "data" and e.carries_id]
+    delivered = {e.sse.id_field for e in written}
+    out: list[GapRecord] = []
+    for a, b in pairwise(written):
+        ia, ib = position.get(a.sse.id_field), position.get(b.sse.id_field)
+        if ia is None or ib is None or ib <= ia + 1:
+            continue
+        missing = [i for i in log.emitted[ia + 1 : ib] if i not in delivered]
+        if not missing:
+            continue
+        gap = GapRecord(
+            "live",
+            stream,
+            "producer-order",
+            missing[0],
+            missing[-1],
+            len(missing),
+            before=a,
+            after=b,
+            missing_ids=missing,
+        )
+        for sig in signals:
+            if (
+                sig.position > a.position
+                and sig.signal is not None
+                and (sig.signal.first == missing[0] and sig.signal.last == missing[-1])
+            ):
+                gap.signal, gap.signal_event = STREAM_GAP, sig
+                gap.signal_late = sig.position > b.position
+                used_signals.add(sig.position)
+                break
+        out.append(gap)
+    return out
 
 
 def observed_order(stream: StreamRecord, streams: list[StreamRecord]) -> list[EventRecord]:

@@ -77,8 +77,13 @@ def build_streams(
             kind=kind,
             last_event_id=leid.strip() if leid is not None else None,
         )
+        # An event log says itself which records are data and which are signals.
+        log_kinds = ex.log.kinds if ex.log is not None else None
         for position, sse in enumerate(ex.events):
-            kind_, rpc = classify(sse)
+            if log_kinds is not None:
+                kind_, rpc = log_kinds[position], None
+            else:
+                kind_, rpc = classify(sse)
             signal = parse_signal(sse.event, sse.data) if kind_ == "signal" else None
             rec.events.append(EventRecord(rec, position, sse, kind_, signal=signal, rpc=rpc))
         streams.append(rec)

@@ -12,6 +12,41 @@ from sse_forensics.ingest.packets import Frame
 from sse_forensics.ingest.pcap import CaptureReader, CaptureStats, sniff_capture
 
 
+def classify_inputs(
+    paths: list[str], access_format: str | None = None
+) -> tuple[list[str], list[str]]:
+    """Split ``paths`` into capture files and log files (each told by its content, not its
+    name). A directory contributes the captures and logs directly in it; other files in it
+    are skipped. A file given by name that is neither raises :class:`UnreadableInput`."""
+    from sse_forensics.ingest.logs import sniff_log  # logs are optional input: load lazily
+
+    captures: list[str] = []
+    logs: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                candidate = os.path.join(path, name)
+                if not os.path.isfile(candidate) or name.startswith("."):
+                    continue
+                if sniff_capture(candidate):
+                    captures.append(candidate)
+                elif sniff_log(candidate, access_format=access_format):
+                    logs.append(candidate)
+        elif not os.path.exists(path):
+            raise UnreadableInput(path, "no such file or directory")
+        elif sniff_capture(path):
+            captures.append(path)
+        elif sniff_log(path, access_format=access_format):
+            logs.append(path)
+        else:
+            raise UnreadableInput(
+                path,
+                "neither a pcap/pcapng capture nor a log this tool recognises "
+                "(for an access log, give its format with --log-format)",
+            )
+    return captures, logs
+
+
 def expand_inputs(paths: list[str]) -> list[str]:
     """Files as given; a directory stands for the capture files directly in it (by magic
     number, sorted by name). A path that does not exist raises :class:`UnreadableInput`."""

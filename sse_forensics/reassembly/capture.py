@@ -54,6 +54,7 @@ class Reassembly:
     tcp_segments: int = 0
     capture_stats: dict[str, CaptureStats] = field(default_factory=dict)
     loss: CaptureLoss = field(default_factory=CaptureLoss)
+    log_stats: dict[str, object] = field(default_factory=dict)  # read_logs' stats, if any
 
 
 class _ConnectionAnalyzer:

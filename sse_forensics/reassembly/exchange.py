@@ -44,6 +44,7 @@ class Exchange:
     partials: list = field(default_factory=list)  # list[SSEPartialBlock]: blocks a hole cut
     trailing: bytes = b""
     body_bytes: int = 0
+    log: object | None = None  # from_logs.LogStreamInfo: what an event log adds
 
     @property
     def request_headers(self) -> Headers:

@@ -54,10 +54,12 @@ def scan_document(result: ScanResult) -> bytes:
             "resumes": result.facts.tables["resumes"].height,
         },
         "capture_loss": result.reassembly.loss.as_dict(),
+        "logs": result.reassembly.log_stats or None,
         "verdicts": dict(counts),
         "sessions": session_summaries(result),
         "findings": [f.as_dict() for f in result.findings],
         "errors": [e.as_dict() for e in result.errors],
         "rule_errors": result.rule_errors,
+        "not_judged": result.not_judged,
     }
     return orjson.dumps(doc, option=_OPTS | orjson.OPT_INDENT_2) + b"\n"

@@ -68,8 +68,11 @@ def _gap_span(f: Finding) -> str:
 
 
 def _frames(f: Finding) -> str:
-    frames = sorted({e.get("frame") for e in f.evidence if e.get("frame") is not None})
-    return ",".join(str(x) for x in frames[:6]) + ("…" if len(frames) > 6 else "")
+    """Where to look: capture frame numbers, then log line numbers (``L12``)."""
+    places = sorted({e["frame"] for e in f.evidence if e.get("frame") is not None})
+    lines = sorted({e["line"] for e in f.evidence if e.get("line") is not None})
+    shown = [str(x) for x in places] + [f"L{x}" for x in lines]
+    return ",".join(shown[:6]) + ("…" if len(shown) > 6 else "")
 
 
 def findings_table(findings: list[Finding]) -> Table:
@@ -77,7 +80,7 @@ def findings_table(findings: list[Finding]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     for col in ("#", "verdict", "severity", "rule"):
         table.add_column(col, no_wrap=True, justify="right" if col == "#" else "left")
-    for col in ("session", "gap (events)", "frames"):
+    for col in ("session", "gap (events)", "frames/lines"):
         table.add_column(col, overflow="fold")
     for n, f in enumerate(findings, 1):
         table.add_row(
@@ -92,6 +95,17 @@ def findings_table(findings: list[Finding]) -> Table:
     return table
 
 
+def _read_summary(result: ScanResult) -> str:
+    r = result.reassembly
+    parts = []
+    if r.frames or not r.log_stats:
+        tcp = sum(1 for c in r.connections if not c.community_id.startswith("log:"))
+        parts.append(f"{r.frames} frames, {tcp} TCP connections")
+    if r.log_stats:
+        parts.append(f"{r.log_stats.get('lines', 0)} log lines")
+    return ", ".join(parts)
+
+
 def render_scan(console: Console, result: ScanResult) -> None:
     tables = result.facts.tables
     counts = Counter(f.classification for f in result.findings)
@@ -99,8 +113,7 @@ def render_scan(console: Console, result: ScanResult) -> None:
     console.print(
         Text.assemble(
             ("Scanned ", "bold"),
-            f"{len(result.inputs)} file(s): {result.reassembly.frames} frames, "
-            f"{len(result.reassembly.connections)} TCP connections, "
+            f"{len(result.inputs)} file(s): {_read_summary(result)}, "
             f"{tables['sessions'].height} session(s) ({len(affected)} with findings), "
             f"{tables['streams'].height} event stream(s), "
             f"{tables['events'].height} SSE events, {tables['resumes'].height} resume(s).",
@@ -138,6 +151,16 @@ def render_scan(console: Console, result: ScanResult) -> None:
             )
     for msg in result.rule_errors:
         console.print(Text(f"rule not loaded: {printable(msg, 300)}", style="red"))
+    if result.not_judged:
+        lacking = sorted({k for item in result.not_judged for k in item["lacks"]})
+        rules = ", ".join(str(item["rule"]) for item in result.not_judged)
+        console.print(
+            Text(
+                f"Not judged for lack of evidence ({', '.join(lacking)}; a capture has it): "
+                f"{rules}",
+                style="yellow",
+            )
+        )
 
     bad = sorted(
         {f.session_id for f in result.findings if f.classification != EXPECTED_GAP and f.session_id}

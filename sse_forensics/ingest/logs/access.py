@@ -178,9 +178,16 @@ def parse_access_chunk(
     # Stage 2: "-" → null, escapes undone, converted; checks on what must parse.
     columns: dict[str, pl.Expr] = {}
     extra: list[pl.Expr] = []
+    text_columns = [f"v:{v.column}" for v in fmt.variables if v.convert in (F.STR, F.REQUEST_LINE)]
+    if escaped and text_columns:
+        # Undo escapes only in the columns that hold some (one cheap pass for all).
+        found = frame.select(pl.col(c).str.contains("\\", literal=True).any() for c in text_columns)
+        needs_unescape = {c for c in text_columns if found[c][0]}
+    else:
+        needs_unescape = set()
     for var in fmt.variables:
         raw = _present(pl.col(f"v:{var.column}"))
-        if escaped and var.convert in (F.STR, F.REQUEST_LINE):
+        if f"v:{var.column}" in needs_unescape:
             raw = _unescape(raw)
         if var.convert == F.REQUEST_LINE:
             parts = raw.str.splitn(" ", 3)

@@ -394,13 +394,19 @@ def apply_map(
                 used_top.add(str(path[0]))
         if not found:
             continue
+        target = schema[column]
+        if target != pl.String and all(d.is_numeric() for _, d in found):
+            # Numbers stay numbers (epoch ts, status, sizes): no detour through text.
+            number = pl.coalesce([e.cast(pl.Float64) for e, _ in found])
+            value = number * rule.scale if rule.scale is not None else number
+            exprs.append(value.cast(target).alias(column))
+            continue
         text = pl.coalesce([_as_string(e, d) for e, d in found])
         text = pl.when(~text.is_in(["", "-"])).then(text)
         if rule.strip_port:
             text = text.str.replace(r"^\[(.*)\]:\d+$", "$1").str.replace(r"^([^:]*):\d+$", "$1")
         if rule.values:
             text = text.replace(dict(rule.values))
-        target = schema[column]
         if column == "ts":
             value = timestamp(text)
         elif target == pl.String:
