@@ -69,7 +69,8 @@ def prefixed(stream: int, first: int, last: int) -> list[str]:
 
 def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[[int], object]:
     def run(port: int) -> object:
-        with running_server(ProfileServer(knobs).app(), port, knobs.send_buffer) as url:
+        buffers = (knobs.send_buffer, knobs.write_high_water)
+        with running_server(ProfileServer(knobs).app(), port, *buffers) as url:
             return run_plan(url, plan)
 
     return run
@@ -535,17 +536,18 @@ def new_rule_scenarios(knobs: Callable[..., ServerKnobs], drop7: ClientPlan) -> 
 
 def backpressure_scenarios(knobs: Callable[..., ServerKnobs]) -> list[Scenario]:
     """Real slow-consumer backpressure over loopback: a zero window, then eviction."""
-    # 3 KB events; the burst (8-37, ~90 KB in one send) overfills the client's window, the
-    # server's 16 KB send buffer and uvicorn's 64 KB transport high-water mark, so the send
-    # of 38 waits; 39-47 are produced while it does: 39-43 are evicted by 44-47.
+    # 3 KB events; the burst (8-17, ~30 KB in one send) overfills the client's window, the
+    # server's send buffer (SO_SNDBUF 4096: 8 KB) and a 4 KB transport high-water mark, so
+    # the send of 18 waits; 19-33 are produced while it does: 19-23 are evicted by 24-33.
     evicting = knobs(
         "backpressure-eviction",
-        events_per_call=50,
+        events_per_call=40,
         payload_bytes=3000,
-        send_queue=4,
-        burst=(8, 37),
-        blocked_burst=(39, 47),
-        send_buffer=8192,
+        send_queue=10,
+        burst=(8, 17),
+        blocked_burst=(19, 33),
+        send_buffer=4096,
+        write_high_water=4096,
     )
     slow = SlowConsumer(receive_buffer=4096, pause_after=7, pause_seconds=2.0)
     return [
@@ -553,20 +555,20 @@ def backpressure_scenarios(knobs: Callable[..., ServerKnobs]) -> list[Scenario]:
             "backpressure-eviction",
             "A slow consumer (4 KB SO_RCVBUF, reads 2 KB every 5 ms) stops reading after "
             "event 7 for 2 s: its window closes and the server's writer blocks in send. The "
-            "server's bounded send queue (4 events of 3 KB) overflows and it evicts the "
-            "oldest queued events, 39-43, keeps counting and sends no stream-gap; the client "
-            "reads on to the result (50).",
+            "server's bounded send queue (10 events of 3 KB) overflows and it evicts the "
+            "oldest queued events, 19-23, keeps counting and sends no stream-gap; the client "
+            "reads on to the result (40).",
             profile(evicting, ClientPlan(slow_consumer=slow)),
             [
-                finding(rule, "silent_corruption", "39", "43")
+                finding(rule, "silent_corruption", "19", "23")
                 for rule in (
                     "missing-stream-gap",
                     "resumable-while-evicting",
                     "client-accepted-gap",
                 )
             ],
-            wire_ids=ints(0, 38) + ints(44, 50),
-            exchanges=session(call(2, 45)),
+            wire_ids=ints(0, 18) + ints(24, 40),
+            exchanges=session(call(2, 35)),
             verify_tcp=client_window_closed,
         ),
     ]

@@ -29,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 PROTOCOL_VERSION = "2025-11-25"  # answered when the client asks for none
 IdScheme = Literal["int", "prefixed", "opaque"]
@@ -91,6 +92,7 @@ class ServerKnobs:
     burst: tuple[int, int] | None = None  # data events produced at once, writer idle
     blocked_burst: tuple[int, int] | None = None  # ... at once, writer blocked in send
     send_buffer: int | None = None  # SO_SNDBUF of the listening socket (connections inherit it)
+    write_high_water: int | None = None  # uvicorn pauses writing above this many bytes buffered
 
 
 @dataclass
@@ -578,13 +580,28 @@ def in_range(n: int, span: tuple[int, int] | None) -> bool:
     return span is not None and span[0] <= n <= span[1]
 
 
+def high_water(limit: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol with the transport's write high-water mark at ``limit``."""
+
+    class SmallWriteBuffer(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            transport.set_write_buffer_limits(high=limit)
+
+    return SmallWriteBuffer
+
+
 @contextmanager
-def running_server(app: object, port: int, send_buffer: int | None = None) -> Iterator[str]:
+def running_server(
+    app: object, port: int, send_buffer: int | None = None, write_high_water: int | None = None
+) -> Iterator[str]:
     """Run ``app`` on uvicorn at 127.0.0.1:``port`` in a thread; yield the /mcp URL.
 
     ``send_buffer``: SO_SNDBUF of the listening socket, which accepted connections inherit
     with the lock that turns Linux's send-buffer autotuning off (socket(7)); on loopback
     autotuning would otherwise let the kernel absorb megabytes before the writer waits.
+    ``write_high_water``: the asyncio transport's high-water mark (64 KiB by default), above
+    which uvicorn's flow control makes the ASGI ``send`` wait.
     """
     config = uvicorn.Config(
         app,
@@ -593,6 +610,7 @@ def running_server(app: object, port: int, send_buffer: int | None = None) -> It
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=2,
+        http=AutoHTTPProtocol if write_high_water is None else high_water(write_high_water),
     )
     server = uvicorn.Server(config)
     sockets = None

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.report.escape import printable
+from sse_forensics.verdicts import classification_rank
+
+if TYPE_CHECKING:
+    from sse_forensics.engine.registry import RuleSet
+    from sse_forensics.pipeline import LogOptions, ScanResult
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -51,7 +59,31 @@ class Scheme(StrEnum):
 
 Paths = Annotated[
     list[str],
-    typer.Argument(help="Capture files (pcap/pcapng) or directories; merged in time order."),
+    typer.Argument(
+        help="Captures (pcap/pcapng), logs (access logs, server event logs; plain, .gz, .zst) "
+        "or directories of them; captures are merged in time order."
+    ),
+]
+FailOnOpt = Annotated[
+    FailOn, typer.Option(help="Exit 1 if a finding at or above this verdict exists.")
+]
+RulesOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--rules", help="Extra directory of rule files (repeatable)."),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress bar, even on a terminal.")
+]
+LogFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Access-log format: 'nginx:<log_format>', 'apache:<LogFormat>' or a preset "
+        "(common, combined, mcp, apache-mcp); detected when omitted."
+    ),
+]
+LogMapOpt = Annotated[
+    Path | None,
+    typer.Option(help="TOML file mapping your JSON log fields to the canonical ones."),
 ]
 SessionHeader = Annotated[str, typer.Option(help="Header that carries the session ID.")]
 PathRegex = Annotated[
@@ -82,6 +114,48 @@ def analysis_config(
         id_scheme=None if id_scheme is Scheme.auto else id_scheme.value,
         prefixed_regex=prefixed_regex,
     )
+
+
+def log_options(log_format: str | None, log_map: Path | None) -> LogOptions:
+    from sse_forensics.pipeline import LogOptions
+
+    if log_map is not None and not log_map.is_file():
+        usage_error(f"--log-map: no such file: {printable(log_map, 300)}")
+    return LogOptions(log_format, str(log_map) if log_map is not None else None)
+
+
+def run_scan(
+    paths: list[str],
+    config: AnalysisConfig,
+    rule_dirs: list[Path] | None,
+    logs: LogOptions,
+    show_progress: bool,
+) -> tuple[ScanResult, RuleSet]:
+    """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
+    be read at all (or a log format that does not fit) is a usage error, exit 2."""
+    from sse_forensics.engine.registry import load_rules
+    from sse_forensics.pipeline import scan_paths
+    from sse_forensics.report.terminal import scan_progress
+
+    ruleset = load_rules(rule_dirs)
+    try:
+        with scan_progress(Console(stderr=True), show_progress) as progress:
+            result = scan_paths(paths, config, rules=ruleset, progress=progress, logs=logs)
+    except UnreadableInput as exc:
+        usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
+    except ValueError as exc:  # a log format string or field map that does not compile
+        usage_error(printable(str(exc), 400))
+    return result, ruleset
+
+
+def exit_code(result: ScanResult, fail_on: FailOn) -> int:
+    if fail_on is not FailOn.never:
+        threshold = classification_rank(fail_on.value)
+        if any(classification_rank(f.classification) >= threshold for f in result.findings):
+            return EXIT_FINDINGS
+    if result.errors:
+        return EXIT_READ_ERRORS
+    return EXIT_OK
 
 
 def usage_error(message: str) -> NoReturn:

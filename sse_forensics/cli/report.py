@@ -1,4 +1,4 @@
-"""``sse-forensics report``: the findings as one self-contained HTML file for a ticket."""
+"""``sse-forensics report``: one self-contained HTML file for a ticket."""
 
 from __future__ import annotations
 
@@ -13,17 +13,22 @@ from rich.text import Text
 from sse_forensics.cli.common import (
     DEFAULTS,
     FailOn,
+    FailOnOpt,
     IdSchemeOpt,
+    LogFormatOpt,
+    LogMapOpt,
     PathRegex,
     Paths,
     PrefixedRegex,
+    RulesOpt,
     Scheme,
     SessionHeader,
     analysis_config,
+    exit_code,
+    log_options,
+    run_scan,
     usage_error,
 )
-from sse_forensics.cli.scan import _exit_code
-from sse_forensics.errors import UnreadableInput
 from sse_forensics.report.escape import printable
 
 
@@ -32,46 +37,37 @@ def report(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The HTML file to write, e.g. incident.html.")
     ],
-    fail_on: Annotated[
-        FailOn, typer.Option(help="Exit 1 if a finding at or above this verdict exists.")
-    ] = FailOn.silent_corruption,
-    rules: Annotated[
-        list[Path] | None,
-        typer.Option("--rules", help="Extra directory of rule files (repeatable)."),
-    ] = None,
+    fail_on: FailOnOpt = FailOn.silent_corruption,
+    rules: RulesOpt = None,
     session_header: SessionHeader = DEFAULTS.session_header,
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    log_format: LogFormatOpt = None,
+    log_map: LogMapOpt = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no closing line.")
     ] = False,
 ) -> None:
     """Write one self-contained HTML report (summary, findings with rationale and
     remediation, a plot per affected session); it makes no network fetch when opened."""
-    from sse_forensics.engine.registry import load_rules
-    from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.html import render_report
-    from sse_forensics.report.terminal import scan_progress
 
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
-    ruleset = load_rules(rules)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
-        with scan_progress(err, not quiet and sys.stderr.isatty()) as progress:
-            result = scan_paths(paths, config, rules=ruleset, progress=progress)
-    except UnreadableInput as exc:
-        usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
+    show_progress = not quiet and sys.stderr.isatty()
+    result, ruleset = run_scan(
+        paths, config, rules, log_options(log_format, log_map), show_progress
+    )
     try:
         output.write_text(render_report(result, ruleset), encoding="utf-8")
     except OSError as exc:
         usage_error(f"{printable(output, 300)}: cannot write the report: {exc.strerror}")
     if not quiet:
         sessions = len({f.session_id for f in result.findings if f.session_id})
-        err.print(
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
             Text(
                 f"wrote {printable(output, 300)}: {len(result.findings)} finding(s) in "
                 f"{sessions} session(s), {len(result.errors)} input problem(s)"
             )
         )
-    raise typer.Exit(_exit_code(result, fail_on))
+    raise typer.Exit(exit_code(result, fail_on))

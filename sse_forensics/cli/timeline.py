@@ -13,6 +13,8 @@ from sse_forensics.cli.common import (
     EXIT_OK,
     EXIT_READ_ERRORS,
     IdSchemeOpt,
+    LogFormatOpt,
+    LogMapOpt,
     PathRegex,
     Paths,
     PrefixedRegex,
@@ -20,6 +22,7 @@ from sse_forensics.cli.common import (
     SessionHeader,
     TimelineFormat,
     analysis_config,
+    log_options,
     usage_error,
 )
 from sse_forensics.errors import UnreadableInput
@@ -42,6 +45,8 @@ def timeline(
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    log_format: LogFormatOpt = None,
+    log_map: LogMapOpt = None,
 ) -> None:
     """Show what happened per session, in time order: requests and Last-Event-ID, statuses,
     SSE events as ID runs, gaps with their verdicts, signals, missing bytes, FIN/RST."""
@@ -49,10 +54,13 @@ def timeline(
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
+    logs = log_options(log_format, log_map)
     try:
-        _, facts, reassembly = reassemble_paths(paths, config)
+        _, facts, reassembly = reassemble_paths(paths, config, logs=logs)
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
+    except ValueError as exc:  # a log format string or field map that does not compile
+        usage_error(printable(str(exc), 400))
     if format is TimelineFormat.jsonl:
         sys.stdout.buffer.write(timeline_jsonl(timeline_records(reassembly, facts, session)))
     else:
