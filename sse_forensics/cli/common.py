@@ -121,6 +121,13 @@ def log_options(log_format: str | None, log_map: Path | None) -> LogOptions:
 
     if log_map is not None and not log_map.is_file():
         usage_error(f"--log-map: no such file: {printable(log_map, 300)}")
+    if log_format is not None:
+        from sse_forensics.ingest.logs import compile_format
+
+        try:  # fail fast, naming the field, before any file is read
+            compile_format(log_format)
+        except ValueError as exc:
+            usage_error(f"--log-format: {printable(str(exc), 400)}")
     return LogOptions(log_format, str(log_map) if log_map is not None else None)
 
 

@@ -36,7 +36,9 @@ def classify_inputs(
             raise UnreadableInput(path, "no such file or directory")
         elif sniff_capture(path):
             captures.append(path)
-        elif sniff_log(path, access_format=access_format):
+        elif sniff_log(path, access_format=access_format) or access_format is not None:
+            # With a format given, a named file is read as that log: the reader then says
+            # exactly where its first line stops matching.
             logs.append(path)
         else:
             raise UnreadableInput(
