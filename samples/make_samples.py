@@ -627,17 +627,9 @@ ID_LINE = re.compile(rb"^id: ?([^\r\n]*)\r?$", re.MULTILINE)
 
 def wire_event_ids(pcap: Path, port: int) -> list[str]:
     """Every SSE ``id:`` line the server sent, from the capture (TCP payloads by sequence)."""
-    segments: dict[tuple[int, int], bytes] = {}
-    with pcap.open("rb") as handle:
-        for _, buf in dpkt.pcap.Reader(handle):
-            ip = dpkt.ethernet.Ethernet(buf).data
-            tcp = ip.data
-            if isinstance(tcp, dpkt.tcp.TCP) and tcp.sport == port and tcp.data:
-                segments[(tcp.dport, tcp.seq)] = bytes(tcp.data)
-    connections: dict[int, bytes] = {}
-    for (client_port, _), payload in sorted(segments.items()):
-        connections[client_port] = connections.get(client_port, b"") + payload
-    return [m.decode() for body in connections.values() for m in ID_LINE.findall(body)]
+    streams = tcp_streams(pcap, port)
+    bodies = [b"".join(d for _, _, d in segs) for (_, sent), segs in streams.items() if sent]
+    return [m.decode() for body in bodies for m in ID_LINE.findall(body)]
 
 
 def check_capture(scenario: Scenario, pcap: Path, port: int) -> list[str]:
@@ -695,16 +687,32 @@ class Exchange:
 
 
 def tcp_streams(pcap: Path, port: int) -> dict[tuple[int, bool], list[tuple[int, float, bytes]]]:
-    """(client port, from server?) -> its payload segments (seq, ts, bytes), deduplicated."""
-    streams: dict[tuple[int, bool], dict[int, tuple[float, bytes]]] = {}
+    """(client port, from server?) -> its payload segments (seq, ts, bytes) in sequence order,
+    each byte once: a retransmission keeps only bytes not seen before (Linux resends the
+    tail of a segment a full receive buffer dropped, starting inside the original)."""
+    streams: dict[tuple[int, bool], list[tuple[int, float, bytes]]] = {}
     with pcap.open("rb") as handle:
         for ts, buf in dpkt.pcap.Reader(handle):
             tcp = dpkt.ethernet.Ethernet(buf).data.data
             if not isinstance(tcp, dpkt.tcp.TCP) or not tcp.data:
                 continue
             key = (tcp.dport, True) if tcp.sport == port else (tcp.sport, False)
-            streams.setdefault(key, {}).setdefault(tcp.seq, (ts, bytes(tcp.data)))
-    return {key: [(q, t, d) for q, (t, d) in sorted(segs.items())] for key, segs in streams.items()}
+            streams.setdefault(key, []).append((tcp.seq, ts, bytes(tcp.data)))
+    return {key: without_overlaps(segments) for key, segments in streams.items()}
+
+
+def without_overlaps(segments: list[tuple[int, float, bytes]]) -> list[tuple[int, float, bytes]]:
+    """``segments`` by sequence number (first capture first), trimmed to bytes not yet covered.
+    Raw sequence numbers: fine for captures far shorter than 2**31 bytes from one ISN."""
+    kept: list[tuple[int, float, bytes]] = []
+    covered = None  # sequence number after the last byte kept
+    for seq, ts, data in sorted(segments, key=lambda s: (s[0], s[1])):
+        if covered is not None and seq < covered:
+            data, seq = data[covered - seq :], covered
+        if data:
+            kept.append((seq, ts, data))
+            covered = seq + len(data)
+    return kept
 
 
 def parse_messages(data: bytes) -> list[tuple[int, Message]]:

@@ -43,6 +43,7 @@ GROUPS: list[tuple[str, list[str]]] = [
         "Server: live streams",
         ["missing-stream-gap", "gap-signal-late", "non-monotonic-id", "resumable-while-evicting"],
     ),
+    ("Evidence sources", ["sources-disagree"]),
     (
         "Server: resumes and replays",
         [

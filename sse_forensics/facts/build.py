@@ -11,6 +11,7 @@ from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
+from sse_forensics.facts.join import Disagreement, join_logs
 from sse_forensics.facts.jsonrpc import parse_messages
 from sse_forensics.facts.model import (
     EventRecord,
@@ -50,11 +51,12 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
     config = config or AnalysisConfig()
     connections = {c.id: c for c in reassembly.connections}
     by_exchange, sessions = attribute_sessions(reassembly.exchanges, connections, config)
-    streams = build_streams(reassembly.exchanges, connections, by_exchange)
+    exchanges, disagreements = join_logs(reassembly.exchanges, by_exchange)
+    streams = build_streams(exchanges, connections, by_exchange)
     link_resumes(streams)
     codecs = assign_ids(streams, config)
     taken = counter_scopes(streams)
-    requests = RequestIndex(collect_requests(reassembly.exchanges, by_exchange))
+    requests = RequestIndex(collect_requests(exchanges, by_exchange))
     judge = ReplayJudge(streams, codecs, requests)
 
     gaps: list[GapRecord] = []
@@ -99,6 +101,9 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": frame("signals", [row for s in streams for row in _signal_rows(s)]),
         "requests": frame("requests", _request_rows(requests, streams)),
+        "disagreements": frame(
+            "disagreements", _disagreement_rows(disagreements, streams, connections)
+        ),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
     return Facts(tables, streams, sessions, gaps, list(reassembly.errors), by_exchange)
@@ -548,3 +553,30 @@ def _json_answers(ex) -> set[str | None]:
         for m in parse_messages(bytes(ex.response_body)) or []
         if m.kind in ("response", "error")
     }
+
+
+def _disagreement_rows(
+    disagreements: list[Disagreement], streams: list[StreamRecord], connections: dict
+) -> list[dict]:
+    """Where the event log and the capture of the same stream tell different stories."""
+    by_exchange = {id(s.exchange): s for s in streams}
+    rows = []
+    for d in disagreements:
+        s = by_exchange.get(id(d.capture))
+        if s is None:
+            continue
+        ev = [evidence(d.origin, d.what)]
+        if s.response_origin is not None:
+            ev.append(evidence(s.response_origin, f"captured response {s.label}"))
+        rows.append(
+            {
+                **_common(s),
+                "response_stream": s.key,
+                "event_id": d.event_id,
+                "kind": d.kind,
+                "evidence_complete": not s.exchange.holes,
+                "ts": d.origin.ts if d.origin else s.first_ts,
+                "evidence": evidence_json(ev),
+            }
+        )
+    return rows

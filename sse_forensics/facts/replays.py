@@ -104,7 +104,7 @@ class ReplayJudge:
         li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
 
         facts.bd_last_written = self._backpressure_w(same_logical)
-        facts.cursor_attempt = self._attempt(r, same_logical)
+        facts.cursor_attempt = self._attempt(r, earlier)
         facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
         facts.later_events_known = self._later_events(r, lk, order, li)
         facts.client_adjusted, facts.last_seen_id = self._adjusted(r, earlier, codec, lk)
@@ -176,10 +176,22 @@ class ReplayJudge:
         return w
 
     @staticmethod
-    def _attempt(r: StreamRecord, same_logical: list[StreamRecord]) -> int:
-        """How many resumes in a row asked for this Last-Event-ID with nothing delivered."""
+    def _attempt(r: StreamRecord, earlier: list[StreamRecord]) -> int:
+        """How many resumes in a row asked for this Last-Event-ID with nothing delivered.
+
+        Resumes whose stream the inputs never showed (an access log alone) continue "the
+        stream of that Last-Event-ID in that session": they are counted together."""
+
+        def same_stream(s: StreamRecord) -> bool:
+            if s.logical is r.logical:
+                return True
+            unlinked = s.resumed_from is None and r.resumed_from is None
+            return unlinked and s.session is r.session and s.last_event_id == r.last_event_id
+
         attempt = 1
-        for s in reversed(same_logical):
+        for s in reversed(earlier):
+            if not same_stream(s):
+                continue
             if s.data_events():
                 break
             if s.kind == "resume" and s.last_event_id == r.last_event_id:

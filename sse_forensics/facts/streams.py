@@ -80,7 +80,7 @@ def build_streams(
         # An event log says itself which records are data and which are signals.
         log_kinds = ex.log.kinds if ex.log is not None else None
         for position, sse in enumerate(ex.events):
-            if log_kinds is not None:
+            if log_kinds:
                 kind_, rpc = log_kinds[position], None
             else:
                 kind_, rpc = classify(sse)

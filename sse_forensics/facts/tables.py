@@ -202,6 +202,15 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "status": pl.Int64,
         "response_complete": pl.Boolean,
     },
+    "disagreements": {
+        **_STREAM_COMMON,
+        "response_stream": pl.String,
+        "event_id": pl.String,
+        "kind": pl.String,  # log-only | capture-only
+        "evidence_complete": pl.Boolean,
+        "ts": pl.Float64,
+        "evidence": EVIDENCE,
+    },
 }
 
 
