@@ -6,11 +6,18 @@ the JSON-RPC result; ``GET /mcp`` with ``Last-Event-ID`` replays a stream from i
 buffer (linked by event ID, never by URL). Every way of losing events the samples need is a
 knob of :class:`ServerKnobs`, so each scenario is the same honest server told to misbehave in
 one precise way. Not part of the package: only ``samples/make_samples.py`` uses it.
+
+Given a :class:`ServerLog`, the server also writes the logs a production deployment would
+leave (docs/logs.md): an nginx-format access log (preset ``mcp``), one line per request when
+its response ends, and a JSON-lines event log, one record per thing that happened to an
+event, written by the producer, the send queue and the replay code as it happens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
+import itertools
 import json
 import random
 import socket
@@ -22,7 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
-from typing import Literal
+from pathlib import Path
+from typing import IO, Any, Literal
 
 import uvicorn
 from starlette.applications import Starlette
@@ -45,6 +53,12 @@ KEEPALIVE_SECONDS = 0.5  # between the `: ping` comments of a replay that sends 
 # far above a send that merely yields to the event loop, far below the client's pause.
 BLOCKED_SECONDS = 0.3
 FILLER = "the quick brown fox jumps over the lazy dog "  # pads progress messages
+# Event-log eviction records (docs/logs.md): `where` the event was dropped, and why.
+LIVE_QUEUE = "live-queue"  # before it was written on the live stream
+REPLAY_BUFFER = "replay-buffer"  # from what a resume can replay
+QUEUE_FULL = "send queue full"  # SendQueue overflow: the writer is blocked in send
+LIVE_LOSS = "dropped by the producer"  # the live_evicted knob: a careless server
+REPLAY_LOSS = "not retained"  # the replay_evicted knob: the buffer lost it
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,7 @@ class EventStream:
     number: int
     session: str
     faulty: bool  # the scenario's misbehaviour applies to this stream
+    exchange: str | None = None  # the HTTP exchange that opened it (the event log's `request`)
     assigned: list[str] = field(default_factory=list)  # every ID handed out, evicted or not
     events: list[StoredEvent] = field(default_factory=list)  # the replay buffer
     written: dict[str, StoredEvent] = field(default_factory=dict)  # every event, by ID
@@ -184,8 +199,9 @@ def jsonrpc(payload: dict) -> str:
 class ProfileServer:
     """State of one server instance: its sessions, their streams and the ID counter."""
 
-    def __init__(self, knobs: ServerKnobs) -> None:
+    def __init__(self, knobs: ServerKnobs, log: ServerLog | None = None) -> None:
         self.knobs = knobs
+        self.log = log
         self.ids = EventIdAllocator(knobs.id_scheme, knobs.shared_counter, knobs.seed)
         self.sessions: list[str] = []
         self.streams: list[EventStream] = []
@@ -195,8 +211,24 @@ class ProfileServer:
         self.turn = asyncio.Condition()
         self.calls_done = asyncio.Event()
 
-    def app(self) -> Starlette:
-        return Starlette(routes=[Route("/mcp", self.endpoint, methods=["POST", "GET", "DELETE"])])
+    def app(self) -> Any:
+        app = Starlette(routes=[Route("/mcp", self.endpoint, methods=["POST", "GET", "DELETE"])])
+        return app if self.log is None else AccessLog(app, self.log)
+
+    def note(
+        self,
+        kind: str,
+        stream: EventStream,
+        event_id: str | None = None,
+        exchange: str | None = None,
+        last_event_id: str | None = None,
+        **what: object,
+    ) -> None:
+        """One event-log record about ``stream`` (nothing without a log); ``exchange``
+        defaults to the request that opened the stream."""
+        if self.log is not None:
+            exchange = exchange or stream.exchange
+            self.log.event(kind, stream, event_id, exchange, last_event_id, **what)
 
     # --- HTTP ---------------------------------------------------------------------------
     async def endpoint(self, request: Request) -> Response:
@@ -209,8 +241,8 @@ class ProfileServer:
             return Response(status_code=200, headers=session_header(session))
         last_event_id = request.headers.get("last-event-id")
         if last_event_id is not None:
-            return self.resume(last_event_id, session)
-        return self.standalone_stream(session)
+            return self.resume(last_event_id, session, exchange_of(request))
+        return self.standalone_stream(session, exchange_of(request))
 
     def error(self, status: int, request_id: object, message: str, session: str) -> JSONResponse:
         body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": message}}
@@ -240,7 +272,7 @@ class ProfileServer:
         if "id" not in message:  # a notification (initialized, cancelled)
             return Response(status_code=202, headers=session_header(session))
         if method == "tools/call":
-            stream = self.new_stream(session)
+            stream = self.new_stream(session, exchange_of(request))
             # A server that disconnects slow streams closes the connection, not just the body.
             closes = stream.faulty and self.knobs.backpressure_after is not None
             return self.event_stream(self.tool_call(stream, message), session, close=closes)
@@ -257,10 +289,10 @@ class ProfileServer:
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     # --- streams ------------------------------------------------------------------------
-    def new_stream(self, session: str) -> EventStream:
+    def new_stream(self, session: str, exchange: str | None) -> EventStream:
         number = len(self.streams) + 1
         faulty = self.knobs.faulty_streams is None or number in self.knobs.faulty_streams
-        stream = EventStream(number, session, faulty)
+        stream = EventStream(number, session, faulty, exchange)
         self.streams.append(stream)
         return stream
 
@@ -279,11 +311,29 @@ class ProfileServer:
         return event_id
 
     def store(self, stream: EventStream, event: StoredEvent, keep: bool) -> None:
+        """A new event (the producer ``emitted`` it), kept for replay unless ``keep`` is
+        False: then the replay buffer lost it at once (``evicted`` there)."""
         stream.assigned.append(event.event_id)
         stream.written[event.event_id] = event
         self.event_index[event.event_id] = stream
+        self.note("emitted", stream, event.event_id)
         if keep:
             stream.events.append(event)
+        else:
+            self.note("evicted", stream, event.event_id, reason=REPLAY_LOSS, where=REPLAY_BUFFER)
+
+    def written(self, stream: EventStream, event_id: str, chunk: bytes, **to: str | None) -> bytes:
+        """``chunk`` (event ``event_id``), noted as handed to the socket: the caller yields
+        it to Starlette, which passes it to the ASGI send at once. ``to``: the exchange and
+        Last-Event-ID of a replay (default: the live stream)."""
+        self.note("written", stream, event_id, **to)
+        return chunk
+
+    def signal(self, stream: EventStream, event: dict, **to: str | None) -> bytes:
+        """A control event (PROFILE.md signals), noted as sent, as it goes on the wire."""
+        self.note("control", stream, event=event, **to)
+        fields = {k: v for k, v in event.items() if k != "type"}
+        return sse_event(json.dumps(fields), event=event["type"])
 
     async def tool_call(self, stream: EventStream, request: dict) -> AsyncIterator[bytes]:
         """The result stream of one tools/call: priming, progress notifications, result.
@@ -307,7 +357,8 @@ class ProfileServer:
             if knobs.priming:
                 priming = StoredEvent(await self.allocate(stream, slot), "", replayable=False)
                 self.store(stream, priming, keep=True)
-                yield sse_event("", priming.event_id, retry=knobs.retry_ms)
+                primed = sse_event("", priming.event_id, retry=knobs.retry_ms)
+                yield self.written(stream, priming.event_id, primed)
             total = knobs.events_per_call if steps is None else steps + 1
             for n in range(1, total + 1):
                 data = call_data(request["id"], token, n, total, knobs.payload_bytes)
@@ -316,26 +367,35 @@ class ProfileServer:
                 if not live:
                     continue  # the tool keeps producing into the replay buffer
                 if in_range(n, knobs.live_evicted):
-                    continue  # a careless server evicts events and keeps counting
+                    # A careless server evicts events and keeps counting.
+                    self.note("evicted", stream, event.event_id, reason=LIVE_LOSS, where=LIVE_QUEUE)
+                    continue
                 gap = knobs.live_evicted
                 signal_now = knobs.signal_stream_gap and gap and n == gap[1] + 1
                 if signal_now and not knobs.stream_gap_late:
                     yield self.stream_gap_event(stream, gap)
                 await asyncio.sleep(knobs.event_interval)
                 unflushed = n == knobs.backpressure_after and knobs.backpressure_unflushed
-                if not unflushed:  # else: still queued when the server dropped the queue
-                    yield sse_event(data, event.event_id)
+                if unflushed:  # still queued when the server dropped the queue
+                    reason = "dropped at backpressure-disconnect"
+                    self.note("evicted", stream, event.event_id, reason=reason, where=LIVE_QUEUE)
+                else:
+                    yield self.written(stream, event.event_id, sse_event(data, event.event_id))
                 if signal_now and knobs.stream_gap_late:  # after the data event it covers for
                     yield self.stream_gap_event(stream, gap)
                 if knobs.resend and n == knobs.resend[0]:  # a retry bug: an old event again
                     again = stream.written[self.id_of(stream, knobs.resend[1])]
                     await asyncio.sleep(knobs.event_interval)
-                    yield sse_event(again.data, again.event_id)
+                    yield self.written(
+                        stream, again.event_id, sse_event(again.data, again.event_id)
+                    )
                 if knobs.keepalive_every and n % knobs.keepalive_every == 0 and n < total:
                     yield b": ping\n\n"
                 if n == knobs.backpressure_after:
-                    payload = json.dumps({"last_written_id": wire_id(event.event_id)})
-                    yield sse_event(payload, event="backpressure-disconnect")
+                    last = wire_id(event.event_id)
+                    yield self.signal(
+                        stream, {"type": "backpressure-disconnect", "last_written_id": last}
+                    )
                     live = False
                 elif n == knobs.live_stop_after:
                     live = False
@@ -355,7 +415,7 @@ class ProfileServer:
         puts events in, this generator is the writer (Starlette awaits the ASGI send for
         each chunk it yields before asking for the next; uvicorn makes that send wait
         while the transport is paused, i.e. while the socket's buffers are full)."""
-        queue = SendQueue(knobs.send_queue)
+        queue = SendQueue(knobs.send_queue, partial(self.note, stream=stream))
         producer = asyncio.create_task(self.produce(stream, request, knobs, queue))
         try:
             async for chunk in queue.writer():
@@ -406,17 +466,16 @@ class ProfileServer:
 
     def stream_gap_event(self, stream: EventStream, gap: tuple[int, int]) -> bytes:
         """`stream-gap` {first, last}: the IDs the evicted data events were assigned."""
-        first = self.id_of(stream, gap[0])
-        last = self.id_of(stream, gap[1])
-        payload = json.dumps({"first": wire_id(first), "last": wire_id(last)})
-        return sse_event(payload, event="stream-gap")
+        first = wire_id(self.id_of(stream, gap[0]))
+        last = wire_id(self.id_of(stream, gap[1]))
+        return self.signal(stream, {"type": "stream-gap", "first": first, "last": last})
 
     def id_of(self, stream: EventStream, data_event: int) -> str:
         """ID assigned to data event ``data_event`` (1-based) of ``stream``."""
         offset = 0 if self.knobs.priming else 1
         return stream.assigned[data_event - offset]
 
-    def resume(self, last_event_id: str, session: str) -> Response:
+    def resume(self, last_event_id: str, session: str, exchange: str | None) -> Response:
         """GET with Last-Event-ID: replay what follows that ID on the stream it was seen on."""
         stream = self.event_index.get(last_event_id)
         status = self.knobs.resume_status
@@ -427,7 +486,8 @@ class ProfileServer:
             return self.error(status, None, "Internal Server Error: replay failed", session)
         if self.knobs.empty_replay is not None:
             return self.event_stream(self.empty_replay(), session)
-        return self.event_stream(self.replay(stream, last_event_id), session)
+        replay = self.replay(stream, last_event_id, exchange)
+        return self.event_stream(replay, session)
 
     async def empty_replay(self) -> AsyncIterator[bytes]:
         """A 200 that replays nothing: it ends at once, or sends only keep-alive comments."""
@@ -437,9 +497,12 @@ class ProfileServer:
                 await asyncio.sleep(KEEPALIVE_SECONDS)
                 yield b": ping\n\n"
 
-    async def replay(self, stream: EventStream, requested: str) -> AsyncIterator[bytes]:
+    async def replay(
+        self, stream: EventStream, requested: str, exchange: str | None
+    ) -> AsyncIterator[bytes]:
         """What the replay buffer still holds after ``requested``, in ID order (or, per the
         knobs, the whole buffer, from ``requested`` itself, plus a foreign event)."""
+        to = {"exchange": exchange, "last_event_id": requested}
         rank = {event_id: i for i, event_id in enumerate(stream.assigned)}
         start = rank[requested] + (0 if self.knobs.replay_inclusive else 1)
         if self.knobs.replay_from_oldest:
@@ -450,16 +513,17 @@ class ProfileServer:
             pending.append(foreign.written[self.knobs.replay_foreign])
         if self.knobs.signal_resume_gap and pending:
             oldest = wire_id(pending[0].event_id)
-            payload = {"requested": wire_id(requested), "oldest_retained": oldest}
-            yield sse_event(json.dumps(payload), event="resume-gap")
+            signal = {"type": "resume-gap", "requested": wire_id(requested)}
+            yield self.signal(stream, {**signal, "oldest_retained": oldest}, **to)
         for event in pending:
             await asyncio.sleep(self.knobs.event_interval)
-            yield sse_event(event.data, event.event_id)
+            yield self.written(stream, event.event_id, sse_event(event.data, event.event_id), **to)
 
-    def standalone_stream(self, session: str) -> Response:
+    def standalone_stream(self, session: str, exchange: str | None) -> Response:
         if not self.knobs.standalone_events:
             return Response(status_code=405, headers=session_header(session))
-        return self.event_stream(self.notifications(self.new_stream(session)), session)
+        stream = self.new_stream(session, exchange)
+        return self.event_stream(self.notifications(stream), session)
 
     async def notifications(self, stream: EventStream) -> AsyncIterator[bytes]:
         """Standalone GET stream: quiet until the calls finish, then a few notifications."""
@@ -467,14 +531,15 @@ class ProfileServer:
         if self.knobs.priming:
             priming = StoredEvent(self.ids.allocate(stream.number), "", replayable=False)
             self.store(stream, priming, keep=True)
-            yield sse_event("", priming.event_id, retry=self.knobs.retry_ms)
+            primed = sse_event("", priming.event_id, retry=self.knobs.retry_ms)
+            yield self.written(stream, priming.event_id, primed)
         for n in range(1, self.knobs.standalone_events + 1):
             params = {"level": "info", "logger": "profile-server", "data": f"notice {n}"}
             data = jsonrpc({"method": "notifications/message", "params": params})
             event = StoredEvent(self.ids.allocate(stream.number), data)
             self.store(stream, event, keep=True)
             await asyncio.sleep(self.knobs.event_interval)
-            yield sse_event(data, event.event_id)
+            yield self.written(stream, event.event_id, sse_event(data, event.event_id))
 
 
 # The knobs that make a stream misbehave; a stream outside ``faulty_streams`` has none.
@@ -506,8 +571,9 @@ class SendQueue:
     (its ID stays assigned, it is never written, nothing tells the client).
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, note: Callable[..., None] | None = None) -> None:
         self.capacity = capacity
+        self.note = note or (lambda *args, **kw: None)  # event-log records: evicted, written
         self.queued: deque[tuple[str, bytes]] = deque()
         self.evicted: list[str] = []
         self.sending_since: float | None = None  # the writer's send started then, not done
@@ -516,7 +582,9 @@ class SendQueue:
 
     def offer(self, event_id: str, chunk: bytes) -> None:
         if len(self.queued) >= self.capacity:
-            self.evicted.append(self.queued.popleft()[0])
+            evicted = self.queued.popleft()[0]
+            self.evicted.append(evicted)
+            self.note("evicted", event_id=evicted, reason=QUEUE_FULL, where=LIVE_QUEUE)
         self.queued.append((event_id, chunk))
         self.ready.set()
 
@@ -531,6 +599,8 @@ class SendQueue:
             if not self.queued:
                 return  # closed
             chunk = b"".join(c for _, c in self.queued)
+            for event_id, _ in self.queued:  # one send hands them all to the socket
+                self.note("written", event_id=event_id)
             self.queued.clear()
             if not self.closed:
                 self.ready.clear()
@@ -570,6 +640,161 @@ def call_data(request_id: object, token: object, n: int, total: int, pad: int) -
         message += ": " + (FILLER * (pad // len(FILLER) + 1))[: pad - len(message) - 2]
     params = {"progressToken": token, "progress": n, "total": total - 1, "message": message}
     return jsonrpc({"method": "notifications/progress", "params": params})
+
+
+# --- logs --------------------------------------------------------------------------------
+class ServerLog:
+    """The logs of one server run, in ``directory``: ``access.log`` in nginx's ``mcp``
+    format and ``events.jsonl``, the event log (docs/logs.md, canonical schema). Each line is
+    flushed as written, so the files are complete whenever the server is."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.access_path = directory / "access.log"
+        self.events_path = directory / "events.jsonl"
+        self.access_file: IO[str] = self.access_path.open("w", encoding="utf-8")
+        self.events_file: IO[str] = self.events_path.open("w", encoding="utf-8")
+        self.exchanges = itertools.count(1)
+
+    def next_exchange(self) -> str:
+        """An identifier for the next HTTP exchange (the event log's ``request``)."""
+        return f"x{next(self.exchanges):04d}"
+
+    def event(
+        self,
+        kind: str,
+        stream: EventStream,
+        event_id: str | None,
+        exchange: str | None,
+        last_event_id: str | None,
+        **what: object,
+    ) -> None:
+        """One record: ``kind`` emitted | written | evicted | control, at this moment."""
+        record: dict[str, object] = {
+            "ts": round(time.time(), 6),
+            "session": stream.session,
+            "stream": f"stream-{stream.number}",
+            "event_id": event_id,
+            "kind": kind,
+            **what,
+        }
+        if exchange is not None:
+            record["request"] = exchange
+        if last_event_id is not None:
+            record["last_event_id"] = last_event_id
+        self.events_file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.events_file.flush()
+
+    def access(self, line: str) -> None:
+        self.access_file.write(line + "\n")
+        self.access_file.flush()
+
+    def close(self) -> None:
+        self.access_file.close()
+        self.events_file.close()
+
+
+def nginx_value(value: str | None) -> str:
+    """A variable as nginx logs it: ``-`` when empty, ``"`` and ``\\`` and bytes outside
+    printable ASCII as ``\\xHH`` (ngx_http_log_module, escape=default)."""
+    if not value:
+        return "-"
+    out = []
+    for byte in value.encode():
+        printable = 0x20 <= byte < 0x7F and byte not in (0x22, 0x5C)
+        out.append(chr(byte) if printable else f"\\x{byte:02X}")
+    return "".join(out)
+
+
+def mcp_access_line(
+    scope: dict, started: float, ended: float, status: int, body_bytes: int, sent_session: str
+) -> str:
+    """The nginx ``mcp`` preset line (sse_forensics.ingest.logs.formats):
+    ``$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent
+    "$http_referer" "$http_user_agent" "$http_last_event_id" "$http_mcp_session_id"
+    "$sent_http_mcp_session_id" $request_time``; ``$time_local`` is when the line is
+    written (the response ended), ``$request_time`` the seconds since the request began."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    client = scope.get("client") or ("-", 0)
+    target = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
+    if scope.get("query_string"):
+        target += "?" + scope["query_string"].decode("latin-1")
+    request = f"{scope['method']} {target} HTTP/{scope.get('http_version', '1.1')}"
+    time_local = time.strftime("%d/%b/%Y:%H:%M:%S %z", time.localtime(ended))
+    quoted = [
+        headers.get("referer"),
+        headers.get("user-agent"),
+        headers.get("last-event-id"),
+        headers.get("mcp-session-id"),
+        sent_session,
+    ]
+    fields = " ".join(f'"{nginx_value(v)}"' for v in quoted)
+    return (
+        f'{client[0]} - - [{time_local}] "{nginx_value(request)}" {status} {body_bytes} '
+        f"{fields} {ended - started:.3f}"
+    )
+
+
+class AccessLog:
+    """ASGI middleware writing one access-log line per request when its response ends (or
+    the client went away): status and body bytes as sent, ``499`` when no response began
+    (nginx's "client closed request"). It also names the exchange for the event log:
+    ``scope["state"]["exchange"]``."""
+
+    def __init__(self, app: Any, log: ServerLog) -> None:
+        self.app = app
+        self.log = log
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope.setdefault("state", {})["exchange"] = self.log.next_exchange()
+        started = time.time()
+        sent = {"status": 499, "bytes": 0, "session": ""}
+
+        async def counting_send(message: dict) -> None:
+            await send(message)
+            if message["type"] == "http.response.start":
+                sent["status"] = message["status"]
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        sent["session"] = value.decode("latin-1")
+            elif message["type"] == "http.response.body":
+                sent["bytes"] += len(message.get("body", b""))
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            line = mcp_access_line(
+                scope, started, time.time(), sent["status"], sent["bytes"], sent["session"]
+            )
+            self.log.access(line)
+
+
+def exchange_of(request: Request) -> str | None:
+    """The exchange identifier :class:`AccessLog` gave this request (None: no logs)."""
+    return request.scope.get("state", {}).get("exchange")
+
+
+def rotate(path: Path, keep_lines: int) -> Path:
+    """Rotate ``path`` as logrotate with ``compress`` would have at the moment it held
+    ``keep_lines`` lines: those go to ``<path>.1.gz``, the rest stay in ``path``."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    rotated = path.with_name(path.name + ".1.gz")
+    with gzip.open(rotated, "wb") as out:
+        out.writelines(lines[:keep_lines])
+    path.write_bytes(b"".join(lines[keep_lines:]))
+    return rotated
+
+
+def gzip_file(path: Path) -> Path:
+    """``path`` compressed to ``<path>.gz`` (the original removed)."""
+    packed = path.with_name(path.name + ".gz")
+    with gzip.open(packed, "wb") as out:
+        out.write(path.read_bytes())
+    path.unlink()
+    return packed
 
 
 def session_header(session: str) -> dict[str, str]:

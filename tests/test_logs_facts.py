@@ -155,3 +155,28 @@ def test_capture_and_event_log_join_with_disagreement(tmp_path: Path) -> None:
     )
     (disagree,) = [f for f in joined.findings if f.rule == "sources-disagree"]
     assert disagree.gap["first"] == "99" and disagree.classification == "indeterminate"
+
+
+def test_legacy_sse_transport_session_from_query_and_endpoint_event() -> None:
+    """2024-11-05 HTTP+SSE: the session is a query parameter of the POST endpoint, which the
+    GET stream announces in its first event."""
+    from sse_forensics.facts.config import AnalysisConfig
+    from sse_forensics.facts.sessions import attribute_sessions
+    from sse_forensics.provenance import Origin
+    from sse_forensics.reassembly.exchange import Exchange
+    from sse_forensics.reassembly.flows import Connection
+    from sse_forensics.reassembly.http_events import RequestHead
+    from sse_forensics.sse import SSEParser
+
+    o = Origin("cap", 1, T0)
+    stream = Exchange(1, 0)
+    stream.request = RequestHead(0, "GET", "/sse", "HTTP/1.1", [], o)
+    stream.events = SSEParser().feed(b"event: endpoint\ndata: /messages/?session_id=ab12\n\n")
+    post = Exchange(2, 0)
+    post.request = RequestHead(0, "POST", "/messages/?session_id=ab12", "HTTP/1.1", [], o)
+    conns = {
+        n: Connection(n, ("10.0.0.1", 40000 + n), ("10.0.0.2", 80), f"1:c{n}", o, o) for n in (1, 2)
+    }
+    by_exchange, _ = attribute_sessions([stream, post], conns, AnalysisConfig())
+    assert by_exchange[(1, 0)] is by_exchange[(2, 0)]
+    assert by_exchange[(1, 0)].session_id == "ab12" and not by_exchange[(1, 0)].inferred

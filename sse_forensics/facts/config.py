@@ -12,6 +12,7 @@ from sse_forensics.facts.ids import DEFAULT_PREFIXED, IdScheme
 class AnalysisConfig:
     session_header: str = "Mcp-Session-Id"
     session_path_regex: str = r"/session/(?P<session>[^/]+)/"
+    session_query_params: tuple[str, ...] = ("session_id", "sessionId")
     id_scheme: IdScheme | None = None  # None: auto-detect per session
     prefixed_regex: str = DEFAULT_PREFIXED
     protocol_version_header: str = "MCP-Protocol-Version"

@@ -1,14 +1,16 @@
 """Which MCP session each exchange belongs to (PROFILE.md, "Sessions and streams").
 
 1. the ``Mcp-Session-Id`` header (set on the ``initialize`` response, echoed on every later
-   request); 2. a path segment matched by a configurable regex; 3. the client's TCP
-   connection group (same client address, same server) — marked ``inferred``.
+   request); 2. a path segment matched by a configurable regex, or a ``session_id`` query
+   parameter (the 2024-11-05 HTTP+SSE transport); 3. the client's TCP connection group
+   (same client address, same server) — marked ``inferred``.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from urllib.parse import parse_qs, urlsplit
 
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.jsonrpc import parse_messages, protocol_version
@@ -30,7 +32,28 @@ def _explicit(ex: Exchange, config: AnalysisConfig, path_re: re.Pattern[str]) ->
         m = path_re.search(ex.request.target)
         if m and m.groupdict().get("session"):
             return m.group("session"), "path"
+        # The 2024-11-05 HTTP+SSE transport (and servers modelled on it) names the session
+        # in the query string of the POST endpoint: /messages?session_id=...
+        found = _query_session(ex.request.target, config)
+        if found:
+            return found, "query"
+    # That transport's GET stream announces the session in its first event:
+    # `event: endpoint` with data `/messages/?session_id=...`.
+    for sse in ex.events[:2]:
+        if sse.event == "endpoint":
+            found = _query_session(sse.data.strip(), config)
+            if found:
+                return found, "query"
     return "", ""
+
+
+def _query_session(url: str, config: AnalysisConfig) -> str:
+    query = parse_qs(urlsplit(url).query)
+    for name in config.session_query_params:
+        values = query.get(name)
+        if values and values[0].strip():
+            return values[0].strip()
+    return ""
 
 
 def attribute_sessions(
