@@ -3,9 +3,11 @@
 Each loopback scenario runs a real server (samples/profile_server.py, or the official MCP
 Python SDK) and a real client on 127.0.0.1 while tcpdump records ``lo``, then writes
 ``<name>.pcap`` and ``<name>.expected.json`` (findings by construction, see
-/work/notes/samples.md). The scapy-crafted samples come from samples/crafted.py when it
-exists. README.md's table is rebuilt from every ``*.expected.json`` in the output folder.
-Needs root (tcpdump on ``lo``).
+/work/notes/samples.md). For the scenarios of :data:`LOG_SAMPLES` the PROFILE server also
+writes its own logs during that same run, kept in ``logs/<name>/`` (``access.log``, nginx
+``mcp`` format, and ``events.jsonl``, the server event log of docs/logs.md). The
+scapy-crafted samples come from samples/crafted.py when it exists. README.md's table is
+rebuilt from every ``*.expected.json`` in the output folder. Needs root (tcpdump on ``lo``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +34,15 @@ sys.path.insert(0, str(SAMPLES_DIR))  # samples/ is not a package: import the si
 
 import dpkt  # noqa: E402
 from profile_client import ClientPlan, SlowConsumer, run_plan  # noqa: E402
-from profile_server import ProfileServer, ServerKnobs, expected_event_id, running_server  # noqa: E402
+from profile_server import (  # noqa: E402
+    ProfileServer,
+    ServerKnobs,
+    ServerLog,
+    expected_event_id,
+    gzip_file,
+    rotate,
+    running_server,
+)
 
 LOOPBACK = "loopback (uvicorn+httpx, tcpdump)"
 LOOPBACK_SDK = "loopback (official MCP Python SDK)"
@@ -45,7 +56,8 @@ class Scenario:
 
     name: str
     description: str
-    run: Callable[[int], object]  # port -> anything (the traffic happens inside)
+    # (port, log folder or None) -> anything (the traffic happens inside)
+    run: Callable[..., object]
     findings: list[dict] = field(default_factory=list)
     wire_ids: list[str] | None = None  # every SSE `id:` the server must put on the wire
     made_by: str = LOOPBACK
@@ -67,18 +79,27 @@ def prefixed(stream: int, first: int, last: int) -> list[str]:
     return [f"s{stream}_{n}" for n in range(first, last + 1)]
 
 
-def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[[int], object]:
-    def run(port: int) -> object:
+def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[..., object]:
+    def run(port: int, log_dir: Path | None = None) -> object:
+        """Serve and drive the scenario; with ``log_dir`` the server writes its logs there."""
         buffers = (knobs.send_buffer, knobs.write_high_water)
-        with running_server(ProfileServer(knobs).app(), port, *buffers) as url:
-            return run_plan(url, plan)
+        log = ServerLog(log_dir) if log_dir is not None else None
+        try:
+            with running_server(ProfileServer(knobs, log).app(), port, *buffers) as url:
+                return run_plan(url, plan)
+        finally:  # the server has stopped: every response ended, every line is written
+            if log is not None:
+                log.close()
 
     return run
 
 
-def sdk(resume: bool, seed: str) -> Callable[[int], object]:
-    def run(port: int) -> object:
+def sdk(resume: bool, seed: str) -> Callable[..., object]:
+    def run(port: int, log_dir: Path | None = None) -> object:
         import mcp_sdk_capture  # imported late: the SDK is only needed for these two
+
+        if log_dir is not None:
+            raise ValueError("the MCP SDK server writes no logs: no log sample from it")
 
         return mcp_sdk_capture.run(port, resume=resume, seed=seed)
 
@@ -574,6 +595,76 @@ def backpressure_scenarios(knobs: Callable[..., ServerKnobs]) -> list[Scenario]:
     ]
 
 
+# --- logs ------------------------------------------------------------------------------
+# Scenarios whose run also leaves the server's logs in logs/<name>/, and how they are kept:
+# "plain"; "rotated" (logrotate moved the first half of access.log to access.log.1.gz);
+# "gzip" (events.jsonl.gz).
+LOG_SAMPLES = {
+    "clean-live-int": "plain",
+    "clean-resume-int": "plain",
+    "live-jump-unsignalled": "plain",
+    "live-gap-signalled": "plain",
+    "resume-jump-unsignalled": "plain",
+    "resume-410": "plain",
+    "resume-gap-signalled": "plain",
+    "opaque-resume-jump": "plain",
+    "backpressure-eviction": "gzip",
+    "resume-storm": "rotated",
+}
+ACCESS_LINE = re.compile(
+    r'^\S+ - \S+ \[[^]]+\] "(\S+) [^"]*" (\d{3}) \d+ "[^"]*" "[^"]*" "([^"]*)"'
+)
+SIGNALS = ("stream-gap", "resume-gap", "backpressure-disconnect")
+
+
+def check_logs(log_dir: Path, pcap: Path, port: int) -> list[str]:
+    """Problems with the logs of a run, against its capture: the event log's ``written`` IDs
+    must be the SSE IDs on the wire, its ``control`` records the signals on the wire, and the
+    access log's (method, Last-Event-ID, status) the HTTP exchanges of the capture."""
+    records = [json.loads(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
+    written = Counter(r["event_id"] for r in records if r["kind"] == "written")
+    problems = []
+    if written != Counter(wire_event_ids(pcap, port)):
+        problems.append(f"written {sorted(written)} != wire IDs")
+    controls = Counter(r["event"]["type"] for r in records if r["kind"] == "control")
+    exchanges = http_exchanges(pcap, port)
+    signals = Counter(
+        event
+        for stream in event_streams(exchanges)
+        for _, event, _ in sse_events(stream.body)
+        if event in SIGNALS
+    )
+    if controls != signals:
+        problems.append(f"control records {dict(controls)} != signals on the wire {dict(signals)}")
+    logged = Counter()
+    for line in (log_dir / "access.log").read_text().splitlines():
+        match = ACCESS_LINE.match(line)
+        if match is None:
+            return [*problems, f"access.log line not in the mcp format: {line!r}"]
+        method, status, last_event_id = match.groups()
+        logged[(method, None if last_event_id == "-" else last_event_id, int(status))] += 1
+    on_wire = Counter(
+        (
+            e.request.start_line.split()[0],
+            e.request.headers.get("last-event-id"),
+            int(e.response.start_line.split()[1]) if e.response else 499,
+        )
+        for e in exchanges
+    )
+    if logged != on_wire:
+        problems.append(f"access lines {dict(logged)} != exchanges {dict(on_wire)}")
+    return problems
+
+
+def package_logs(log_dir: Path, how: str) -> None:
+    """Keep the logs as :data:`LOG_SAMPLES` says: rotate the access log or gzip the event log."""
+    if how == "rotated":
+        access = log_dir / "access.log"
+        rotate(access, len(access.read_text().splitlines()) // 2)
+    elif how == "gzip":
+        gzip_file(log_dir / "events.jsonl")
+
+
 # --- capture ---------------------------------------------------------------------------
 # With --immediate-mode libpcap uses fixed-size ring slots of snaplen bytes each: at -s 0
 # (256 KiB) the default 2 MiB buffer holds ~8 packets and a burst overflows it. -B is in KiB.
@@ -917,17 +1008,21 @@ def negotiated(version: str) -> Check:
     return check
 
 
-def capture(scenario: Scenario, port: int, out_dir: Path) -> tuple[Path, object]:
+def capture(
+    scenario: Scenario, port: int, out_dir: Path, log_dir: Path | None = None
+) -> tuple[Path, object]:
     """Run ``scenario`` on ``port`` while tcpdump writes ``out_dir/<name>.pcap``; a capture the
     kernel dropped packets from is made again. Returns the pcap and what ``scenario.run``
-    returned (the client's view of the traffic). Raises RuntimeError if the wire is wrong."""
+    returned (the client's view of the traffic). Raises RuntimeError if the wire is wrong.
+    With ``log_dir`` the server writes its logs of that same run there (each attempt
+    starts them afresh)."""
     if not port_is_free(port):
         raise RuntimeError(f"port {port} for {scenario.name} is in use")
     pcap = out_dir / f"{scenario.name}.pcap"
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with tcpdump(pcap, port):
-                seen = scenario.run(port)
+                seen = scenario.run(port) if log_dir is None else scenario.run(port, log_dir)
             break
         except CaptureDropped as dropped:
             if attempt == ATTEMPTS:
@@ -940,7 +1035,15 @@ def capture(scenario: Scenario, port: int, out_dir: Path) -> tuple[Path, object]
 
 
 def make(scenario: Scenario, port: int, out_dir: Path) -> None:
-    pcap, _ = capture(scenario, port, out_dir)
+    log_dir = out_dir / "logs" / scenario.name if scenario.name in LOG_SAMPLES else None
+    if log_dir is not None:
+        shutil.rmtree(log_dir, ignore_errors=True)  # no file of an older run stays
+    pcap, _ = capture(scenario, port, out_dir, log_dir)
+    if log_dir is not None:
+        problems = check_logs(log_dir, pcap, port)
+        if problems:
+            raise RuntimeError(f"{scenario.name} logs: " + "; ".join(problems))
+        package_logs(log_dir, LOG_SAMPLES[scenario.name])
     expected = {
         "description": scenario.description,
         "made_by": scenario.made_by,

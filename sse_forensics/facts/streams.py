@@ -36,7 +36,11 @@ def classify(sse: SSEEvent) -> tuple[EventKind, list | None]:
     if sse.data == "":
         return ("priming" if sse.id_field is not None else "other"), None
     rpc = parse_messages(sse.data)
-    return ("data" if rpc else "other"), rpc
+    if not rpc:
+        return "other", None
+    # Facts need each message's kind, method and id; the parsed params and results (the bulk
+    # of a notification's memory) are dropped, the data itself stays on the event.
+    return "data", [m._replace(params=None, result=None) for m in rpc]
 
 
 def stream_key(conn: Connection, ex: Exchange) -> str:
