@@ -610,6 +610,22 @@ LOG_SAMPLES = {
     "opaque-resume-jump": "plain",
     "backpressure-eviction": "gzip",
     "resume-storm": "rotated",
+    "shared-counter-two-streams": "plain",
+    "prefixed-live-jump": "plain",
+    "backpressure-disconnect-resume": "plain",
+    "gap-signal-late": "plain",
+    "gap-client-reissued": "plain",
+    "empty-replay-2xx-ends": "plain",
+    "empty-replay-2xx-keepalive": "plain",
+    "replay-from-oldest": "plain",
+    "replay-duplicate": "plain",
+    "non-monotonic-id": "plain",
+    "replay-crossed-streams": "plain",
+    "replay-crossed-sessions": "plain",
+    "backpressure-disconnect-resume-mismatch": "plain",
+    "resume-in-stateless-era": "plain",
+    "client-adjusted-resume": "plain",
+    "resume-lost-cursor": "plain",
 }
 ACCESS_LINE = re.compile(
     r'^\S+ - \S+ \[[^]]+\] "(\S+) [^"]*" (\d{3}) \d+ "[^"]*" "[^"]*" "([^"]*)"'

@@ -31,6 +31,8 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+from sse_forensics.report.jsonout import SESSION_SUMMARY
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 DOCS = REPO / "docs"
@@ -299,17 +301,7 @@ def render_rules() -> str:
 def render_findings() -> str:
     """docs/findings.md: a finding, a trimmed scan document, input errors, a ticket body."""
     live_jump = json.loads(_cli("scan", LIVE_JUMP, "-f", "json").stdout)
-    session_keys = (
-        "session_id",
-        "session_source",
-        "protocol_version",
-        "id_scheme",
-        "counter_scope",
-        "streams",
-        "resumes",
-        "data_events",
-        "verdicts",
-    )
+    session_keys = (*SESSION_SUMMARY, "verdicts")
     trimmed = {
         **{
             key: live_jump.get(key)
