@@ -1154,7 +1154,50 @@ def write_readme(out_dir: Path) -> None:
         description = expected.get("description", "").replace("|", "\\|")
         findings = describe_findings(expected.get("findings", []))
         rows.append(f"| `{name}` | {description} | {findings} | {expected.get('made_by', '')} |")
-    (out_dir / "README.md").write_text(README_HEAD + "\n".join(rows) + "\n")
+    text = README_HEAD + "\n".join(rows) + "\n"
+    (out_dir / "README.md").write_text(text + logs_section(out_dir))
+
+
+LOGS_HEAD = """
+## Logs of the same runs: `logs/<name>/`
+
+For the scenarios below the PROFILE server also wrote its own logs while tcpdump recorded
+it, so each folder and `<name>.pcap` describe the same run (same sessions, event IDs and
+clock; the capture's `expected.json` is the truth for both):
+
+- `access.log`: nginx's `mcp` preset (docs/logs.md), one line per request, written by an ASGI
+  middleware when the response ended: `$time_local` is that moment (1 s resolution),
+  `$request_time` the seconds since the request began, `$body_bytes_sent` the body bytes sent.
+- `events.jsonl`: the server event log (canonical schema, docs/logs.md), one record per thing
+  that happened to an event, written where it happened: `emitted` when the producer creates
+  it, `written` when it is handed to the ASGI send, `evicted` when it is dropped (`where`:
+  `live-queue`, never written on the live stream, or `replay-buffer`, lost to resumes),
+  `control` when a stream-gap, resume-gap or backpressure-disconnect is sent. `stream` is the
+  server's stream (a replay names the stream it continues), `request` the HTTP exchange that
+  carried the record, `last_event_id` that exchange's `Last-Event-ID` if it was a resume.
+
+make_samples.py refuses logs that differ from the capture of the run: the `written` IDs must
+be the SSE IDs on the wire, the `control` records the signals on the wire, the access lines
+the HTTP exchanges (method, `Last-Event-ID`, status). Scan them alone
+(`sse-forensics scan samples/logs/NAME/`) or with the capture
+(`sse-forensics scan samples/NAME.pcap samples/logs/NAME/`); tests/test_log_samples.py checks
+both against `expected.json`, and says which findings logs alone cannot give.
+
+| sample | files |
+|---|---|
+"""
+
+
+def logs_section(out_dir: Path) -> str:
+    """README rows for the log folders present in ``out_dir/logs``."""
+    folders = sorted(p for p in (out_dir / "logs").glob("*") if p.is_dir())
+    if not folders:
+        return ""
+    rows = []
+    for folder in folders:
+        files = ", ".join(f"`{f.name}`" for f in sorted(folder.iterdir()) if f.is_file())
+        rows.append(f"| `{folder.name}` | {files} |")
+    return LOGS_HEAD + "\n".join(rows) + "\n"
 
 
 def run_crafted(out_dir: Path) -> None:
