@@ -43,36 +43,6 @@ LOGS_CANNOT_SEE = {
     ),
 }
 
-_EMPTY_REPLAY = ("empty-replay-2xx", "silent_corruption", "8", None)
-_EMPTY_REASON = (
-    "analyzer: an access-log-only resume is never an empty replay (facts/replays.py "
-    "_empty_how wants response_end_reason complete/fin or comments, a log exchange has 'log'), "
-    "though its line says the 200 response ended having sent {bytes}, the event log has no "
-    "written record for it, and its emitted records show events after Last-Event-ID 7"
-)
-# The logs hold the evidence, the analyzer does not use it yet (reported as analyzer gaps).
-ANALYZER_MISSES = {
-    "empty-replay-2xx-ends": Difference(
-        _EMPTY_REASON.format(bytes="0 body bytes"), missing=(_EMPTY_REPLAY,)
-    ),
-    "empty-replay-2xx-keepalive": Difference(
-        _EMPTY_REASON.format(bytes="32 body bytes (four `: ping` comments) over 2 s"),
-        missing=(_EMPTY_REPLAY,),
-    ),
-    "resume-storm": Difference(
-        _EMPTY_REASON.format(bytes="0 body bytes, four times"), missing=(_EMPTY_REPLAY,) * 4
-    ),
-    "resume-lost-cursor": Difference(
-        "analyzer: reassembly/from_logs.py _merge_access gives each event-log stream the first "
-        "access line (in time order) of its session whose span, widened by 1 s, covers the "
-        "stream's first record: with $time_local's 1 s resolution the initialize POST claims "
-        "the tools/call stream and the 202 notifications/initialized POST claims the GET "
-        "notification stream, so no GET follows the failed resume (status, method and best "
-        "fit are not compared)",
-        missing=(("resume-lost-cursor", "silent_corruption", "8", None),),
-    ),
-}
-
 
 def _expected(name: str) -> Counter[Finding]:
     doc = json.loads((SAMPLES / f"{name}.expected.json").read_text())
@@ -115,11 +85,6 @@ def test_logs_alone_match_the_capture_for_judged_rules(name: str) -> None:
     cannot_see = LOGS_CANNOT_SEE.get(name)
     if cannot_see is not None:
         judged = judged - Counter(cannot_see.missing) + Counter(cannot_see.extra)
-    miss = ANALYZER_MISSES.get(name)
-    if miss is not None:
-        # Everything else still matches; a fixed analyzer makes this fail: drop the entry.
-        assert got == judged - Counter(miss.missing), "analyzer changed: update ANALYZER_MISSES"
-        pytest.xfail(miss.reason)
     assert got == judged
     for finding in result.findings:  # logs alone: evidence is log lines, never frames
         assert finding.evidence and all("line" in e and "frame" not in e for e in finding.evidence)
@@ -143,12 +108,6 @@ def test_rotated_access_log_is_read_whole() -> None:
     assert sum(b'"7"' in line for line in rotated) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analyzer: reassembly/from_logs.py sorts access rows by (ts, source, line); with "
-    "$time_local's 1 s resolution the ts tie, and 'access.log' sorts before "
-    "'access.log.1.gz', so the rotated (older) file's resume counts as the last attempt",
-)
 def test_rotated_access_log_lines_come_first() -> None:
     result = scan_paths([str(LOGS / "resume-storm")])
     resumes = result.facts.tables["resumes"].sort("cursor_attempt")
@@ -235,12 +194,6 @@ def test_a_written_record_turned_evicted_is_a_disagreement(tmp_path: Path) -> No
     assert [(f.gap["first"], f.gap["last"]) for f in disagree] == [("14", "14")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analyzer: facts/join.py reports a captured ID the event log lacks only when the "
-    "log says it was evicted; an ID emitted but never written per the log, yet on the wire, "
-    "is not a disagreement",
-)
 def test_a_removed_written_record_is_a_disagreement(tmp_path: Path) -> None:
     """The event log emitted 14 and never says it was written; the capture shows it."""
     name = "live-jump-unsignalled"

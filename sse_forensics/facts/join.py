@@ -119,19 +119,18 @@ def _fold_event_log(
                     f"event log: {event_id} written, never seen in the capture{holes}",
                 )
             )
+    emitted = set(info.emitted)
     for ev in capture.events:
-        if ev.id_field and ev.id_field not in written and ev.id_field in info.evicted:
-            origin = ev.origins[0] if ev.origins else None
-            out.append(
-                Disagreement(
-                    session,
-                    capture,
-                    ev.id_field,
-                    "capture-only",
-                    origin,
-                    f"capture: {ev.id_field} on the wire, the event log says evicted",
-                )
-            )
+        if not ev.id_field or ev.id_field in written:
+            continue
+        if ev.id_field in info.evicted:
+            what = f"capture: {ev.id_field} on the wire, the event log says evicted"
+        elif ev.id_field in emitted:
+            what = f"capture: {ev.id_field} on the wire, the event log never records writing it"
+        else:
+            continue  # not an event this log knows (another producer, a priming event)
+        origin = ev.origins[0] if ev.origins else None
+        out.append(Disagreement(session, capture, ev.id_field, "capture-only", origin, what))
     return out
 
 

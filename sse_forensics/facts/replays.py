@@ -216,6 +216,15 @@ class ReplayJudge:
                     return True
         if li is not None and li + 1 < len(order):
             return True
+        for s in self.streams:  # the server's event log: produced after Last-Event-ID
+            log = s.exchange.log
+            if (
+                s.logical is r.logical
+                and log is not None
+                and r.last_event_id in log.emitted
+                and log.emitted.index(r.last_event_id) + 1 < len(log.emitted)
+            ):
+                return True
         originals = self.requests.originating(r)
         if originals:
             answered = _answered(r, self.streams, r.first_ts)
@@ -227,6 +236,9 @@ class ReplayJudge:
         ex = r.exchange
         if ex.response_end_reason in ("complete", "fin", "rst") or ex.response_complete:
             return "ended"
+        if ex.response_end_reason == "log":
+            # An access-log line is written when the response has ended.
+            return "ended (access log)"
         start = r.response_origin.ts if r.response_origin else r.first_ts
         end = ex.last_body_origin.ts if ex.last_body_origin else start
         if len(ex.comments) >= KEEPALIVE_ONLY_COMMENTS or end - start >= KEEPALIVE_ONLY_SECONDS:
@@ -303,13 +315,12 @@ class ReplayJudge:
         )
         if not failed:
             return False
+        later = self.streams[self.streams.index(r) + 1 :]  # time order (see streams.py)
         nxt = next(
             (
                 s
-                for s in self.streams
+                for s in later
                 if s.session is r.session
-                and s.first_ts > r.first_ts
-                and s is not r
                 and s.exchange.request is not None
                 and s.exchange.request.method.upper() == "GET"
             ),

@@ -17,6 +17,7 @@ from sse_forensics.facts.jsonrpc import parse_messages
 from sse_forensics.facts.model import EventKind, EventRecord, SessionRecord, StreamRecord
 from sse_forensics.facts.sessions import ExchangeKey
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
+from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
@@ -91,8 +92,21 @@ def build_streams(
             signal = parse_signal(sse.event, sse.data) if kind_ == "signal" else None
             rec.events.append(EventRecord(rec, position, sse, kind_, signal=signal, rpc=rpc))
         streams.append(rec)
-    streams.sort(key=lambda s: (s.first_ts, s.connection.id, s.exchange.index))
+    streams.sort(key=_time_order)
     return streams
+
+
+def _time_order(s: StreamRecord) -> tuple:
+    """Time, then where the request is recorded: log timestamps have one-second resolution,
+    and within a second an access log's line order is the order the responses ended."""
+    origin = s.request_origin
+    if origin is None:
+        where: tuple = (("", 0, ""), 0)
+    elif origin.kind == "line":  # a rotated set reads oldest file first
+        where = (rotation_key(origin.source), origin.number)
+    else:
+        where = ((origin.source, 0, ""), origin.number)
+    return (s.first_ts, *where, s.connection.id, s.exchange.index)
 
 
 def link_resumes(streams: list[StreamRecord]) -> None:

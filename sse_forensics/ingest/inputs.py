@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import heapq
 import math
 import os
@@ -16,17 +17,25 @@ def classify_inputs(
     paths: list[str], access_format: str | None = None
 ) -> tuple[list[str], list[str]]:
     """Split ``paths`` into capture files and log files (each told by its content, not its
-    name). A directory contributes the captures and logs directly in it; other files in it
-    are skipped. A file given by name that is neither raises :class:`UnreadableInput`."""
+    name). A directory contributes the captures and logs directly in it (other files are
+    skipped); a glob, the files it matches. A file given by name that is neither raises
+    :class:`UnreadableInput`. Logs come back with each rotated set oldest first
+    (``access.log.2.gz``, ``access.log.1``, ``access.log``)."""
     from sse_forensics.ingest.logs import sniff_log  # logs are optional input: load lazily
+    from sse_forensics.ingest.logs.files import rotation_key
 
     captures: list[str] = []
     logs: list[str] = []
     for path in paths:
-        if os.path.isdir(path):
-            for name in sorted(os.listdir(path)):
-                candidate = os.path.join(path, name)
-                if not os.path.isfile(candidate) or name.startswith("."):
+        if os.path.isdir(path) or (not os.path.exists(path) and glob.has_magic(path)):
+            if os.path.isdir(path):
+                names = [os.path.join(path, n) for n in sorted(os.listdir(path))]
+            else:
+                names = sorted(glob.glob(path))
+            if not names and not os.path.isdir(path):
+                raise UnreadableInput(path, "the pattern matches no file")
+            for candidate in names:
+                if not os.path.isfile(candidate) or os.path.basename(candidate).startswith("."):
                     continue
                 if sniff_capture(candidate):
                     captures.append(candidate)
@@ -46,7 +55,7 @@ def classify_inputs(
                 "neither a pcap/pcapng capture nor a log this tool recognises "
                 "(for an access log, give its format with --log-format)",
             )
-    return captures, logs
+    return captures, sorted(dict.fromkeys(logs), key=rotation_key)
 
 
 def expand_inputs(paths: list[str]) -> list[str]:

@@ -158,23 +158,41 @@ def _event_exchanges(events: pl.DataFrame, build: _Builder) -> list[tuple[Exchan
     return out
 
 
+def _best_stream(row: dict, streams: list[tuple[Exchange, dict]], taken: set[int]) -> int | None:
+    """The event-log stream an access line describes: same session (the request's own
+    header: an ``initialize`` line only *sets* it), same ``Last-Event-ID``, an event-stream
+    status (200), and the line's request start closest to the stream's first record."""
+    session = row["session_id"]
+    if session is None or row["status"] != 200:
+        return None
+    content_type = (row["content_type"] or "text/event-stream").split(";")[0].strip().lower()
+    if content_type != "text/event-stream":
+        return None
+    end = row["ts"] or 0.0
+    elapsed = row["request_time"] if row["request_time"] is not None else UNTIMED_WINDOW
+    start = end - elapsed
+    best, best_distance = None, None
+    for i, (_ex, key) in enumerate(streams):
+        if i in taken or key["session"] != session or key["leid"] != row["last_event_id"]:
+            continue
+        # $time_local has one-second resolution: allow a second either side.
+        if not start - 1.0 <= key["start"] <= end + 1.0:
+            continue
+        distance = abs(key["start"] - start)
+        if best_distance is None or distance < best_distance:
+            best, best_distance = i, distance
+    return best
+
+
 def _merge_access(
     access: pl.DataFrame, streams: list[tuple[Exchange, dict]], build: _Builder
 ) -> None:
     """Give event-log exchanges their access-log line; keep the other lines as exchanges."""
     unmatched: list[dict] = []
     taken: set[int] = set()
-    for row in access.sort(["ts", "source", "line"], nulls_last=True).to_dicts():
-        session = row["session_id"] or row["sent_session_id"]
-        end = row["ts"] or 0.0
-        start = end - (row["request_time"] if row["request_time"] is not None else UNTIMED_WINDOW)
-        match = None
-        for i, (_ex, key) in enumerate(streams):
-            if i in taken or key["session"] != session or key["leid"] != row["last_event_id"]:
-                continue
-            if start - 1.0 <= key["start"] <= end + 1.0:
-                match = i
-                break
+    # Stable on ties: rows keep reading order (oldest rotated file first) within a second.
+    for row in access.sort("ts", maintain_order=True, nulls_last=True).to_dicts():
+        match = _best_stream(row, streams, taken)
         if match is None:
             unmatched.append(row)
             continue
