@@ -21,7 +21,7 @@ from sse_forensics.facts.model import (
     evidence_json,
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
-from sse_forensics.facts.requests import RequestIndex, collect_requests
+from sse_forensics.facts.requests import RequestIndex, collect_requests, posts_by_session
 from sse_forensics.facts.sessions import attribute_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
@@ -56,7 +56,9 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
     link_resumes(streams)
     codecs = assign_ids(streams, config)
     taken = counter_scopes(streams)
-    requests = RequestIndex(collect_requests(exchanges, by_exchange))
+    requests = RequestIndex(
+        collect_requests(exchanges, by_exchange), posts_by_session(exchanges, by_exchange)
+    )
     judge = ReplayJudge(streams, codecs, requests)
 
     gaps: list[GapRecord] = []

@@ -105,7 +105,10 @@ class ReplayJudge:
 
         facts.bd_last_written = self._backpressure_w(same_logical)
         facts.cursor_attempt = self._attempt(r, earlier)
-        facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
+        if self.requests.originating(r):
+            facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
+        else:  # no request body to compare (an access log): any later POST may be the re-issue
+            facts.reissued = self.requests.post_after(r, r.first_ts)
         facts.later_events_known = self._later_events(r, lk, order, li)
         facts.client_adjusted, facts.last_seen_id = self._adjusted(r, earlier, codec, lk)
         if facts.client_adjusted and lk is not None and facts.last_seen_id is not None:

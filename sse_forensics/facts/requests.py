@@ -43,6 +43,18 @@ class RequestRecord:
         return self.origin.ts
 
 
+def posts_by_session(
+    exchanges: list[Exchange], sessions: dict[tuple[int, int], SessionRecord]
+) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = defaultdict(list)
+    for ex in exchanges:
+        if ex.request is not None and ex.request.method.upper() == "POST":
+            session = sessions.get((ex.connection_id, ex.index))
+            if session is not None:
+                out[id(session)].append(ex.request.origin.ts)
+    return out
+
+
 def collect_requests(
     exchanges: list[Exchange], sessions: dict[tuple[int, int], SessionRecord]
 ) -> list[RequestRecord]:
@@ -70,8 +82,14 @@ def collect_requests(
 class RequestIndex:
     """Look-ups over the requests of a capture."""
 
-    def __init__(self, requests: list[RequestRecord]) -> None:
+    def __init__(
+        self,
+        requests: list[RequestRecord],
+        posts: dict[int, list[float]] | None = None,
+    ) -> None:
         self.requests = requests
+        # Start times of every POST per session (id of its SessionRecord), bodies or not.
+        self.posts = posts or {}
         self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
         for r in requests:
             self._by_exchange[id(r.exchange)].append(r)
@@ -80,6 +98,10 @@ class RequestIndex:
         """The JSON-RPC request(s) whose result the logical stream carries (the POST that
         opened it); empty for a standalone GET stream."""
         return self._by_exchange.get(id(stream.logical.exchange), [])
+
+    def post_after(self, stream: StreamRecord, ts: float) -> bool:
+        """Any later POST in the session: all an access log can show of a re-issue."""
+        return any(t > ts for t in self.posts.get(id(stream.session), []))
 
     def reissue_after(self, stream: StreamRecord, ts: float) -> RequestRecord | None:
         """A later request in the same session repeating the stream's originating call."""
