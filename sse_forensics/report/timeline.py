@@ -355,7 +355,9 @@ def _exchange_rungs(
         at = hole.span.after or hole.span.before
         text = Text(f"⚠ {hole.span.describe()}", style="magenta")
         rungs.append(Rung("missing-bytes", at.ts if at else None, conn, at, text))
-    if stream is not None and ex.response_end_reason is not None and not ex.response_complete:
+    # A log records a response, not how its bytes ended: nothing to say about its end.
+    ended_early = ex.response_end_reason not in (None, "log") and not ex.response_complete
+    if stream is not None and ended_early:
         end = ex.response_end or ex.last_body_origin
         text = Text(f"⏹ response ended early: {printable(ex.response_end_reason, 80)}", style="dim")
         rungs.append(Rung("response-end", end.ts if end else None, conn, end, text))
