@@ -21,7 +21,3 @@ class Origin:
     number: int
     ts: float
     kind: OriginKind = "frame"
-
-    def as_evidence(self, what: str) -> dict[str, object]:
-        """The ``evidence`` entry of a finding: ``{"source", "frame"|"line", "ts", "what"}``."""
-        return {"source": self.source, self.kind: self.number, "ts": self.ts, "what": what}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sse_forensics.errors import ReadError, UnreadableInput
-from sse_forensics.ingest.inputs import expand_inputs, merged_frames
+from sse_forensics.ingest.inputs import classify_inputs, merged_frames
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packets import TCP_ACK, TCP_PSH, TCP_SYN, Frame, TCPSegment
 from sse_forensics.ingest.pcap import read_frames, sniff_capture
@@ -360,13 +360,14 @@ def test_malformed_tcp_header_is_a_read_error():
 # -- inputs -------------------------------------------------------------------------------
 
 
-def test_expand_inputs_directory_sniffs_and_sorts(tmp_path):
+def test_classify_inputs_directory_sniffs_and_sorts(tmp_path):
     write(tmp_path, "b.pcap", pcap_bytes([]))
     write(tmp_path, "a.cap", shb("<"))
     write(tmp_path, "readme.txt", b"hello")
-    assert expand_inputs([str(tmp_path)]) == [str(tmp_path / "a.cap"), str(tmp_path / "b.pcap")]
+    captures, logs = classify_inputs([str(tmp_path)])
+    assert captures == [str(tmp_path / "a.cap"), str(tmp_path / "b.pcap")] and logs == []
     with pytest.raises(UnreadableInput):
-        expand_inputs([str(tmp_path / "nope.pcap")])
+        classify_inputs([str(tmp_path / "nope.pcap")])
 
 
 def test_merged_frames_in_time_order_keeping_file_and_number(tmp_path):

@@ -58,23 +58,6 @@ def classify_inputs(
     return captures, sorted(dict.fromkeys(logs), key=rotation_key)
 
 
-def expand_inputs(paths: list[str]) -> list[str]:
-    """Files as given; a directory stands for the capture files directly in it (by magic
-    number, sorted by name). A path that does not exist raises :class:`UnreadableInput`."""
-    files: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            for name in sorted(os.listdir(path)):
-                candidate = os.path.join(path, name)
-                if os.path.isfile(candidate) and sniff_capture(candidate):
-                    files.append(candidate)
-        elif os.path.exists(path):
-            files.append(path)
-        else:
-            raise UnreadableInput(path, "no such file or directory")
-    return files
-
-
 def _keyed(reader: CaptureReader) -> Iterator[tuple[float, Frame | ReadError]]:
     """(merge key, item); a ReadError sorts at its own time, or right after the frame
     before it (its place in the file)."""
