@@ -90,3 +90,12 @@ def test_resume_linked_to_stream_by_event_id_across_connections() -> None:
     assert resume["stream"] == original["stream"]
     replay = next(s for s in streams if s["kind"] == "resume")
     assert replay["connection"] != original["connection"]
+
+
+def test_directory_scan_is_the_union_of_every_sample() -> None:
+    """All samples merged as one capture (mergecap semantics): streams of different
+    incidents never link or cross, so the findings are exactly the union."""
+    want: Counter = Counter()
+    for capture in CAPTURES:
+        want += _expected(capture)
+    assert _got(scan_paths([str(SAMPLES)]).findings) == want

@@ -261,8 +261,20 @@ class ReplayJudge:
         unique_ids = codec.scheme != "int" or scope in ("session", "server")
         if not unique_ids:
             return
+        # Prefixed IDs name their stream: an ID under the resumed stream's own prefix is that
+        # stream's, even when another session uses the same prefix (per-session stream
+        # numbering like `1_8` repeats across sessions, and so may a progress notification).
+        own_prefixes = {
+            ev.key.prefix
+            for s in self.streams
+            if s.logical is r.logical
+            for ev in s.events
+            if ev.key is not None and s is not r
+        }
         for e in data:
             if not e.carries_id:
+                continue
+            if codec.scheme == "prefixed" and e.key is not None and e.key.prefix in own_prefixes:
                 continue
             pair = (e.sse.id_field, e.sse.data)
             first = self.first_seen.get(pair)

@@ -110,8 +110,9 @@ def _time_order(s: StreamRecord) -> tuple:
 
 
 def link_resumes(streams: list[StreamRecord]) -> None:
-    """Point each resume at the stream where its ``Last-Event-ID`` was seen: same session
-    first, then the latest such stream that began before the resume."""
+    """Point each resume at the stream where its ``Last-Event-ID`` was seen: the latest such
+    stream of the same session that began before the resume (of any session only when the
+    resume's session is inferred)."""
     wanted = {s.last_event_id for s in streams if s.kind == "resume" and s.last_event_id}
     if not wanted:
         return
@@ -121,7 +122,10 @@ def link_resumes(streams: list[StreamRecord]) -> None:
         if stream.kind == "resume" and stream.last_event_id:
             candidates = [(s, e) for s, e in seen.get(stream.last_event_id, []) if s is not stream]
             same_session = [c for c in candidates if c[0].session is stream.session]
-            pick = (same_session or candidates or [None])[-1]
+            # Another session's stream only when this resume's own session is a guess (no
+            # Mcp-Session-Id): an explicit session never continues another's stream.
+            fallback = candidates if stream.session.inferred else []
+            pick = (same_session or fallback or [None])[-1]
             if pick is not None:
                 stream.resumed_from, stream.resumed_event = pick
                 stream.root = pick[0].logical

@@ -75,13 +75,32 @@ def _frames(f: Finding) -> str:
     return ",".join(shown[:6]) + ("…" if len(shown) > 6 else "")
 
 
+# Below this width the seven-column table squeezes out the gap and evidence columns.
+WIDE_TABLE = 110
+
+
+def print_findings_compact(console: Console, findings: list[Finding]) -> None:
+    """Two lines per finding, for narrow terminals: what, then where."""
+    for n, f in enumerate(findings, 1):
+        head = Text(f"{n:>3}. ")
+        head.append(f.classification, style=VERDICT_STYLE.get(f.classification, ""))
+        head.append(f"  {f.severity}  ")
+        head.append(f.rule, style="bold")
+        console.print(head)
+        where = f"     session {printable(f.session_id, 48)}  gap {_gap_span(f)}"
+        frames = _frames(f)
+        console.print(Text(where + (f"  at {frames}" if frames else ""), style="dim"))
+
+
 def findings_table(findings: list[Finding]) -> Table:
     """Most alarming first (the engine's order: verdict, then severity, then time)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     for col in ("#", "verdict", "severity", "rule"):
         table.add_column(col, no_wrap=True, justify="right" if col == "#" else "left")
-    for col in ("session", "gap (events)", "frames/lines"):
-        table.add_column(col, overflow="fold")
+    # Long session IDs must not squeeze the gap and evidence columns out of a narrow terminal.
+    table.add_column("session", overflow="ellipsis", max_width=24, no_wrap=True)
+    table.add_column("gap (events)", overflow="fold", min_width=8)
+    table.add_column("frames/lines", overflow="fold", min_width=8)
     for n, f in enumerate(findings, 1):
         table.add_row(
             str(n),
@@ -127,7 +146,10 @@ def render_scan(console: Console, result: ScanResult) -> None:
 
     if result.findings:
         console.print()
-        console.print(findings_table(result.findings))
+        if console.width >= WIDE_TABLE:
+            console.print(findings_table(result.findings))
+        else:
+            print_findings_compact(console, result.findings)
         console.print()
     else:
         console.print("No findings: no lost events were detected.", style="green")
