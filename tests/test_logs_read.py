@@ -97,6 +97,21 @@ def test_chunks_are_line_aligned_and_numbered(tmp_path: Path):
     assert small.errors[0].line == 51
 
 
+def test_line_longer_than_a_chunk_and_chunk_row_counts(tmp_path: Path):
+    path = tmp_path / "a.log"
+    long_ua = "x" * 3000
+    data = lines(0, 3) + LINE.format(n=3).replace('"ua"', f'"{long_ua}"').encode() + lines(4, 3)
+    path.write_bytes(data)
+    chunks = list(iter_chunks(str(path), [], chunk_bytes=1000))
+    assert b"".join(c.data for c in chunks) == data
+    assert all(c.data.endswith(b"\n") for c in chunks)
+    assert [c.rows for c in chunks] == [c.data.count(b"\n") for c in chunks]
+    assert any(long_ua.encode() in c.data for c in chunks)
+    logs = read_logs([str(path)], chunk_bytes=1000)
+    assert logs.access["line"].to_list() == list(range(1, 8))
+    assert logs.access["user_agent"][3] == long_ua
+
+
 def test_garbage_is_counted_all_but_sampled_per_file(tmp_path: Path):
     path = tmp_path / "access.log"
     path.write_bytes(lines(0, 5) + b"junk\n" * 45)

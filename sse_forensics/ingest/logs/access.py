@@ -112,12 +112,14 @@ def parse_access_chunk(
     source: str,
     first_line: int = 1,
     max_samples: int = 20,
+    rows: int | None = None,
 ) -> ParsedChunk:
     """Parse whole lines of an access log written with ``fmt``.
 
     A line that does not fit the format (wrong number of quotes, a segment that does not
     match, a status or time that is not one) is counted and, up to ``max_samples``,
-    returned with the reason :meth:`~.formats.AccessFormat.explain` gives.
+    returned with the reason :meth:`~.formats.AccessFormat.explain` gives. ``rows``: the
+    number of lines in ``data``, when the caller has counted them.
     """
     if not data:
         return ParsedChunk(pl.DataFrame(schema=ACCESS_SCHEMA), 0, 0)
@@ -126,7 +128,7 @@ def parse_access_chunk(
     # memchr for one byte is far faster than a two-byte substring search.
     escaped = b"\\" in data and b"\\x" in data
     ncols = len(fmt.segments)
-    split = split_lines(data, '"', ncols)
+    split = split_lines(data, '"', ncols, rows=rows)
     names = split.columns
 
     # Stage 1: every variable's text in a column "v:<column>". A segment of several

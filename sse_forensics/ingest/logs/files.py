@@ -35,10 +35,12 @@ _WBITS_GZIP = 31  # zlib: gzip header and trailer (RFC 1952)
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Whole lines of one file: ``data`` starts at line ``first_line`` (1-based)."""
+    """Whole lines of one file: ``data`` starts at line ``first_line`` (1-based) and holds
+    ``rows`` lines (blank ones and a last one without newline included)."""
 
     data: bytes
     first_line: int
+    rows: int = -1  # -1: not counted
 
 
 def compression(head: bytes) -> str | None:
@@ -105,9 +107,59 @@ def _open(path: str) -> BinaryIO:
         raise UnreadableInput(path, exc.strerror or str(exc)) from exc
 
 
+_PROBE_BYTES = 64 * 1024
+
+
+def _pread_chunks(fd: int, chunk_bytes: int) -> Iterator[bytes]:
+    """Line-aligned chunks of an uncompressed file, each one ``pread`` of exactly its
+    lines: the cut is found in a small read of the chunk's tail first, so the chunk is one
+    copy out of the page cache (a ``read`` then a slice at the cut is two). Not ``mmap``:
+    a log truncated while mapped (logrotate's ``copytruncate``) kills the process with
+    SIGBUS; a short ``pread`` just ends the file."""
+    start = 0
+    while True:
+        end = start + chunk_bytes
+        probe_at = max(start, end - _PROBE_BYTES)
+        tail = os.pread(fd, end - probe_at, probe_at)
+        if len(tail) < end - probe_at:  # the file ends within this chunk
+            size = probe_at + len(tail) - start
+        elif (cut := tail.rfind(b"\n")) >= 0:
+            size = probe_at + cut + 1 - start
+        else:  # no newline in the tail: read the chunk and cut as it comes
+            data = os.pread(fd, chunk_bytes, start)
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than a chunk: extend it to its newline
+                parts = [data]
+                while (block := os.pread(fd, _PROBE_BYTES, start + sum(map(len, parts)))) and (
+                    b"\n" not in block
+                ):
+                    parts.append(block)
+                parts.append(block[: block.find(b"\n") + 1] if block else b"")
+                data = b"".join(parts)
+            else:
+                data = data[:cut]
+            if not data:
+                return
+            yield data
+            start += len(data)
+            continue
+        data = os.pread(fd, size, start) if size else b""
+        if not data:
+            return
+        yield data
+        start += len(data)
+
+
 def _plain_chunks(fh: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
-    """Line-aligned chunks of an uncompressed file: read, then seek back to the start of
-    the cut line, so a chunk costs one read and (at most) one copy."""
+    """Line-aligned chunks of an uncompressed file: by ``pread`` when the file allows it,
+    else read, then seek back to the start of the cut line."""
+    try:
+        os.pread(fh.fileno(), 1, 0)
+    except (OSError, AttributeError, ValueError):
+        pass
+    else:
+        yield from _pread_chunks(fh.fileno(), chunk_bytes)
+        return
     while data := fh.read(chunk_bytes):
         if len(data) == chunk_bytes:
             cut = data.rfind(b"\n") + 1
@@ -153,8 +205,9 @@ def iter_chunks(
         plain = compression(fh.peek(4)[:4]) is None
         blocks = _plain_chunks(fh, chunk_bytes) if plain else _joined(fh, path, broken, chunk_bytes)
         for data in blocks:
-            yield Chunk(data, line)
-            line += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            rows = data.count(b"\n") + (not data.endswith(b"\n"))
+            yield Chunk(data, line, rows)
+            line += rows
     for error in broken:
         last = line - 1
         what = f"{error.what}; {last} lines read, the rest is lost"

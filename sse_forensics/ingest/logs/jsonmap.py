@@ -293,9 +293,10 @@ class DecodedChunk:
     bad: list[tuple[int, str]]
 
 
-def decode_json_lines(data: bytes, first_line: int) -> DecodedChunk:
-    """Decode every line of ``data`` that is a JSON object."""
-    frame = split_lines(data, _NO_SEPARATOR, 1)
+def decode_json_lines(data: bytes, first_line: int, rows: int | None = None) -> DecodedChunk:
+    """Decode every line of ``data`` that is a JSON object. ``rows``: the number of lines
+    in ``data`` (blank ones and a last one without newline included), when known."""
+    frame = split_lines(data, _NO_SEPARATOR, 1, rows=rows)
     text = frame["s0"].str.strip_chars()
     blank = text.is_null() | (text == "")
     candidate = ~blank & text.str.starts_with("{") & frame["s1"].is_null()

@@ -156,7 +156,7 @@ class ChunkRows:
 
 
 def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> ChunkRows:
-    decoded = decode_json_lines(chunk.data, chunk.first_line)
+    decoded = decode_json_lines(chunk.data, chunk.first_line, _rows(chunk))
     schema = EVENTS_SCHEMA if found.kind == "event-log" else ACCESS_SCHEMA
     assert found.field_map is not None
     mapped, checks = apply_map(decoded.records, found.field_map, schema)
@@ -185,13 +185,22 @@ def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: i
     return ChunkRows(source, found.kind, rows, decoded.lines, len(bad), samples)
 
 
+def _rows(chunk: Chunk) -> int | None:
+    return chunk.rows if chunk.rows >= 0 else None
+
+
 def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> ChunkRows:
     if found.kind != "access-text":
         return _parse_json_chunk(chunk, source, found, max_samples)
     assert found.access_format is not None
     fmt = found.access_format
     parsed = parse_access_chunk(
-        fmt, chunk.data, source=source, first_line=chunk.first_line, max_samples=max_samples
+        fmt,
+        chunk.data,
+        source=source,
+        first_line=chunk.first_line,
+        max_samples=max_samples,
+        rows=_rows(chunk),
     )
     samples = [
         ReadError(source, f"does not match {fmt.name}: {why}: {text}", line=line)
