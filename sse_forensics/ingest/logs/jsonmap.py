@@ -318,7 +318,19 @@ def decode_json_lines(data: bytes, first_line: int, rows: int | None = None) -> 
                 bad.append((i, f"invalid JSON: {exc}"))
                 broken.append(i)
         candidate = candidate.scatter(broken, False) if broken else candidate
-        records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
+        try:
+            records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
+        except pl.exceptions.PolarsError:
+            # Valid JSON polars still refuses (a duplicate key, say): find those lines.
+            refused = []
+            for i in candidate.arg_true().to_list():
+                try:
+                    pl.Series([values[i]]).str.json_decode(infer_schema_length=None)
+                except pl.exceptions.PolarsError as exc:
+                    bad.append((i, f"unusable JSON object: {str(exc).splitlines()[0][:120]}"))
+                    refused.append(i)
+            candidate = candidate.scatter(refused, False) if refused else candidate
+            records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
     out = pl.DataFrame(
         {"line": pl.int_range(first_line, first_line + frame.height, eager=True), "__rec": records}
     ).filter(candidate)
