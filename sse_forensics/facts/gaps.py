@@ -61,6 +61,27 @@ class GapRecord:
     codec: IdCodec | None = None  # how the session's IDs read (set by the fact builder)
     cause_evidence: list[Evidence] = field(default_factory=list)
 
+    @classmethod
+    def of_ids(
+        cls,
+        location: Location,
+        stream: StreamRecord,
+        detected_by: str,
+        missing: list[str],
+        **fields: object,
+    ) -> GapRecord:
+        """A gap known by the list of its missing IDs (opaque schemes: no arithmetic)."""
+        return cls(
+            location,
+            stream,
+            detected_by,
+            missing[0],
+            missing[-1],
+            len(missing),
+            missing_ids=missing,
+            **fields,  # type: ignore[arg-type]
+        )
+
     @property
     def complete(self) -> bool:
         return not self.holes
@@ -289,17 +310,7 @@ def _log_order_gaps(
         missing = [i for i in log.emitted[ia + 1 : ib] if i not in delivered]
         if not missing:
             continue
-        gap = GapRecord(
-            "live",
-            stream,
-            "producer-order",
-            missing[0],
-            missing[-1],
-            len(missing),
-            before=a,
-            after=b,
-            missing_ids=missing,
-        )
+        gap = GapRecord.of_ids("live", stream, "producer-order", missing, before=a, after=b)
         for sig in signals:
             if (
                 sig.position > a.position
@@ -371,16 +382,7 @@ def resume_gap(
             missing = [i for i in after_leid if i not in replayed]
         if not missing:
             return None
-        gap = GapRecord(
-            "resume",
-            resume,
-            "observed-order",
-            missing[0],
-            missing[-1],
-            len(missing),
-            after=first,
-            missing_ids=missing,
-        )
+        gap = GapRecord.of_ids("resume", resume, "observed-order", missing, after=first)
     gap.holes = _holes_between(resume, 0, first.sse.start)
     if not codec.arithmetic and resume.resumed_from is not None and resume.resumed_event:
         origin = resume.resumed_from
