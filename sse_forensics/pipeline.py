@@ -23,8 +23,9 @@ from sse_forensics.reassembly.from_logs import exchanges_from_logs
 from sse_forensics.verdicts import PROVIDED_BY
 
 ScanProgress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``: stage ``"read"`` counts input bytes (estimated from the
-frames read), then ``"facts"`` and ``"rules"`` report 0 of 1 when they start."""
+"""``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
+frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
+start."""
 # pcap record header (16 bytes); pcapng blocks carry more, so the estimate ends a little short
 # of the file size and the last call reports ``total``.
 _RECORD_OVERHEAD = 16
@@ -83,11 +84,28 @@ class LogOptions:
     log_map: str | None = None
 
 
-def _add_logs(reassembly: Reassembly, logs: list[str], options: LogOptions) -> None:
+def _add_logs(
+    reassembly: Reassembly,
+    logs: list[str],
+    options: LogOptions,
+    progress: ScanProgress | None = None,
+) -> None:
     """Read the logs and append what they describe as exchanges on pseudo-connections."""
     from sse_forensics.ingest.logs import read_logs  # only scans with logs pay for it
 
-    log_set = read_logs(logs, access_format=options.access_format, log_map=options.log_map)
+    on_chunk = None
+    if progress is not None:
+        # Sizes on disk: compressed files finish early, which only makes the bar jump.
+        total = sum(os.path.getsize(p) for p in logs)
+        done = [0]
+
+        def on_chunk(nbytes: int) -> None:
+            done[0] += nbytes
+            progress("logs", min(done[0], total), total)
+
+    log_set = read_logs(
+        logs, access_format=options.access_format, log_map=options.log_map, progress=on_chunk
+    )
     first_id = max((c.id for c in reassembly.connections), default=0) + 1
     connections, exchanges = exchanges_from_logs(log_set, first_id)
     reassembly.connections.extend(connections)
@@ -115,7 +133,7 @@ def reassemble_paths(
     with _scan_gc():
         reassembly = reassemble(frames, capture.stats)
         if log_files:
-            _add_logs(reassembly, log_files, logs)
+            _add_logs(reassembly, log_files, logs, progress)
         if progress is not None:
             progress("facts", 0, 1)
         facts = build_facts(reassembly, config)

@@ -31,7 +31,12 @@ MAX_DRILL_COMMANDS = 10
 # A bar appears only once a scan has run this long: short scans print nothing extra.
 PROGRESS_DELAY_S = 1.0
 PROGRESS_REFRESH_S = 0.1
-STAGE_LABEL = {"read": "reading captures", "facts": "building facts", "rules": "running rules"}
+STAGE_LABEL = {
+    "read": "reading captures",
+    "logs": "reading logs",
+    "facts": "building facts",
+    "rules": "running rules",
+}
 
 
 def shell_word(value: str) -> str:
@@ -232,7 +237,11 @@ class _DelayedBar:
             )
             self.progress.start()
             self.task = self.progress.add_task(STAGE_LABEL.get(stage, stage), total=total)
-        elif stage == "read" and done < total and now - self.last_update < PROGRESS_REFRESH_S:
+        elif (
+            stage in ("read", "logs")
+            and done < total
+            and now - self.last_update < PROGRESS_REFRESH_S
+        ):
             return  # one call per frame: only redraw a few times a second
         self.last_update = now
         assert self.task is not None
