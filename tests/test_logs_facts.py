@@ -180,3 +180,14 @@ def test_legacy_sse_transport_session_from_query_and_endpoint_event() -> None:
     by_exchange, _ = attribute_sessions([stream, post], conns, AnalysisConfig())
     assert by_exchange[(1, 0)] is by_exchange[(2, 0)]
     assert by_exchange[(1, 0)].session_id == "ab12" and not by_exchange[(1, 0)].inferred
+
+
+def test_log_reading_reports_progress_in_bytes(tmp_path: Path) -> None:
+    ids = [str(i) for i in range(1, 50)]
+    log = _write_jsonl(tmp_path / "events.jsonl", _stream("S9", "st", ids))
+    calls: list[tuple] = []
+    scan_paths([log], progress=lambda *a: calls.append(a))
+    logs = [c for c in calls if c[0] == "logs"]
+    size = Path(log).stat().st_size
+    assert logs and logs[-1] == ("logs", size, size)
+    assert [c[0] for c in calls][-2:] == ["facts", "rules"]
