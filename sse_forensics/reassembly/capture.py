@@ -4,6 +4,7 @@ files itself (the frames come from :mod:`sse_forensics.ingest`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -57,10 +58,27 @@ class Reassembly:
     log_stats: dict[str, object] = field(default_factory=dict)  # read_logs' stats, if any
 
 
+_TLS_HANDSHAKE = re.compile(rb"\x16\x03[\x00-\x04]")  # TLS record: handshake, version 3.x
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4
+
+
+def foreign_protocol(first_client_bytes: bytes) -> str | None:
+    """Say what a connection is when its first client bytes show it is not HTTP/1.1 that
+    this tool can read: TLS (capture behind the terminator) or HTTP/2 prior knowledge."""
+    if _TLS_HANDSHAKE.match(first_client_bytes):
+        return (
+            "TLS-encrypted: its HTTP cannot be read; capture behind the TLS terminator "
+            "(docs/capturing.md)"
+        )
+    if first_client_bytes.startswith(_H2_PREFACE[:16]):
+        return "HTTP/2 (prior knowledge): only HTTP/1.1 is analysed"
+    return None
+
+
 class _ConnectionAnalyzer:
     """HTTP and SSE state of one TCP connection."""
 
-    __slots__ = ("connection", "errors", "exchanges", "http", "parsers")
+    __slots__ = ("connection", "errors", "exchanges", "http", "not_http", "parsers", "sniffed")
 
     def __init__(self, connection: Connection, errors: list[ReadError]) -> None:
         self.connection = connection
@@ -68,6 +86,8 @@ class _ConnectionAnalyzer:
         self.exchanges: dict[int, Exchange] = {}
         self.parsers: dict[int, SSEParser] = {}
         self.errors = errors
+        self.sniffed = False  # the first client bytes were checked for TLS / HTTP/2
+        self.not_http = False  # they were: the connection is skipped, said once in errors
 
     def _exchange(self, index: int) -> Exchange:
         ex = self.exchanges.get(index)
@@ -76,7 +96,25 @@ class _ConnectionAnalyzer:
         return ex
 
     def data(self, direction: Direction, piece: StreamData | MissingSpan) -> None:
+        if self.not_http:
+            return
         if isinstance(piece, StreamData):
+            if not self.sniffed and direction == "client" and piece.offset == 0:
+                self.sniffed = True
+                what = foreign_protocol(piece.data)
+                if what is not None:
+                    self.not_http = True
+                    self.errors.append(
+                        ReadError(
+                            piece.origin.source,
+                            f"connection {self.connection.id} "
+                            f"({self.connection.client[0]} -> {self.connection.server[0]}:"
+                            f"{self.connection.server[1]}) is {what}",
+                            frame=piece.origin.number,
+                            ts=piece.origin.ts,
+                        )
+                    )
+                    return
             self._handle(self.http.feed(direction, piece.data, piece.origin))
         else:
             self._handle(self.http.missing(piece))
