@@ -15,7 +15,7 @@ from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
-from sse_forensics.reassembly.http import HTTPConnection
+from sse_forensics.reassembly.http import CODING_CUT, HTTPConnection
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     HTTPEvent,
@@ -78,7 +78,16 @@ def foreign_protocol(first_client_bytes: bytes) -> str | None:
 class _ConnectionAnalyzer:
     """HTTP and SSE state of one TCP connection."""
 
-    __slots__ = ("connection", "errors", "exchanges", "http", "not_http", "parsers", "sniffed")
+    __slots__ = (
+        "coded",
+        "connection",
+        "errors",
+        "exchanges",
+        "http",
+        "not_http",
+        "parsers",
+        "sniffed",
+    )
 
     def __init__(self, connection: Connection, errors: list[ReadError]) -> None:
         self.connection = connection
@@ -88,6 +97,9 @@ class _ConnectionAnalyzer:
         self.errors = errors
         self.sniffed = False  # the first client bytes were checked for TLS / HTTP/2
         self.not_http = False  # they were: the connection is skipped, said once in errors
+        # Event streams whose content-coding a hole cut: the bytes after it are still
+        # compressed, so they are not parsed as text (they would give noise, not events).
+        self.coded: set[int] = set()
 
     def _exchange(self, index: int) -> Exchange:
         ex = self.exchanges.get(index)
@@ -158,6 +170,8 @@ class _ConnectionAnalyzer:
                 ex.body_bytes += len(ev.data)
                 ex.last_body_origin = ev.origin
                 parser = self.parsers.get(ev.exchange)
+                if parser is not None and ev.exchange in self.coded:
+                    continue
                 if parser is not None:
                     ex.events.extend(parser.feed(ev.data, ev.origin))
                     self._drain(ex, parser)
@@ -195,6 +209,18 @@ class _ConnectionAnalyzer:
                 if parser is not None:
                     ex.events.extend(parser.skip(ev.span.length))
             elif isinstance(ev, ProtocolError):
+                parser = self.parsers.get(ev.exchange) if ev.exchange is not None else None
+                if (
+                    parser is not None
+                    and ev.direction == "server"
+                    and ev.what.startswith(CODING_CUT)
+                ):
+                    # What follows cannot be read: the rest of the stream is one hole of
+                    # unknown decoded length (the BodyGap counted coded bytes).
+                    self.coded.add(ev.exchange)
+                    ex = self._exchange(ev.exchange)
+                    ex.events.extend(parser.skip(None))
+                    self._drain(ex, parser)
                 origin = ev.origin
                 self.errors.append(
                     ReadError(

@@ -40,10 +40,24 @@ class _GzipDecoder:
     def __init__(self) -> None:
         self._inflate = zlib.decompressobj(_GZIP_WBITS)
         self._done = False
+        # A member ended: the next bytes, perhaps in a later frame, say whether another
+        # member follows. Held here while fewer than the two magic bytes have come.
+        self._between = b""
+        self._after_member = False
 
     def decode(self, data: bytes) -> bytes:
         out = []
         while data and not self._done:
+            if self._after_member:
+                data = self._between + data
+                if len(data) < 2 and data == _GZIP_MAGIC[:1]:
+                    self._between = data
+                    break
+                self._after_member, self._between = False, b""
+                if data[:2] != _GZIP_MAGIC:
+                    self._done = True
+                    break
+                self._inflate = zlib.decompressobj(_GZIP_WBITS)
             try:
                 out.append(self._inflate.decompress(data))
             except zlib.error as exc:
@@ -51,14 +65,11 @@ class _GzipDecoder:
             if not self._inflate.eof:
                 break
             data = self._inflate.unused_data
-            if data[:2] == _GZIP_MAGIC or (len(data) == 1 and data == _GZIP_MAGIC[:1]):
-                self._inflate = zlib.decompressobj(_GZIP_WBITS)
-            else:
-                self._done = True
+            self._after_member = True
         return b"".join(out)
 
     def flush(self) -> bytes:
-        return b"" if self._done else self._inflate.flush()
+        return b"" if self._done or self._after_member else self._inflate.flush()
 
 
 class _DeflateDecoder:

@@ -164,9 +164,10 @@ class ConnectionTracker:
         elif (
             seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN
             and flow.conn is not None
-            and flow.conn.finished
+            and (flow.conn.finished or self._new_isn(flow, seg))
         ):
-            # Port reuse: a fresh SYN on a 4-tuple whose connection ended.
+            # Port reuse: a fresh SYN on a 4-tuple whose connection ended, or whose end the
+            # capture missed (another ISN: RFC 9293 §3.4, not a retransmitted SYN).
             self._finish(flow, out, seg.origin.ts)
             flow = self._new_flow(seg)
         conn = flow.conn
@@ -229,6 +230,13 @@ class ConnectionTracker:
         return all(stream.fin_delivered for stream in streams)
 
     @staticmethod
+    def _new_isn(flow: _Flow, seg: TCPSegment) -> bool:
+        """A SYN whose sequence number is not the ISN its sender's SYN already gave."""
+        entry = flow.streams.get((seg.src, seg.sport))
+        isn = entry[1].isn if entry is not None else None
+        return isn is not None and isn != seg.seq
+
+    @staticmethod
     def _client_by_port(seg: TCPSegment) -> Endpoint:
         # Ephemeral ports are the high ones (RFC 6056); on a tie keep the first sender.
         if seg.dport > seg.sport:
@@ -268,13 +276,17 @@ class ConnectionTracker:
         conn.packets += 1
         conn.last = origin
         direction, stream = flow.streams[(seg.src, seg.sport)]
-        flow.analyzer.segment(direction, seg)
         flags = seg.flags
+        rst = bool(flags & TCP_RST)
+        if rst and not stream.rst_acceptable(seg.seq):
+            # Far outside the sender's sequence space: the peer ignored it (RFC 9293
+            # §3.10.7.4), so the connection and the stream it carries go on.
+            return
+        flow.analyzer.segment(direction, seg)
         syn = bool(flags & TCP_SYN)
         if syn and direction == "client" and not flags & TCP_ACK:
             conn.handshake_seen = True
         fin = bool(flags & TCP_FIN)
-        rst = bool(flags & TCP_RST)
         if fin and direction not in conn.fin:
             conn.fin[direction] = origin
         if rst and conn.rst is None:

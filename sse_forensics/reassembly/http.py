@@ -97,6 +97,10 @@ _CHUNK_HEADER = re.compile(rb"\r\n([0-9A-Fa-f]{1,8})(?:[ \t]*;[^\r\n]*)?\r\n")
 _CHUNK_HEADER_AT_HOLE = re.compile(rb"(?:\r?\n)?([0-9A-Fa-f]{1,8})(?:[ \t]*;[^\r\n]*)?\r\n")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
+CODING_CUT = "content-coding cannot be decoded across missing bytes"
+"""Start of the :class:`ProtocolError` saying a coded body's bytes after a hole are passed
+on still coded (a DEFLATE/brotli/zstd stream cannot be resumed mid-way)."""
+
 PICKUP_WINDOW = 64 * 1024
 """How far past a mid-stream start to look for an event-stream body whose head was not
 captured. A server flushes every event at once (WHATWG §9.2: events are dispatched as their
@@ -177,6 +181,18 @@ def _content_length(value: str) -> int | None:
 def _last_coding_is_chunked(transfer_encoding: str) -> bool:
     codings = [c.strip().lower() for c in transfer_encoding.split(",") if c.strip()]
     return bool(codings) and codings[-1].split(";", 1)[0].strip() == "chunked"
+
+
+def _applied_codings(content_encoding: str | None, transfer_encoding: str | None) -> str | None:
+    """Every coding applied to the body, in order: content codings, then the transfer
+    codings other than ``chunked`` (RFC 9112 §6.1: a recipient undoes them; ``gzip,
+    chunked`` is gzip inside the chunks)."""
+    codings = [content_encoding] if content_encoding else []
+    if transfer_encoding:
+        codings += [
+            c for c in transfer_encoding.split(",") if c.strip() and c.strip().lower() != "chunked"
+        ]
+    return ", ".join(codings) or None
 
 
 def _sent_before(first: Origin, second: Origin) -> bool:
@@ -771,11 +787,11 @@ class _Reader:
         if state in (BODY_LENGTH, CHUNK_DATA) and length is not None and length < body.remaining:
             # The framing crosses the hole: the body continues right after it.
             body.remaining -= length
-            self.stop_decoding("content-coding cannot be decoded across missing bytes", out)
+            self.stop_decoding(CODING_CUT, out)
             return
         if state in (BODY_LENGTH, CHUNK_DATA) and length == body.remaining:
             body.remaining = 0
-            self.stop_decoding("content-coding cannot be decoded across missing bytes", out)
+            self.stop_decoding(CODING_CUT, out)
             if state == CHUNK_DATA:
                 self.state = CHUNK_DATA_END
             else:
@@ -783,12 +799,12 @@ class _Reader:
             return
         if state == BODY_UNTIL_CLOSE:
             # Everything up to the close is body, so the body goes on after the hole.
-            self.stop_decoding("content-coding cannot be decoded across missing bytes", out)
+            self.stop_decoding(CODING_CUT, out)
             return
         if state in (CHUNK_SIZE, CHUNK_DATA, CHUNK_DATA_END, RESYNC_CHUNK) and (
             length is None or length <= CHUNK_RESYNC_WINDOW
         ):
-            self.stop_decoding("content-coding cannot be decoded across missing bytes", out)
+            self.stop_decoding(CODING_CUT, out)
             if state != RESYNC_CHUNK:
                 body.resync_budget = CHUNK_RESYNC_WINDOW
             self.state = RESYNC_CHUNK
@@ -1003,7 +1019,9 @@ class HTTPConnection:
             return
         transfer_encoding = _field_values(headers, "transfer-encoding")
         content_length = _field_values(headers, "content-length")
-        body.decoder = make_decoder(_field_values(headers, "content-encoding"))
+        body.decoder = make_decoder(
+            _applied_codings(_field_values(headers, "content-encoding"), transfer_encoding)
+        )
         if transfer_encoding is not None:
             # Rule 3: chunked when it is the final coding, otherwise read until close.
             if _last_coding_is_chunked(transfer_encoding):
@@ -1087,4 +1105,4 @@ class HTTPConnection:
             reader.pending, reader.pending_origins = b"", []
 
 
-__all__ = ["HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]
+__all__ = ["CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]

@@ -22,6 +22,11 @@ from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
 
 _SEQ_MOD = 1 << 32
 _SEQ_HALF = 1 << 31
+RST_WINDOW = 1 << 20
+"""How far from the bytes seen an RST's sequence number may lie and still be believed.
+RFC 9293 §3.10.7.4 (and RFC 5961 §3.2): a receiver ignores a reset outside its receive
+window, so the connection goes on; the window is not always known, hence a fixed bound
+(a forged or stray RST with a random sequence number falls inside it once in 2048)."""
 
 Piece = StreamData | MissingSpan
 # A held out-of-order range: (offset, end, payload or None for snap-length-missing, origin).
@@ -70,6 +75,11 @@ class TCPStreamReassembler:
         return self._base is not None
 
     @property
+    def isn(self) -> int | None:
+        """The initial sequence number of this direction, if its SYN was seen."""
+        return (self._base - 1) % _SEQ_MOD if self.syn_seen and self._base is not None else None
+
+    @property
     def buffered(self) -> int:
         """Bytes held out of order, waiting for a hole to fill."""
         return self._buffered
@@ -78,6 +88,15 @@ class TCPStreamReassembler:
     def fin_delivered(self) -> bool:
         """A FIN was seen and every byte before it delivered (as data or missing)."""
         return self._end is not None and self.delivered >= self._end and not self._held
+
+    def rst_acceptable(self, seq: int) -> bool:
+        """Whether an RST with ``seq`` can be one the peer accepted: its sequence number
+        lies within :data:`RST_WINDOW` of the bytes this direction sent."""
+        if self._base is None:
+            return True  # nothing to check it against
+        offset = self._offset(seq)
+        highest = max(self.delivered, self._held[-1][1] if self._held else 0)
+        return self.delivered - RST_WINDOW <= offset <= highest + RST_WINDOW
 
     def _offset(self, seq: int) -> int:
         """Unwrap a 32-bit ``seq`` to the offset nearest the next expected byte."""
