@@ -298,7 +298,7 @@ def test_transfer_encoding_overrides_content_length():
     conn = HTTPConnection()
     conn.feed("client", GET, frame(1))
     wire = response(chunked(b"abc"), "Content-Length: 1", "Transfer-Encoding: gzip, chunked")
-    # gzip as a transfer coding is not decoded here; the point is the framing.
+
     events = conn.feed("server", wire, frame(2))
     assert body_of(events, 0) == b"abc"
 
