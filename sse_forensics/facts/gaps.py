@@ -238,6 +238,9 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
         e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"
     ]
     signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
+    # A signal event that carries an `id:` took that counter value itself (servers that number
+    # every event they write): the value was delivered, not dropped.
+    taken = taken | {e.key for e in stream.events if e.kind == "signal" and e.key is not None}
     for a, b in _advances(numbered):
         rng = _missing(a.key, b.key, taken)
         if rng.count == 0:
@@ -410,13 +413,37 @@ def _cover_resume(
             gap.signal, gap.signal_event = RESUME_GAP, sig
             gap.signal_late = sig.position > first.position
             return
-    # A backpressure-disconnect naming W, then a resume from W (PROFILE.md: expected gap).
+    # A backpressure-disconnect naming W, then a resume from W (PROFILE.md: expected gap);
+    # or a stream-gap on the stream before the resume that already declared the range
+    # dropped (PROFILE.md, "What counts as what": a stream-gap covering it).
     for s in streams:
         if s is resume:
             break
         if s.logical is not resume.logical:
             continue
         for sig in s.events:
+            if sig.kind == "signal" and sig.sse.event == STREAM_GAP and sig.signal is not None:
+                if gap.keys is not None:
+                    # A Last-Event-ID inside the declared range is no cursor before it: a 2xx
+                    # to that resume stays silent corruption (PROFILE.md).
+                    lk, fk = (
+                        codec.key(resume.last_event_id or ""),
+                        codec.key(sig.signal.first or ""),
+                    )
+                    declared = (
+                        lk is not None
+                        and fk is not None
+                        and lk.seq < fk.seq
+                        and _signal_covers(sig, gap.keys, codec, taken)
+                    )
+                else:
+                    declared = (sig.signal.first, sig.signal.last) == (
+                        gap.missing_ids[0],
+                        gap.missing_ids[-1],
+                    )
+                if declared:
+                    gap.signal, gap.signal_event = STREAM_GAP, sig
+                    return
             if (
                 sig.kind == "signal"
                 and sig.sse.event == BACKPRESSURE_DISCONNECT

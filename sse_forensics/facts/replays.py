@@ -13,7 +13,7 @@ from sse_forensics.facts.gaps import GapRecord, observed_order
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord
 from sse_forensics.facts.requests import RequestIndex
-from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT
+from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
 
 # A 200 that only sends keep-alive comments "stays open" once it has sent this many of them
 # or lasted this long without a data event (PROFILE.md: both seen in official SDKs).
@@ -204,8 +204,12 @@ class ReplayJudge:
     def _later_events(
         self, r: StreamRecord, lk: IdKey | None, order: list[str], li: int | None
     ) -> bool:
-        """The logical stream is known to have events after Last-Event-ID: seen on the wire
-        anywhere, or its originating request was not answered before this resume."""
+        """The logical stream is known to have had events after Last-Event-ID while this
+        resume was answered: seen on the wire anywhere before its answer ended, or its
+        originating request never answered. Events first sent after it (a later resume of a
+        polling stream that the server closed on purpose, 2025-11-25) do not count."""
+        end = r.exchange.last_body_origin or r.response_origin
+        until = end.ts if end is not None else r.first_ts
         for s in self.streams:
             if s is r or s.logical is not r.logical:
                 continue
@@ -215,6 +219,7 @@ class ReplayJudge:
                     and e.key is not None
                     and e.key.prefix == lk.prefix
                     and e.key.seq > lk.seq
+                    and (e.origin is None or e.origin.ts <= until)
                 ):
                     return True
         if li is not None and li + 1 < len(order):
@@ -230,7 +235,8 @@ class ReplayJudge:
                 return True
         originals = self.requests.originating(r)
         if originals:
-            answered = _answered(r, self.streams, r.first_ts)
+            # Answered on a later resume: the answer was not lost, only not produced yet.
+            answered = _answered(r, self.streams, float("inf"))
             return any(req.rpc_id not in answered for req in originals)
         return False
 
@@ -316,6 +322,19 @@ class ReplayJudge:
             if e.key is not None and e.key.prefix == lk.prefix
         ]
         last = max(seen, key=lambda e: e.key.seq)
+        # A cursor moved to the end of a range the server declared dropped (`stream-gap`
+        # F..L, then Last-Event-ID L) skips nothing the server still had.
+        declared = [
+            k.seq
+            for s in earlier
+            if s.logical is resumed
+            for e in s.events
+            if e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid
+            for k in [codec.key(e.signal.last or "")]
+            if k is not None and k.prefix == lk.prefix and k.seq >= last.key.seq
+        ]
+        if declared and lk.seq <= max(declared):
+            return False, last.sse.id_field
         return lk.seq > last.key.seq, last.sse.id_field
 
     def _cursor_lost(self, r: StreamRecord) -> bool:

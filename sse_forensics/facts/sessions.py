@@ -113,17 +113,14 @@ def _protocol_versions(
         rec = by_exchange.get((ex.connection_id, ex.index))
         if rec is None or rec.protocol_version:
             continue
+        # The server's answer is the negotiated version (it may downgrade the client's
+        # proposal), whether it came as a JSON body or as an event of an SSE response.
+        answers = [sse.data for sse in ex.events if sse.data] if ex.is_event_stream else []
         version = None
-        for body in (bytes(ex.response_body), bytes(ex.request_body)):
+        for body in (bytes(ex.response_body), *answers, bytes(ex.request_body)):
             messages = parse_messages(body) if body else None
             if messages:
                 version = protocol_version(messages)
-                if version:
-                    break
-        if version is None and ex.is_event_stream:
-            for sse in ex.events:
-                messages = parse_messages(sse.data) if sse.data else None
-                version = protocol_version(messages) if messages else None
                 if version:
                     break
         if version is None:

@@ -60,6 +60,11 @@ def split_range(text: str) -> tuple[str, str] | None:
     if len(positions) == 1:
         i = positions[0]
         return text[:i].strip(), text[i + 1 :].strip()
+    # Random IDs of one format (UUIDs) differ in shape but not in length or dash count.
+    for i in positions:
+        left, right = text[:i].strip(), text[i + 1 :].strip()
+        if len(left) == len(right) and left.count("-") == right.count("-"):
+            return left, right
     return None
 
 
@@ -83,6 +88,8 @@ def parse_signal(event_type: str, data: str) -> SignalPayload:
         if event_type == STREAM_GAP and first is not None and last is None:
             last = first
         return SignalPayload(first, last, first is not None and last is not None)
+    if isinstance(obj, str):  # a JSON string holding the text form: "8-12"
+        text = obj.strip()
     if isinstance(obj, int) and not isinstance(obj, bool):
         return SignalPayload(str(obj), str(obj), keys[1] is None or event_type == STREAM_GAP)
     if not text:
