@@ -17,26 +17,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 SAMPLES_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(SAMPLES_DIR))  # the capture helpers live beside this script
+from make_samples import CaptureDropped, tcpdump  # noqa: E402
+
 SDK_DIR = SAMPLES_DIR / "ts_sdk"
 MADE_BY = "loopback (official MCP TypeScript SDK)"
 STEPS = 8  # server.js: progress notifications per tools/call
 INTERRUPT_AT = 3  # client.js: the resume run drops the stream after this progress value
 ATTEMPTS = 3  # a capture the kernel dropped packets from is made again
-# With --immediate-mode libpcap uses ring slots of snaplen bytes each: at -s 0 the default
-# 2 MiB buffer holds a handful of packets. -B is in KiB.
-CAPTURE_BUFFER_KIB = 65536
 
 DESCRIPTIONS = {
     "clean": (
@@ -51,10 +49,6 @@ DESCRIPTIONS = {
         "the server replays the stored progress and streams the rest and the result."
     ),
 }
-
-
-class CaptureDropped(Exception):
-    """tcpdump reports packets dropped by the kernel: the capture is incomplete."""
 
 
 def ensure_node_modules() -> None:
@@ -88,33 +82,6 @@ def node_server(port: int) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-@contextmanager
-def tcpdump(pcap: Path, port: int) -> Iterator[None]:
-    """Record ``tcp port PORT`` on ``lo`` for the duration of the block (-U: flush per
-    packet; --immediate-mode: packets still in the kernel ring at SIGINT are not lost)."""
-    command = ["tcpdump", "-i", "lo", "-s", "0", "-U", "-B", str(CAPTURE_BUFFER_KIB)]
-    # -Z root: the file stays owned by the user who made it, not by tcpdump.
-    command += ["--immediate-mode", "-Z", "root", "-w", str(pcap), f"tcp port {port}"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    first_line = process.stderr.readline()  # "listening on lo, ..." once the filter is live
-    if "listening on" not in first_line:
-        process.wait(timeout=5)
-        raise RuntimeError(f"tcpdump failed: {first_line.strip()}")
-    time.sleep(0.1)
-    try:
-        yield
-    finally:
-        time.sleep(0.3)  # let the last FIN/ACKs through the filter
-        process.send_signal(signal.SIGINT)
-        report = process.communicate(timeout=10)[1]
-    if "packets captured" not in report:
-        raise RuntimeError(f"tcpdump did not report its count: {report.strip()}")
-    dropped = re.search(r"(\d+) packets? dropped by kernel", report)
-    if dropped and int(dropped.group(1)):
-        raise CaptureDropped(f"{dropped.group(1)} packets dropped by the kernel")
 
 
 def run_client(url: str, mode: str) -> dict:
