@@ -191,3 +191,16 @@ def test_log_reading_reports_progress_in_bytes(tmp_path: Path) -> None:
     size = Path(log).stat().st_size
     assert logs and logs[-1] == ("logs", size, size)
     assert [c[0] for c in calls][-2:] == ["facts", "rules"]
+
+
+def test_shared_counter_survives_a_stray_repeated_value(tmp_path: Path) -> None:
+    """A server-wide counter (the Python SDK's test store): two sessions interleave, and a
+    third stream after a restart repeats value 1. One stray repeat does not turn the counter
+    per-stream, so the interleaved streams' skips are no gaps."""
+    a = _stream("SA", "a", [str(i) for i in range(1, 40, 2)])
+    b = _stream("SB", "b", [str(i) for i in range(2, 41, 2)], t=T0 + 0.05)
+    restart = _stream("SC", "c", ["1"], t=T0 + 10)
+    result = scan_paths([_write_jsonl(tmp_path / "events.jsonl", a + b + restart)])
+    assert result.findings == []
+    scopes = dict(result.facts.tables["sessions"].select("session_id", "counter_scope").rows())
+    assert scopes["SA"] == scopes["SB"] == "server"

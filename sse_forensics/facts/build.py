@@ -31,6 +31,7 @@ from sse_forensics.facts.streams import (
     link_resumes,
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
+from sse_forensics.facts.taken import NOTHING_TAKEN, TakenKeys
 from sse_forensics.reassembly.capture import Reassembly
 from sse_forensics.reassembly.http_events import header
 
@@ -65,13 +66,13 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
     for s in streams:
         codec = codecs[s.session.session_id]
-        excl = taken.get(id(s.logical), frozenset())
+        excl = taken.get(id(s.logical), NOTHING_TAKEN)
         gaps.extend(live_gaps(s, codec, excl))
     for s in streams:
         if s.kind != "resume":
             continue
         codec = codecs[s.session.session_id]
-        excl = taken.get(id(s.logical), frozenset())
+        excl = taken.get(id(s.logical), NOTHING_TAKEN)
         gap = resume_gap(s, codec, excl, streams)
         if gap is not None:
             gaps.append(gap)
@@ -84,7 +85,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         _resume_row(
             s,
             codecs[s.session.session_id],
-            taken.get(id(s.logical), frozenset()),
+            taken.get(id(s.logical), NOTHING_TAKEN),
             streams,
             gaps,
             gap,
@@ -393,7 +394,7 @@ def _signal_rows(s: StreamRecord) -> list[dict]:
 def _resume_row(
     s: StreamRecord,
     codec: IdCodec,
-    taken: frozenset,
+    taken: TakenKeys,
     streams: list[StreamRecord],
     gaps: list[GapRecord],
     gap: GapRecord | None,

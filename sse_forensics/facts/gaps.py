@@ -21,6 +21,7 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STREAM_GAP
+from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.reassembly.exchange import BodyHole
 
 Verdict = Literal["expected_gap", "silent_corruption", "indeterminate"]
@@ -152,16 +153,12 @@ class GapRecord:
         return out
 
 
-def _missing(
-    lo: IdKey, hi: IdKey, taken: frozenset, also_taken: frozenset = frozenset()
-) -> MissingRange:
+def _missing(lo: IdKey, hi: IdKey, taken: TakenKeys) -> MissingRange:
     """Counter values strictly between ``lo`` and ``hi`` not taken by other streams."""
     start, end = lo.seq + 1, hi.seq - 1
     if end < start:
         return MissingRange(lo.prefix, None, None, 0)
-    excluded = sorted(
-        k.seq for k in (taken | also_taken) if k.prefix == lo.prefix and start <= k.seq <= end
-    )
+    excluded = taken.between(lo.prefix, start, end)
     count = end - start + 1 - len(excluded)
     if count <= 0:
         return MissingRange(lo.prefix, None, None, 0)
@@ -175,7 +172,7 @@ def _missing(
     return MissingRange(lo.prefix, first, last, count)
 
 
-def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken: frozenset) -> bool:
+def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken: TakenKeys) -> bool:
     """A ``stream-gap`` (first..last) or ``resume-gap`` (after requested, before
     oldest_retained) covers every missing value of ``rng``."""
     payload = event.signal
@@ -229,7 +226,7 @@ def _advances(numbered: list[EventRecord]) -> list[tuple[EventRecord, EventRecor
     return out
 
 
-def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[GapRecord]:
+def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[GapRecord]:
     """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
     signals that no observed jump explains (the only evidence with opaque IDs)."""
     gaps: list[GapRecord] = []
@@ -240,7 +237,9 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: frozenset) -> list[Ga
     signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
     # A signal event that carries an `id:` took that counter value itself (servers that number
     # every event they write): the value was delivered, not dropped.
-    taken = taken | {e.key for e in stream.events if e.kind == "signal" and e.key is not None}
+    taken = taken.with_extra(
+        e.key for e in stream.events if e.kind == "signal" and e.key is not None
+    )
     for a, b in _advances(numbered):
         rng = _missing(a.key, b.key, taken)
         if rng.count == 0:
@@ -342,7 +341,7 @@ def observed_order(stream: StreamRecord, streams: list[StreamRecord]) -> list[Ev
 
 
 def resume_gap(
-    resume: StreamRecord, codec: IdCodec, taken: frozenset, streams: list[StreamRecord]
+    resume: StreamRecord, codec: IdCodec, taken: TakenKeys, streams: list[StreamRecord]
 ) -> GapRecord | None:
     """Judge a resume's answer against its ``Last-Event-ID`` (PROFILE.md: a resume whose first
     event is not the successor of ``Last-Event-ID`` is silent corruption unless signalled)."""
@@ -366,7 +365,7 @@ def resume_gap(
         if lk is None or fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
             return None
         replay_keys = frozenset(e.key for e in before_first if e.key is not None)
-        rng = _missing(lk, fk, taken, replay_keys)
+        rng = _missing(lk, fk, taken.with_extra(replay_keys))
         if rng.count == 0:
             return None
         lo, hi = _render(codec, rng, leid)
@@ -398,7 +397,7 @@ def _cover_resume(
     gap: GapRecord,
     resume: StreamRecord,
     codec: IdCodec,
-    taken: frozenset,
+    taken: TakenKeys,
     streams: list[StreamRecord],
     first: EventRecord,
 ) -> None:
@@ -455,7 +454,7 @@ def _cover_resume(
 
 
 def successor(
-    resume: StreamRecord, codec: IdCodec, streams: list[StreamRecord], taken: frozenset
+    resume: StreamRecord, codec: IdCodec, streams: list[StreamRecord], taken: TakenKeys
 ) -> str | None:
     """The ID that should follow ``Last-Event-ID``: the next counter value no other stream
     took where the scheme allows arithmetic, else the event observed after it."""

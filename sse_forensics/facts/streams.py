@@ -9,7 +9,7 @@ connection.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import IdCodec, detect_scheme
@@ -17,6 +17,7 @@ from sse_forensics.facts.jsonrpc import parse_messages
 from sse_forensics.facts.model import EventKind, EventRecord, SessionRecord, StreamRecord
 from sse_forensics.facts.sessions import ExchangeKey
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
+from sse_forensics.facts.taken import NOTHING_TAKEN, CounterGroup, TakenKeys
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
@@ -24,6 +25,8 @@ from sse_forensics.reassembly.http_events import header
 from sse_forensics.sse import SSEEvent
 
 LAST_EVENT_ID = "Last-Event-ID"
+# A stream with fewer ID-carrying events says nothing about whether its counter is shared.
+MIN_VALUES_TO_JUDGE = 2
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -155,7 +158,7 @@ def assign_ids(streams: list[StreamRecord], config: AnalysisConfig) -> dict[str,
     return codecs
 
 
-def counter_scopes(streams: list[StreamRecord]) -> dict[int, frozenset]:
+def counter_scopes(streams: list[StreamRecord]) -> dict[int, TakenKeys]:
     """Decide per session whether the ID counter is per stream or shared (session- or
     server-wide) and return, per logical stream, the keys that other streams took.
 
@@ -171,13 +174,22 @@ def counter_scopes(streams: list[StreamRecord]) -> dict[int, frozenset]:
         keys[id(root)].update(e.key for e in s.id_events() if e.key is not None)
 
     def repeats(roots: list[StreamRecord]) -> bool:
-        seen: set = set()
+        """Most logical streams carry mostly values that other streams carry too: per-stream
+        counters (each starts again at its first value). A stray repeat or two (a server
+        restart, a replay the capture could not link) does not make a shared counter
+        per-stream. Streams too short to tell are left out. Linear in the values."""
+        holders: Counter = Counter()
+        for r in roots:
+            holders.update(keys[id(r)])
+        judged = mostly_shared = 0
         for r in roots:
             mine = keys[id(r)]
-            if seen & mine:
-                return True
-            seen |= mine
-        return False
+            if len(mine) < MIN_VALUES_TO_JUDGE:
+                continue
+            judged += 1
+            shared = sum(1 for k in mine if holders[k] > 1)
+            mostly_shared += shared * 2 > len(mine)
+        return judged > 0 and mostly_shared * 2 >= judged
 
     servers: dict[tuple, list[StreamRecord]] = defaultdict(list)
     sessions: dict[str, list[StreamRecord]] = defaultdict(list)
@@ -185,20 +197,31 @@ def counter_scopes(streams: list[StreamRecord]) -> dict[int, frozenset]:
         servers[root.connection.server].append(root)
         sessions[root.session.session_id].append(root)
 
-    exclusions: dict[int, frozenset] = {}
+    def group(roots: list[StreamRecord]) -> CounterGroup:
+        return CounterGroup(k for r in roots for k in keys[id(r)])
+
+    session_shared: dict[str, CounterGroup | None] = {}
+    exclusions: dict[int, TakenKeys] = {}
     for roots in servers.values():
-        server_shared = len(roots) > 1 and not repeats(roots)
+        server_group = group(roots) if len(roots) > 1 and not repeats(roots) else None
+        many_sessions = len({r.session.session_id for r in roots}) > 1
         for root in roots:
             peers = sessions[root.session.session_id]
-            if server_shared:
-                others = [r for r in roots if r is not root]
-                scope = "server" if len({r.session.session_id for r in roots}) > 1 else "session"
-            elif len(peers) > 1 and not repeats(peers):
-                others = [r for r in peers if r is not root]
-                scope = "session"
+            session_id = root.session.session_id
+            if session_id not in session_shared:
+                shared = len(peers) > 1 and not repeats(peers)
+                session_shared[session_id] = group(peers) if shared else None
+            own = frozenset(keys[id(root)])
+            if server_group is not None:
+                taken, scope = (
+                    TakenKeys(server_group, own),
+                    "server" if many_sessions else "session",
+                )
+            elif session_shared[session_id] is not None:
+                taken, scope = TakenKeys(session_shared[session_id], own), "session"
             else:
-                others = []
+                taken = NOTHING_TAKEN
                 scope = "per-stream" if len(peers) > 1 or len(roots) > 1 else "unknown"
             root.session.counter_scope = scope
-            exclusions[id(root)] = frozenset().union(*(keys[id(r)] for r in others))
+            exclusions[id(root)] = taken
     return exclusions
