@@ -39,14 +39,6 @@ class Disagreement:
     what: str
 
 
-def _from_log(ex: Exchange) -> bool:
-    return (
-        ex.response is not None
-        and not ex.response.head_captured
-        and (ex.response.reason.startswith("(from "))
-    )
-
-
 def _ids(ex: Exchange) -> list[str]:
     return [e.id_field for e in ex.events if e.id_field]
 
@@ -55,8 +47,8 @@ def join_logs(
     exchanges: list[Exchange], sessions: dict[ExchangeKey, SessionRecord]
 ) -> tuple[list[Exchange], list[Disagreement]]:
     """The exchanges with log duplicates of captured ones folded in, and the disagreements."""
-    captured = [ex for ex in exchanges if not _from_log(ex)]
-    logged = [ex for ex in exchanges if _from_log(ex)]
+    captured = [ex for ex in exchanges if not ex.from_log]
+    logged = [ex for ex in exchanges if ex.from_log]
     if not logged or not captured:
         return exchanges, []
     session_of = {id(ex): sessions.get((ex.connection_id, ex.index)) for ex in exchanges}

@@ -45,6 +45,7 @@ class Exchange:
     trailing: bytes = b""
     body_bytes: int = 0
     log: object | None = None  # from_logs.LogStreamInfo: what an event log adds
+    from_log: bool = False  # described by a log, not reassembled from a capture
 
     @property
     def request_headers(self) -> Headers:

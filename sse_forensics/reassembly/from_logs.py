@@ -113,7 +113,7 @@ def _event_exchanges(events: pl.DataFrame, build: _Builder) -> list[tuple[Exchan
         if leid is not None:
             headers.append(("Last-Event-ID", leid))
         method = "GET" if leid is not None else ""
-        ex = Exchange(connection_id=conn.id, index=0)
+        ex = Exchange(connection_id=conn.id, index=0, from_log=True)
         ex.request = RequestHead(0, method, "", "", headers, first)
         ex.response = ResponseHead(
             0,
@@ -239,7 +239,7 @@ def _merge_access(
                 content_type = "text/event-stream"
             if content_type:
                 response_headers.append(("Content-Type", content_type))
-            ex = Exchange(connection_id=conn.id, index=index)
+            ex = Exchange(connection_id=conn.id, index=index, from_log=True)
             ex.request = RequestHead(
                 index, row["method"] or "", row["target"] or "", row["protocol"] or "", headers, o
             )
