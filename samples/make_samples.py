@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(SAMPLES_DIR))  # samples/ is not a package: import the siblings
@@ -692,6 +693,22 @@ class CaptureDropped(Exception):
     """tcpdump reports packets dropped by the kernel: the capture is incomplete."""
 
 
+T = TypeVar("T")
+
+
+def record_until_complete(name: str, record: Callable[[], T]) -> T:
+    """Run ``record`` (traffic under :func:`tcpdump`) again while the kernel reports dropped
+    packets, at most :data:`ATTEMPTS` times."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return record()
+        except CaptureDropped as dropped:
+            if attempt == ATTEMPTS:
+                raise RuntimeError(f"{name}: {dropped}") from dropped
+            print(f"{name}: {dropped}, capturing again")
+    raise AssertionError("unreachable")
+
+
 @contextmanager
 def tcpdump(pcap: Path, port: int) -> Iterator[None]:
     """Record ``tcp port PORT`` on ``lo`` for the duration of the block (-U: flush per packet)."""
@@ -1035,15 +1052,12 @@ def capture(
     if not port_is_free(port):
         raise RuntimeError(f"port {port} for {scenario.name} is in use")
     pcap = out_dir / f"{scenario.name}.pcap"
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            with tcpdump(pcap, port):
-                seen = scenario.run(port) if log_dir is None else scenario.run(port, log_dir)
-            break
-        except CaptureDropped as dropped:
-            if attempt == ATTEMPTS:
-                raise RuntimeError(f"{scenario.name}: {dropped}") from dropped
-            print(f"{scenario.name}: {dropped}, capturing again")
+
+    def record() -> object:
+        with tcpdump(pcap, port):
+            return scenario.run(port) if log_dir is None else scenario.run(port, log_dir)
+
+    seen = record_until_complete(scenario.name, record)
     problems = check_capture(scenario, pcap, port)
     if problems:
         raise RuntimeError(f"{scenario.name}: " + "; ".join(problems))

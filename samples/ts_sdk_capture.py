@@ -28,13 +28,12 @@ from pathlib import Path
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(SAMPLES_DIR))  # the capture helpers live beside this script
-from make_samples import CaptureDropped, tcpdump  # noqa: E402
+from make_samples import record_until_complete, tcpdump  # noqa: E402
 
 SDK_DIR = SAMPLES_DIR / "ts_sdk"
 MADE_BY = "loopback (official MCP TypeScript SDK)"
 STEPS = 8  # server.js: progress notifications per tools/call
 INTERRUPT_AT = 3  # client.js: the resume run drops the stream after this progress value
-ATTEMPTS = 3  # a capture the kernel dropped packets from is made again
 
 DESCRIPTIONS = {
     "clean": (
@@ -123,16 +122,13 @@ def check_run(mode: str, saw: dict, pcap: Path) -> list[str]:
 def capture(mode: str, out_dir: Path) -> tuple[Path, dict, int]:
     """Capture one run; a capture the kernel dropped packets from is made again."""
     pcap = out_dir / f"ts-sdk-{mode}.pcap"
-    for attempt in range(1, ATTEMPTS + 1):
-        port = free_port()
-        try:
-            with node_server(port) as url, tcpdump(pcap, port):
-                saw = run_client(url, mode)
-            break
-        except CaptureDropped as dropped:
-            if attempt == ATTEMPTS:
-                raise RuntimeError(f"ts-sdk-{mode}: {dropped}") from dropped
-            print(f"ts-sdk-{mode}: {dropped}, capturing again")
+
+    def record() -> tuple[dict, int]:
+        port = free_port()  # a fresh server (and port) for every attempt
+        with node_server(port) as url, tcpdump(pcap, port):
+            return run_client(url, mode), port
+
+    saw, port = record_until_complete(f"ts-sdk-{mode}", record)
     problems = check_run(mode, saw, pcap)
     if problems:
         raise RuntimeError(f"ts-sdk-{mode}: " + "; ".join(problems))
