@@ -1,5 +1,12 @@
-"""One scan, top to bottom: ingest → reassembly → facts → rules. The CLI and the tests both
-call :func:`scan_paths`; nothing here prints."""
+"""One scan, top to bottom: ingest → reassembly → evidence (partitioned by session) → facts →
+rules. The CLI and the tests both call :func:`scan_paths`; nothing here prints.
+
+Captures are reassembled connection by connection; each finalised connection becomes rows of
+the evidence tables and its objects are released. Logs become rows with polars expressions.
+The rows land in session-hash partitions (spilled to Parquet past a memory budget); facts
+and rules then run on one partition at a time (:func:`analyze_partition`, a pure function:
+partition tables in, fact tables and findings out), in ``jobs`` worker processes.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +17,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sse_forensics.engine.evaluate import evaluate
+import polars as pl
+
+from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
+from sse_forensics.evidence.from_capture import CaptureEvidence
+from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.load import load_connections, load_exchanges
+from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
 from sse_forensics.ingest.packets import Frame
 from sse_forensics.reassembly.capture import Reassembly, reassemble
-from sse_forensics.reassembly.from_logs import exchanges_from_logs
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.verdicts import PROVIDED_BY
 
 ScanProgress = Callable[[str, int, int], None]
@@ -29,6 +43,8 @@ start."""
 # pcap record header (16 bytes); pcapng blocks carry more, so the estimate ends a little short
 # of the file size and the last call reports ``total``.
 _RECORD_OVERHEAD = 16
+# Evidence bytes (file size) per partition: the objects of one partition are built at once.
+PARTITION_BYTES = 64 << 20
 
 
 def _reading(
@@ -43,10 +59,10 @@ def _reading(
     progress("read", total, total)
 
 
-# A scan builds millions of long-lived objects (segments' origins, events, rows) and frees
-# few: the cyclic collector's default young-generation threshold (700) makes it re-walk them
-# thousands of times for nothing (about 30% of the CPU time of a 200k-packet scan). Raised
-# for the scan only; reference counting still frees everything acyclic at once.
+# A scan builds many short-lived objects per connection and frees few while it runs: the
+# cyclic collector's default young-generation threshold (700) makes it re-walk them
+# thousands of times for nothing. Raised for the scan only; reference counting still frees
+# everything acyclic at once.
 SCAN_GC_THRESHOLD = (200_000, 50, 1000)
 
 
@@ -60,21 +76,6 @@ def _scan_gc() -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
-@dataclass(slots=True)
-class ScanResult:
-    paths: list[str]  # as the user gave them
-    inputs: list[str]  # the capture and log files they expanded to
-    reassembly: Reassembly
-    facts: Facts
-    findings: list[Finding] = field(default_factory=list)
-    rule_errors: list[str] = field(default_factory=list)
-    not_judged: list[dict[str, object]] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[ReadError]:
-        return self.reassembly.errors
-
-
 @dataclass(frozen=True, slots=True)
 class LogOptions:
     """How to read logs: ``access_format`` (``nginx:<log_format>``, ``apache:<LogFormat>``
@@ -84,13 +85,50 @@ class LogOptions:
     log_map: str | None = None
 
 
-def _add_logs(
-    reassembly: Reassembly,
-    logs: list[str],
-    options: LogOptions,
-    progress: ScanProgress | None = None,
-) -> None:
-    """Read the logs and append what they describe as exchanges on pseudo-connections."""
+@dataclass(slots=True)
+class ScanStats:
+    frames: int = 0
+    tcp_segments: int = 0
+    connections: int = 0
+    http_exchanges: int = 0
+    streams: int = 0
+    events: int = 0
+    resumes: int = 0
+    partitions: int = 0
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What one scan found. ``tables``: the fact tables of every partition, concatenated
+    (``keep_tables``); ``sessions`` always. ``facts``: the records behind them, for the
+    per-session views (``keep_records``: one partition)."""
+
+    paths: list[str]  # as the user gave them
+    inputs: list[str]  # the capture and log files they expanded to
+    stats: ScanStats
+    loss: CaptureLoss
+    log_stats: dict[str, object]
+    errors: list[ReadError]
+    connections: list[Connection]  # the capture's TCP connections
+    tables: dict[str, pl.DataFrame]
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[str] = field(default_factory=list)
+    not_judged: list[dict[str, object]] = field(default_factory=list)
+    facts: Facts | None = None
+
+
+@dataclass(slots=True)
+class Ingested:
+    inputs: list[str]
+    reassembly: Reassembly
+    provided: frozenset[str]
+    exchanges: int
+    log_connections: int = 0
+
+
+def _read_logs(
+    logs: list[str], options: LogOptions, progress: ScanProgress | None
+) -> tuple[object, dict[str, object], list[ReadError]]:
     from sse_forensics.ingest.logs import read_logs  # only scans with logs pay for it
 
     on_chunk = None
@@ -106,23 +144,20 @@ def _add_logs(
     log_set = read_logs(
         logs, access_format=options.access_format, log_map=options.log_map, progress=on_chunk
     )
-    first_id = max((c.id for c in reassembly.connections), default=0) + 1
-    connections, exchanges = exchanges_from_logs(log_set, first_id)
-    reassembly.connections.extend(connections)
-    reassembly.exchanges.extend(exchanges)
-    reassembly.errors.extend(log_set.errors)
-    reassembly.log_stats = log_set.stats
+    return log_set, log_set.stats, log_set.errors
 
 
-def reassemble_paths(
+def ingest(
     paths: list[str],
-    config: AnalysisConfig | None = None,
-    progress: ScanProgress | None = None,
+    store: EvidenceStore,
+    config: AnalysisConfig,
     logs: LogOptions | None = None,
-) -> tuple[list[str], Facts, Reassembly]:
-    """Read the captures and logs at ``paths`` (files or directories; captures merged in time
-    order) and build the fact tables. Raises ``UnreadableInput`` for a path that is neither
-    a capture nor a log, or a log format that does not fit."""
+    progress: ScanProgress | None = None,
+) -> Ingested:
+    """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
+    a path that is neither a capture nor a log, or a log format that does not fit."""
+    from sse_forensics.evidence.from_logs import log_evidence
+
     logs = logs or LogOptions()
     inputs, log_files = classify_inputs(paths, logs.access_format)
     capture = merged_frames(inputs)
@@ -130,14 +165,74 @@ def reassemble_paths(
     if progress is not None:
         total = sum(os.path.getsize(p) for p in inputs)
         frames = _reading(frames, total, progress)
+    writer = CaptureEvidence(store, config)
     with _scan_gc():
-        reassembly = reassemble(frames, capture.stats)
-        if log_files:
-            _add_logs(reassembly, log_files, logs, progress)
-        if progress is not None:
-            progress("facts", 0, 1)
-        facts = build_facts(reassembly, config)
-    return inputs + log_files, facts, reassembly
+        reassembly = reassemble(frames, capture.stats, sink=writer)
+        writer.flush()
+    exchanges = writer.exchanges
+    log_connections = 0
+    if log_files:
+        log_set, stats, errors = _read_logs(log_files, logs, progress)
+        first_id = max((c.id for c in reassembly.connections), default=0) + 1
+        evidence = log_evidence(log_set, first_id, config)  # type: ignore[arg-type]
+        del log_set
+        store.add(evidence.connections, evidence.exchanges, evidence.events)
+        reassembly.errors.extend(errors)
+        reassembly.log_stats = stats
+        exchanges += evidence.exchanges.height
+        log_connections = evidence.connections.height
+    return Ingested(
+        inputs + log_files,
+        reassembly,
+        evidence_provided(reassembly),
+        exchanges,
+        log_connections,
+    )
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    tables: dict[str, pl.DataFrame]
+    findings: list[Finding]
+    facts: Facts | None = None
+
+
+def analyze_partition(
+    connections: pl.DataFrame,
+    exchanges: pl.DataFrame,
+    events: pl.DataFrame,
+    config: AnalysisConfig,
+    rules: RuleSet,
+    provided: frozenset[str],
+    keep_records: bool = False,
+) -> PartitionResult:
+    """Facts and rules over one partition's evidence: a pure function (partition tables in,
+    fact tables and findings out) that a worker process — or a cluster task — can run."""
+    with _scan_gc():
+        records = load_exchanges(exchanges, events)
+        facts = build_facts(records, load_connections(connections), config)
+        findings, _ = evaluate(rules, facts.tables, provided)
+    return PartitionResult(facts.tables, findings, facts if keep_records else None)
+
+
+def _analyze_bucket(
+    store: EvidenceStore,
+    bucket: int,
+    config: AnalysisConfig,
+    rules: RuleSet,
+    provided: frozenset[str],
+    keep_records: bool,
+) -> PartitionResult:
+    connections, exchanges, events = store.load(bucket)
+    return analyze_partition(connections, exchanges, events, config, rules, provided, keep_records)
+
+
+def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    out: dict[str, pl.DataFrame] = {}
+    for name, schema in TABLE_SCHEMAS.items():
+        frames = [p[name] for p in parts if p[name].height]
+        out[name] = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    return out
 
 
 def scan_paths(
@@ -147,16 +242,63 @@ def scan_paths(
     rules: RuleSet | None = None,
     progress: ScanProgress | None = None,
     logs: LogOptions | None = None,
+    jobs: int = 1,
+    keep_records: bool = False,
 ) -> ScanResult:
-    inputs, facts, reassembly = reassemble_paths(paths, config, progress, logs)
+    """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``."""
+    config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
+    buckets = 1
+    with EvidenceStore(buckets) as store:
+        ingested = ingest(paths, store, config, logs, progress)
+        if progress is not None:
+            progress("facts", 0, 1)
+        results = [
+            _analyze_bucket(store, b, config, rules, ingested.provided, keep_records)
+            for b in store.nonempty()
+        ]
     if progress is not None:
         progress("rules", 0, 1)
-    with _scan_gc():
-        findings, not_judged = evaluate(rules, facts.tables, evidence_provided(reassembly))
-    return ScanResult(
-        list(paths), inputs, reassembly, facts, findings, list(rules.errors), not_judged
+    not_judged = not_judged_rules(rules, ingested.provided)
+    findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    tables = _merge_tables([r.tables for r in results])
+    reassembly = ingested.reassembly
+    stats = ScanStats(
+        frames=reassembly.frames,
+        tcp_segments=reassembly.tcp_segments,
+        connections=len(reassembly.connections) + ingested.log_connections,
+        http_exchanges=ingested.exchanges,
+        streams=tables["streams"].height,
+        events=tables["events"].height,
+        resumes=tables["resumes"].height,
+        partitions=len(results),
     )
+    facts = results[0].facts if keep_records and len(results) == 1 else None
+    if keep_records and facts is None:
+        facts = build_facts([], {}, config)
+    return ScanResult(
+        paths=list(paths),
+        inputs=ingested.inputs,
+        stats=stats,
+        loss=reassembly.loss,
+        log_stats=reassembly.log_stats,
+        errors=reassembly.errors,
+        connections=reassembly.connections,
+        tables=tables,
+        findings=findings,
+        rule_errors=list(rules.errors),
+        not_judged=not_judged,
+        facts=facts,
+    )
+
+
+def reassemble_paths(paths: list[str]) -> Reassembly:
+    """The capture objects themselves (connections, exchanges with their events), for tests
+    and tools that look at reassembly, not at facts."""
+    inputs, _ = classify_inputs(paths, None)
+    capture = merged_frames(inputs)
+    with _scan_gc():
+        return reassemble(capture, capture.stats)
 
 
 def evidence_provided(reassembly: Reassembly) -> frozenset[str]:

@@ -6,16 +6,18 @@ from __future__ import annotations
 import random
 import uuid
 
-from sse_forensics.engine.evaluate import evaluate
 from sse_forensics.engine.registry import load_rules
-from sse_forensics.facts.build import build_facts
+from sse_forensics.evidence.from_capture import CaptureEvidence
+from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.signals import parse_signal
+from sse_forensics.pipeline import analyze_partition
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.capture import Reassembly
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import RequestHead, ResponseHead
 from sse_forensics.sse import SSEParser
+from sse_forensics.verdicts import EVIDENCE_KINDS
 
 T0 = 1767225600.0
 _INIT_2026 = (
@@ -66,11 +68,17 @@ class _Capture:
         return ex
 
     def findings(self) -> tuple[object, set[tuple]]:
-        reassembly = Reassembly(
-            connections=list(self.connections.values()), exchanges=self.exchanges
-        )
-        facts = build_facts(reassembly)
-        found, _ = evaluate(load_rules(), facts.tables)
+        """Judged the way a scan judges a capture: evidence rows, then one partition."""
+        config = AnalysisConfig()
+        with EvidenceStore() as store:
+            writer = CaptureEvidence(store, config)
+            for ex in self.exchanges:
+                writer(self.connections[ex.connection_id], [ex])
+            writer.flush()
+            result = analyze_partition(
+                *store.load(0), config, load_rules(), EVIDENCE_KINDS, keep_records=True
+            )
+        facts, found = result.facts, result.findings
         return facts, {
             (f.rule, f.classification, f.gap.get("first"), f.gap.get("last")) for f in found
         }

@@ -49,4 +49,4 @@ def test_foreign_protocol_is_named_once(tmp_path: Path, payload: bytes, reply: b
     result = scan_paths([str(pcap)])
     (error,) = result.errors
     assert said in error.what and error.frame == 3 and "10.0.0.2:443" in error.what
-    assert result.findings == [] and result.reassembly.exchanges == []
+    assert result.findings == [] and result.stats.http_exchanges == 0

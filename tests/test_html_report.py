@@ -51,7 +51,7 @@ SCRIPT = re.compile(r"<script(?P<attrs>[^>]*)>(?P<body>.*?)</script>", re.S)
 
 def report_html(paths: list[Path]) -> tuple[str, object]:
     rules = load_rules()
-    result = scan_paths([str(p) for p in paths], rules=rules)
+    result = scan_paths([str(p) for p in paths], rules=rules, keep_records=True)
     return render_report(result, rules), result
 
 

@@ -1042,7 +1042,7 @@ def test_capture_midstream_pickup_sample_yields_events_6_to_20():
 
     sample = Path(__file__).resolve().parents[1] / "samples" / "crafted-midstream-pickup.pcap"
     result = scan_paths([str(sample)])
-    events = result.facts.tables["events"]
+    events = result.tables["events"]
     data_ids = events.filter(events["kind"] == "data")["id"].to_list()
     assert data_ids == [str(n) for n in range(6, 21)]
     assert result.findings == []

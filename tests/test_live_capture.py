@@ -91,7 +91,7 @@ def reported(result: ScanResult) -> Counter:
 
 
 def data_events(result: ScanResult) -> list[dict]:
-    events = result.facts.tables["events"]
+    events = result.tables["events"]
     return [e for e in events.to_dicts() if e["kind"] == "data"]
 
 
@@ -107,7 +107,7 @@ def test_profile_capture_matches_design_and_client(
     wire_ids = Counter(e["id"] for e in data_events(result))
     assert wire_ids == client_ids
     assert sum(wire_ids.values()) == {"clean-resume-int": 20, "resume-jump-unsignalled": 15}[name]
-    (resume,) = result.facts.tables["resumes"].to_dicts()
+    (resume,) = result.tables["resumes"].to_dicts()
     assert resume["last_event_id"] == "7" and resume["status"] == 200
 
 
@@ -129,5 +129,5 @@ def test_sdk_resume_capture_matches_design_and_client(
     assert len(responses) == SDK_RESPONSES
     assert len(events) == len(progress) + SDK_RESPONSES
     # The SDK's own reconnect is seen as one resume of the tools/call stream.
-    (resume,) = result.facts.tables["resumes"].to_dicts()
+    (resume,) = result.tables["resumes"].to_dicts()
     assert resume["status"] == 200 and resume["resumes_stream"] == resume["stream"]

@@ -78,7 +78,7 @@ def test_log_samples_exist() -> None:
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_logs_alone_match_the_capture_for_judged_rules(name: str) -> None:
     result = scan_paths([str(LOGS / name)])
-    assert not result.errors and result.reassembly.log_stats["unreadable_lines"] == 0
+    assert not result.errors and result.log_stats["unreadable_lines"] == 0
     not_judged = {item["rule"] for item in result.not_judged}
     judged = Counter({f: n for f, n in _expected(name).items() if f[0] not in not_judged})
     got = _got(result)
@@ -101,16 +101,16 @@ def test_rotated_access_log_is_read_whole() -> None:
     names = {Path(p).name for p in result.inputs}
     assert names == {"access.log.1.gz", "access.log", "events.jsonl"}
     rotated, current = _lines(folder / "access.log.1.gz"), _lines(folder / "access.log")
-    assert result.reassembly.log_stats["access_rows"] == len(rotated) + len(current)
+    assert result.log_stats["access_rows"] == len(rotated) + len(current)
     # The resumes are split over both files; all four are counted.
-    resumes = result.facts.tables["resumes"]
+    resumes = result.tables["resumes"]
     assert sorted(resumes["cursor_attempt"].to_list()) == [1, 2, 3, 4]
     assert sum(b'"7"' in line for line in rotated) == 1
 
 
 def test_rotated_access_log_lines_come_first() -> None:
     result = scan_paths([str(LOGS / "resume-storm")])
-    resumes = result.facts.tables["resumes"].sort("cursor_attempt")
+    resumes = result.tables["resumes"].sort("cursor_attempt")
     first = json.loads(resumes["evidence"][0])[0]
     assert Path(first["source"]).name == "access.log.1.gz"
 
@@ -131,7 +131,7 @@ def test_capture_and_logs_joined_match_the_capture(name: str) -> None:
     alone = scan_paths([str(pcap)])
     joined = scan_paths([str(pcap), str(LOGS / name)])
     assert _got(joined) == _expected(name)  # no sources-disagree either: none is expected
-    assert joined.facts.tables["streams"].height <= alone.facts.tables["streams"].height
+    assert joined.tables["streams"].height <= alone.tables["streams"].height
     events_path, records = _event_log(LOGS / name)
     for finding in joined.findings:
         frames = [e for e in finding.evidence if "frame" in e]

@@ -62,11 +62,11 @@ def test_event_log_gives_opaque_ids_a_producer_order(tmp_path: Path) -> None:
     ids = [f"u-{c}" for c in "qwertyuiopas"]  # no arithmetic possible
     records = _stream("S2", "st", ids, evicted={"u-y", "u-u"})
     result = scan_paths([_write_jsonl(tmp_path / "events.jsonl", records)])
-    gaps = result.facts.tables["gaps"]
+    gaps = result.tables["gaps"]
     assert gaps.select("detected_by", "first", "last", "count").rows() == [
         ("producer-order", "u-y", "u-u", 2)
     ]
-    assert result.facts.tables["sessions"]["id_scheme"].to_list() == ["opaque"]
+    assert result.tables["sessions"]["id_scheme"].to_list() == ["opaque"]
 
 
 def test_event_log_resume_jump_and_signalled_gap(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_access_log_alone_sees_storms_and_410s(tmp_path: Path) -> None:
 def test_capture_and_event_log_join_with_disagreement(tmp_path: Path) -> None:
     capture = SAMPLES / "live-jump-unsignalled.pcap"
     alone = scan_paths([str(capture)])
-    events = alone.facts.tables["events"].filter(pl.col("kind") == "data")
+    events = alone.tables["events"].filter(pl.col("kind") == "data")
     session = events["session_id"][0]
     records = []
     for row in events.iter_rows(named=True):
@@ -146,7 +146,7 @@ def test_capture_and_event_log_join_with_disagreement(tmp_path: Path) -> None:
     log = _write_jsonl(tmp_path / "events.jsonl", records)
     joined = scan_paths([str(capture), log])
     # One stream, not two: the log's copy folds into the captured response.
-    assert joined.facts.tables["streams"].height == alone.facts.tables["streams"].height
+    assert joined.tables["streams"].height == alone.tables["streams"].height
     gap_finding = next(f for f in joined.findings if f.rule == "missing-stream-gap")
     assert {"frame", "line"} <= {k for e in gap_finding.evidence for k in e}
     assert (
@@ -160,8 +160,9 @@ def test_capture_and_event_log_join_with_disagreement(tmp_path: Path) -> None:
 def test_legacy_sse_transport_session_from_query_and_endpoint_event() -> None:
     """2024-11-05 HTTP+SSE: the session is a query parameter of the POST endpoint, which the
     GET stream announces in its first event."""
+    from sse_forensics.evidence.from_capture import exchange_rows
+    from sse_forensics.evidence.tables import EventColumns, ExchangeColumns
     from sse_forensics.facts.config import AnalysisConfig
-    from sse_forensics.facts.sessions import attribute_sessions
     from sse_forensics.provenance import Origin
     from sse_forensics.reassembly.exchange import Exchange
     from sse_forensics.reassembly.flows import Connection
@@ -177,9 +178,11 @@ def test_legacy_sse_transport_session_from_query_and_endpoint_event() -> None:
     conns = {
         n: Connection(n, ("10.0.0.1", 40000 + n), ("10.0.0.2", 80), f"1:c{n}", o, o) for n in (1, 2)
     }
-    by_exchange, _ = attribute_sessions([stream, post], conns, AnalysisConfig())
-    assert by_exchange[(1, 0)] is by_exchange[(2, 0)]
-    assert by_exchange[(1, 0)].session_id == "ab12" and not by_exchange[(1, 0)].inferred
+    rows, events = ExchangeColumns.buffer(), EventColumns.buffer()
+    for ex in (stream, post):
+        exchange_rows(conns[ex.connection_id], [ex], AnalysisConfig(), rows, events)
+    assert rows["session"] == ["ab12", "ab12"]
+    assert rows["session_how"] == ["query", "query"] and rows["session_inferred"] == [False] * 2
 
 
 def test_log_reading_reports_progress_in_bytes(tmp_path: Path) -> None:
@@ -202,5 +205,5 @@ def test_shared_counter_survives_a_stray_repeated_value(tmp_path: Path) -> None:
     restart = _stream("SC", "c", ["1"], t=T0 + 10)
     result = scan_paths([_write_jsonl(tmp_path / "events.jsonl", a + b + restart)])
     assert result.findings == []
-    scopes = dict(result.facts.tables["sessions"].select("session_id", "counter_scope").rows())
+    scopes = dict(result.tables["sessions"].select("session_id", "counter_scope").rows())
     assert scopes["SA"] == scopes["SB"] == "server"

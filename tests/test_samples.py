@@ -75,15 +75,15 @@ def test_fingerprints_stable_across_runs_and_input_order() -> None:
 
 def test_shared_counter_is_detected_and_not_a_gap() -> None:
     result = scan_paths([str(SAMPLES / "shared-counter-two-streams.pcap")])
-    sessions = result.facts.tables["sessions"]
+    sessions = result.tables["sessions"]
     assert result.findings == []
     assert set(sessions["counter_scope"].to_list()) & {"session", "server"}
 
 
 def test_resume_linked_to_stream_by_event_id_across_connections() -> None:
     result = scan_paths([str(SAMPLES / "clean-resume-int.pcap")])
-    resumes = result.facts.tables["resumes"].to_dicts()
-    streams = result.facts.tables["streams"].to_dicts()
+    resumes = result.tables["resumes"].to_dicts()
+    streams = result.tables["streams"].to_dicts()
     (resume,) = resumes
     original = next(s for s in streams if s["kind"] == "post")
     assert resume["resumes_stream"] == original["response_stream"]

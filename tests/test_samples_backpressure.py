@@ -39,7 +39,7 @@ def test_every_designed_gap_is_attributed_to_backpressure_eviction(
     scanned: tuple[Path, ScanResult],
 ) -> None:
     capture, result = scanned
-    gaps = result.facts.tables["gaps"].to_dicts()
+    gaps = result.tables["gaps"].to_dicts()
     designed = _designed_gaps(capture)
     assert designed  # the scenario evicts at least one range
     assert {(g["first"], g["last"]) for g in gaps} == designed
@@ -61,8 +61,8 @@ def test_the_client_advertised_a_zero_window_and_the_server_stalled(
     stream's connection, the server stalled for it, and both before the gap's events reach
     the wire (they were queued behind the backlog while the producer evicted)."""
     _, result = scanned
-    (gap,) = result.facts.tables["gaps"].to_dicts()
-    (conn,) = [c for c in result.reassembly.connections if c.client[1] == gap["client_port"]]
+    (gap,) = result.tables["gaps"].to_dicts()
+    (conn,) = [c for c in result.connections if c.client[1] == gap["client_port"]]
     zero = [w for w in conn.windows if w.receiver == "client" and w.kind == "zero-window"]
     assert len(zero) == 1 and zero[0].end is not None
     assert zero[0].end.ts - zero[0].start.ts > 1.0
@@ -86,7 +86,7 @@ def test_wire_shows_zero_window_and_no_evicted_ids(scanned: tuple[Path, ScanResu
     """Independent of the analyzer: a zero window from the client (what tshark flags as
     ``tcp.analysis.zero_window``), and the evicted IDs never on the wire."""
     capture, result = scanned
-    (gap,) = result.facts.tables["gaps"].to_dicts()
+    (gap,) = result.tables["gaps"].to_dicts()
     server_port = gap["server_port"]
     control = dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN | dpkt.tcp.TH_RST
     zero_windows = 0
@@ -102,5 +102,5 @@ def test_wire_shows_zero_window_and_no_evicted_ids(scanned: tuple[Path, ScanResu
         assert f"\nid: {n}\n".encode() not in payload
     for n in (first - 1, last + 1):
         assert f"\nid: {n}\n".encode() in payload
-    data_ids = [e["id"] for e in result.facts.tables["events"].to_dicts() if e["kind"] == "data"]
+    data_ids = [e["id"] for e in result.tables["events"].to_dicts() if e["kind"] == "data"]
     assert not {str(n) for n in range(first, last + 1)} & set(data_ids)

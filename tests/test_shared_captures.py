@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sse_forensics.pipeline import scan_paths
+from sse_forensics.pipeline import reassemble_paths, scan_paths
 
 # capture → (HTTP requests seen, final responses seen), from ../shared/captures/README.md
 EXPECTED_EXCHANGES = {
@@ -33,39 +33,40 @@ def _all(shared: Path) -> list[Path]:
 
 def test_every_shared_capture_scans_cleanly(shared_captures: Path) -> None:
     for capture in _all(shared_captures):
-        result = scan_paths([str(capture)])
-        assert result.reassembly.frames > 0, capture.name
+        result = scan_paths(keep_records=True, paths=[str(capture)])
+        assert result.stats.frames > 0, capture.name
         assert result.findings == [], capture.name
-        assert result.facts.tables["streams"].height == 0, capture.name
+        assert result.tables["streams"].height == 0, capture.name
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_EXCHANGES))
 def test_http_exchanges_agree_with_readme(shared_captures: Path, name: str) -> None:
     requests, responses = EXPECTED_EXCHANGES[name]
-    result = scan_paths([str(shared_captures / name)])
-    exchanges = result.reassembly.exchanges
+    result = scan_paths(keep_records=True, paths=[str(shared_captures / name)])
+    exchanges = result.facts.exchanges
     assert sum(1 for ex in exchanges if ex.request is not None) == requests
     if responses is not None:
         assert sum(1 for ex in exchanges if ex.response is not None) == responses
 
 
 def test_two_interim_100_continue_then_200(shared_captures: Path) -> None:
-    result = scan_paths(
+    result = reassemble_paths(
         [str(shared_captures / "suricata__http-multiple-100-continue-port1551.pcap")]
     )
-    (ex,) = result.reassembly.exchanges
+    (ex,) = result.exchanges
     assert [h.status for h in ex.interim] == [100, 100]
     assert ex.response.status == 200
 
 
 def test_cut_mid_record_reports_where_and_keeps_the_rest(shared_captures: Path) -> None:
     result = scan_paths(
-        [str(shared_captures / "derived__http-browsing-bro.org-cut-mid-record.pcap")]
+        keep_records=True,
+        paths=[str(shared_captures / "derived__http-browsing-bro.org-cut-mid-record.pcap")],
     )
-    assert result.reassembly.frames == 500
+    assert result.stats.frames == 500
     (error,) = [e for e in result.errors if e.frame == 501]
     assert error.source.endswith("cut-mid-record.pcap")
-    assert sum(1 for ex in result.reassembly.exchanges if ex.request is not None) >= 20
+    assert sum(1 for ex in result.facts.exchanges if ex.request is not None) >= 20
 
 
 def _split_pcap(src: Path, at_frame: int, out_a: Path, out_b: Path) -> None:
@@ -85,13 +86,13 @@ def _split_pcap(src: Path, at_frame: int, out_a: Path, out_b: Path) -> None:
 def test_ring_buffer_directory_is_one_capture(shared_captures: Path, tmp_path: Path) -> None:
     """A flow cut across two ring-buffer files stays one flow (mergecap semantics)."""
     src = shared_captures / "zeek__http-keepalive-5req-gzip.pcap"
-    whole = scan_paths([str(src)])
+    whole = scan_paths(keep_records=True, paths=[str(src)])
     _split_pcap(src, 20, tmp_path / "ring_00001.pcap", tmp_path / "ring_00002.pcap")
-    merged = scan_paths([str(tmp_path)])
+    merged = scan_paths(keep_records=True, paths=[str(tmp_path)])
     assert len(merged.inputs) == 2
-    assert merged.reassembly.frames == whole.reassembly.frames
-    assert len(merged.reassembly.connections) == len(whole.reassembly.connections) == 1
-    bodies = [(ex.request.target, ex.body_bytes) for ex in merged.reassembly.exchanges]
-    assert bodies == [(ex.request.target, ex.body_bytes) for ex in whole.reassembly.exchanges]
-    sources = {ex.response.origin.source for ex in merged.reassembly.exchanges}
+    assert merged.stats.frames == whole.stats.frames
+    assert len(merged.connections) == len(whole.connections) == 1
+    bodies = [(ex.request.target, ex.body_bytes) for ex in merged.facts.exchanges]
+    assert bodies == [(ex.request.target, ex.body_bytes) for ex in whole.facts.exchanges]
+    sources = {ex.response.origin.source for ex in merged.facts.exchanges}
     assert len(sources) == 2  # provenance names the file each response came from

@@ -13,7 +13,8 @@ from conftest import SAMPLES, sample_captures
 from rich.console import Console
 from rich.text import Text
 
-from sse_forensics.pipeline import reassemble_paths, scan_paths
+from sse_forensics.facts.build import Facts
+from sse_forensics.pipeline import scan_paths
 from sse_forensics.provenance import Origin
 from sse_forensics.report import terminal, timeline
 from sse_forensics.report.terminal import render_scan, scan_progress, shell_word
@@ -32,10 +33,16 @@ HOSTILE = SAMPLES / "crafted-hostile-bytes.pcap"
 CAPTURE_LOSS = SAMPLES / "crafted-capture-loss.pcap"
 
 
+def records(paths: list[str]) -> Facts:
+    facts = scan_paths(paths, keep_records=True).facts
+    assert facts is not None
+    return facts
+
+
 def ladder_text(*paths, session=None, all_events=False) -> str:
-    _, facts, reassembly = reassemble_paths([str(p) for p in paths])
+    facts = records([str(p) for p in paths])
     console = Console(record=True, width=200, file=io.StringIO(), highlight=False)
-    render_timeline(console, reassembly, facts, session, all_events)
+    render_timeline(console, facts, session, all_events)
     return console.export_text()
 
 
@@ -72,8 +79,8 @@ def test_410_resume_shows_last_event_id_status_and_signal() -> None:
 
 @pytest.mark.parametrize("capture", sample_captures(), ids=lambda p: p.name)
 def test_every_gap_the_facts_found_is_on_the_ladder(capture) -> None:
-    _, facts, reassembly = reassemble_paths([str(capture)])
-    rungs = [r for lad in session_ladders(reassembly, facts) for r in lad.rungs]
+    facts = records([str(capture)])
+    rungs = [r for lad in session_ladders(facts) for r in lad.rungs]
     shown = [r.text.plain for r in rungs if r.kind == "gap"]
     assert sorted(shown) == sorted(gap_label(g) for g in facts.gaps)
     times = [r.ts for r in rungs if r.ts is not None]
@@ -87,7 +94,7 @@ def test_capture_loss_shows_missing_bytes_and_indeterminate_gap() -> None:
 
 
 def test_all_events_expands_runs_into_one_line_per_event() -> None:
-    _, facts, _ = reassemble_paths([str(LIVE_JUMP)])
+    facts = records([str(LIVE_JUMP)])
     collapsed = ladder_text(LIVE_JUMP)
     expanded = ladder_text(LIVE_JUMP, all_events=True)
     assert "13–20  (8 events)" in collapsed and "13–20" not in expanded
@@ -109,8 +116,8 @@ def test_session_filter_shows_only_that_session() -> None:
 
 
 def test_zero_window_hook_is_empty_and_drawn_when_filled(monkeypatch) -> None:
-    _, facts, reassembly = reassemble_paths([str(LIVE_JUMP)])
-    assert all(timeline.zero_window_periods(c) == [] for c in reassembly.connections)
+    facts = records([str(LIVE_JUMP)])
+    assert all(timeline.zero_window_periods(c) == [] for c in facts.connections.values())
     start = Origin(str(LIVE_JUMP), 25, facts.streams[0].first_ts + 0.01)
     period = ZeroWindowPeriod(1, "client", start, None)
     monkeypatch.setattr(timeline, "zero_window_periods", lambda conn: [period])

@@ -31,7 +31,7 @@ def expected(name: str) -> dict:
 
 def call_events(name: str) -> pl.DataFrame:
     """The data events of the tools/call's logical stream (live part and replay), in wire order."""
-    events = scanned(name).facts.tables["events"]
+    events = scanned(name).tables["events"]
     first_id = expected(name)["client_events"][0]["id"]
     (stream,) = events.filter(pl.col("id") == first_id)["stream"].to_list()
     return events.filter((pl.col("stream") == stream) & (pl.col("kind") == "data")).sort(
@@ -66,9 +66,9 @@ def test_every_event_the_client_read_is_reassembled_once_in_order(name: str) -> 
 @pytest.mark.parametrize("name", NAMES)
 def test_id_scheme_is_opaque_and_posts_are_primed(name: str) -> None:
     result = scanned(name)
-    assert result.facts.tables["sessions"]["id_scheme"].to_list() == ["opaque"]
-    streams = result.facts.tables["streams"]
-    events = result.facts.tables["events"]
+    assert result.tables["sessions"]["id_scheme"].to_list() == ["opaque"]
+    streams = result.tables["streams"]
+    events = result.tables["events"]
     # The SDK primes every POST stream (id + retry + empty data), the GET stream never.
     for row in streams.filter(pl.col("kind") == "post").iter_rows(named=True):
         first = events.filter(pl.col("response_stream") == row["response_stream"]).sort("position")
@@ -80,22 +80,20 @@ def test_resume_is_linked_to_the_dropped_stream() -> None:
     doc = expected("ts-sdk-resume")
     client = doc["client_events"]
     result = scanned("ts-sdk-resume")
-    (resume,) = result.facts.tables["resumes"].iter_rows(named=True)
+    (resume,) = result.tables["resumes"].iter_rows(named=True)
     assert resume["last_event_id"] == doc["resumed_with"] == client[INTERRUPT_AT - 1]["id"]
     assert resume["status"] == 200
     assert resume["first_event_id"] == client[INTERRUPT_AT]["id"]  # progress 4, replayed
     assert resume["data_events"] == len(client) - INTERRUPT_AT
     # The resume continues the POST stream that carried progress 1-3.
-    (stream,) = (
-        result.facts.tables["events"].filter(pl.col("id") == client[0]["id"])["stream"].to_list()
-    )
+    (stream,) = result.tables["events"].filter(pl.col("id") == client[0]["id"])["stream"].to_list()
     assert resume["resumes_stream"] == stream
     replay = call_events("ts-sdk-resume").filter(pl.col("response_stream") != stream)
     assert replay["id"].to_list() == [e["id"] for e in client[INTERRUPT_AT:]]
 
 
 def test_clean_run_has_no_resume() -> None:
-    assert scanned("ts-sdk-clean").facts.tables["resumes"].height == 0
+    assert scanned("ts-sdk-clean").tables["resumes"].height == 0
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -137,6 +137,7 @@ def run_scan(
     rule_dirs: list[Path] | None,
     logs: LogOptions,
     show_progress: bool,
+    keep_records: bool = False,
 ) -> tuple[ScanResult, RuleSet]:
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2."""
@@ -147,7 +148,14 @@ def run_scan(
     ruleset = load_rules(rule_dirs)
     try:
         with scan_progress(Console(stderr=True), show_progress) as progress:
-            result = scan_paths(paths, config, rules=ruleset, progress=progress, logs=logs)
+            result = scan_paths(
+                paths,
+                config,
+                rules=ruleset,
+                progress=progress,
+                logs=logs,
+                keep_records=keep_records,
+            )
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ValueError as exc:  # a log format string or field map that does not compile

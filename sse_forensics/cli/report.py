@@ -56,7 +56,7 @@ def report(
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
     show_progress = not quiet and sys.stderr.isatty()
     result, ruleset = run_scan(
-        paths, config, rules, log_options(log_format, log_map), show_progress
+        paths, config, rules, log_options(log_format, log_map), show_progress, keep_records=True
     )
     try:
         output.write_text(render_report(result, ruleset), encoding="utf-8")

@@ -50,19 +50,21 @@ def timeline(
 ) -> None:
     """Show what happened per session, in time order: requests and Last-Event-ID, statuses,
     SSE events as ID runs, gaps with their verdicts, signals, missing bytes, FIN/RST."""
-    from sse_forensics.pipeline import reassemble_paths
+    from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
     logs = log_options(log_format, log_map)
     try:
-        _, facts, reassembly = reassemble_paths(paths, config, logs=logs)
+        result = scan_paths(paths, config, logs=logs, keep_records=True)
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ValueError as exc:  # a log format string or field map that does not compile
         usage_error(printable(str(exc), 400))
+    facts = result.facts
+    assert facts is not None  # keep_records
     if format is TimelineFormat.jsonl:
-        sys.stdout.buffer.write(timeline_jsonl(timeline_records(reassembly, facts, session)))
+        sys.stdout.buffer.write(timeline_jsonl(timeline_records(facts, session)))
     else:
-        render_timeline(Console(highlight=False), reassembly, facts, session, all_events)
-    raise typer.Exit(EXIT_READ_ERRORS if reassembly.errors else EXIT_OK)
+        render_timeline(Console(highlight=False), facts, session, all_events)
+    raise typer.Exit(EXIT_READ_ERRORS if result.errors else EXIT_OK)

@@ -82,6 +82,17 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
     return findings
 
 
+def not_judged_rules(rules: RuleSet, provided: frozenset[str]) -> list[dict[str, object]]:
+    """The rules the evidence cannot judge, with the evidence kinds they lack (a scan of
+    access logs alone cannot see replayed event IDs, say)."""
+    out: list[dict[str, object]] = []
+    for rule in rules.rules:
+        lacking = [n for n in rule.needs if n not in provided]
+        if lacking:
+            out.append({"rule": rule.id, "lacks": lacking})
+    return out
+
+
 def evaluate(
     rules: RuleSet,
     tables: Mapping[str, pl.DataFrame],

@@ -6,15 +6,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from sse_forensics.errors import ReadError
 from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.join import Disagreement, join_logs
-from sse_forensics.facts.jsonrpc import parse_messages
 from sse_forensics.facts.model import (
     EventRecord,
+    ExchangeRecord,
     SessionRecord,
     StreamRecord,
     evidence,
@@ -22,7 +21,7 @@ from sse_forensics.facts.model import (
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests, posts_by_session
-from sse_forensics.facts.sessions import attribute_sessions
+from sse_forensics.facts.sessions import session_records
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
     assign_ids,
@@ -32,7 +31,7 @@ from sse_forensics.facts.streams import (
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import NOTHING_TAKEN, TakenKeys
-from sse_forensics.reassembly.capture import Reassembly
+from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
 
@@ -44,15 +43,21 @@ class Facts:
     streams: list[StreamRecord] = field(default_factory=list)
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     gaps: list[GapRecord] = field(default_factory=list)
-    errors: list[ReadError] = field(default_factory=list)
     exchange_sessions: dict[tuple[int, int], SessionRecord] = field(default_factory=dict)
+    exchanges: list[ExchangeRecord] = field(default_factory=list)
+    connections: dict[int, Connection] = field(default_factory=dict)
 
 
-def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) -> Facts:
+def build_facts(
+    all_exchanges: list[ExchangeRecord],
+    connections: dict[int, Connection],
+    config: AnalysisConfig | None = None,
+) -> Facts:
+    """The fact tables of one partition: its exchanges (with their events) and the
+    connections they sit on."""
     config = config or AnalysisConfig()
-    connections = {c.id: c for c in reassembly.connections}
-    by_exchange, sessions = attribute_sessions(reassembly.exchanges, connections, config)
-    exchanges, disagreements = join_logs(reassembly.exchanges, by_exchange)
+    by_exchange, sessions = session_records(all_exchanges)
+    exchanges, disagreements = join_logs(all_exchanges, by_exchange)
     streams = build_streams(exchanges, connections, by_exchange)
     link_resumes(streams)
     codecs = assign_ids(streams, config)
@@ -109,7 +114,7 @@ def build_facts(reassembly: Reassembly, config: AnalysisConfig | None = None) ->
         ),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
-    return Facts(tables, streams, sessions, gaps, list(reassembly.errors), by_exchange)
+    return Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
 
 
 def _endpoints(s: StreamRecord | None) -> dict:
@@ -235,7 +240,7 @@ def _stream_row(s: StreamRecord) -> dict:
         "end_reason": ex.response_end_reason,
         "missing_spans": len(ex.holes),
         "no_store": "no-store" in cache_control,
-        "trailing_bytes": len(ex.trailing),
+        "trailing_bytes": ex.trailing_bytes,
     }
 
 
@@ -529,7 +534,7 @@ def _request_rows(requests: RequestIndex, streams: list[StreamRecord]) -> list[d
     rows = []
     for r in requests.requests:
         ex = r.exchange
-        answered = answered_by_stream.get(id(ex), set()) | _json_answers(ex)
+        answered = answered_by_stream.get(id(ex), set()) | set(ex.json_answers)
         rows.append(
             {
                 "session_id": r.session.session_id if r.session else None,
@@ -545,17 +550,6 @@ def _request_rows(requests: RequestIndex, streams: list[StreamRecord]) -> list[d
             }
         )
     return rows
-
-
-def _json_answers(ex) -> set[str | None]:
-    """JSON-RPC ids answered in a plain JSON response body."""
-    if ex.is_event_stream or not ex.response_body:
-        return set()
-    return {
-        m.rpc_id
-        for m in parse_messages(bytes(ex.response_body)) or []
-        if m.kind in ("response", "error")
-    }
 
 
 def _disagreement_rows(

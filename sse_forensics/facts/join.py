@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sse_forensics.facts.model import SessionRecord
+from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, SessionRecord
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.exchange import Exchange
-from sse_forensics.reassembly.from_logs import LogStreamInfo
 from sse_forensics.reassembly.http_events import header
 
 # A log line's clock and the capture's may differ a little even on one host.
@@ -32,20 +30,20 @@ class Disagreement:
     """One event ID that one source says was written and the other never shows."""
 
     session: SessionRecord
-    capture: Exchange
+    capture: ExchangeRecord
     event_id: str
     kind: str  # "log-only" (written per the event log, not in the capture) | "capture-only"
     origin: Origin | None
     what: str
 
 
-def _ids(ex: Exchange) -> list[str]:
+def _ids(ex: ExchangeRecord) -> list[str]:
     return [e.id_field for e in ex.events if e.id_field]
 
 
 def join_logs(
-    exchanges: list[Exchange], sessions: dict[ExchangeKey, SessionRecord]
-) -> tuple[list[Exchange], list[Disagreement]]:
+    exchanges: list[ExchangeRecord], sessions: dict[ExchangeKey, SessionRecord]
+) -> tuple[list[ExchangeRecord], list[Disagreement]]:
     """The exchanges with log duplicates of captured ones folded in, and the disagreements."""
     captured = [ex for ex in exchanges if not ex.from_log]
     logged = [ex for ex in exchanges if ex.from_log]
@@ -68,8 +66,11 @@ def join_logs(
 
 
 def _matching_stream(
-    log_ex: Exchange, streams: list[Exchange], session: SessionRecord | None, session_of: dict
-) -> Exchange | None:
+    log_ex: ExchangeRecord,
+    streams: list[ExchangeRecord],
+    session: SessionRecord | None,
+    session_of: dict,
+) -> ExchangeRecord | None:
     wanted = set(_ids(log_ex))
     best, best_overlap = None, 0
     for ex in streams:
@@ -82,11 +83,10 @@ def _matching_stream(
 
 
 def _fold_event_log(
-    log_ex: Exchange, capture: Exchange, session: SessionRecord | None
+    log_ex: ExchangeRecord, capture: ExchangeRecord, session: SessionRecord | None
 ) -> list[Disagreement]:
     info: LogStreamInfo = log_ex.log  # type: ignore[assignment]
     capture.log = LogStreamInfo(
-        kinds=[],
         emitted=info.emitted,
         evicted=info.evicted,
         evicted_why=info.evicted_why,
@@ -127,7 +127,10 @@ def _fold_event_log(
 
 
 def _captured_request(
-    log_ex: Exchange, captured: list[Exchange], session: SessionRecord | None, session_of: dict
+    log_ex: ExchangeRecord,
+    captured: list[ExchangeRecord],
+    session: SessionRecord | None,
+    session_of: dict,
 ) -> bool:
     req, resp = log_ex.request, log_ex.response
     if req is None or resp is None:

@@ -11,8 +11,9 @@ from sse_forensics.facts.ids import IdKey
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.http_events import Headers, RequestHead, ResponseHead
 from sse_forensics.sse import SSEEvent
 
 EventKind = Literal["data", "priming", "signal", "close", "other"]
@@ -36,6 +37,64 @@ def evidence(origin: Origin | None, what: str) -> Evidence:
         "ts": origin.ts,
         "what": what,
     }
+
+
+@dataclass(slots=True)
+class LogStreamInfo:
+    """What the server's event log says about one stream beyond its written events."""
+
+    emitted: list[str] = field(default_factory=list)  # IDs in producer order (whole stream)
+    evicted: dict[str, Origin] = field(default_factory=dict)  # ID → its eviction record
+    evicted_why: dict[str, str] = field(default_factory=dict)  # ID → "reason where"
+    stream: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RpcCall:
+    """A JSON-RPC request (not a notification) a request body carried."""
+
+    method: str | None
+    rpc_id: str | None
+    signature: str  # method and params without ``_meta`` (facts.requests.call_signature)
+
+
+@dataclass(slots=True)
+class ExchangeRecord:
+    """One HTTP exchange as the fact layer sees it, read back from the ``exchanges`` and
+    ``events`` evidence tables (:mod:`sse_forensics.evidence.tables`): the heads, the SSE
+    events with their provenance, and what ingest read out of the bodies."""
+
+    connection_id: int
+    index: int
+    session: str
+    session_how: str
+    session_inferred: bool
+    request: RequestHead | None
+    response: ResponseHead | None
+    is_event_stream: bool
+    events: list[SSEEvent] = field(default_factory=list)
+    log_kinds: list[str] | None = None  # per event, when an event log said data or signal
+    holes: list[BodyHole] = field(default_factory=list)
+    comments: int = 0
+    trailing_bytes: int = 0
+    body_bytes: int = 0
+    response_complete: bool = False
+    response_end_reason: str | None = None
+    response_end: Origin | None = None
+    last_body_origin: Origin | None = None
+    from_log: bool = False
+    log: LogStreamInfo | None = None
+    calls: list[RpcCall] = field(default_factory=list)
+    json_answers: list[str | None] = field(default_factory=list)
+    protocol_version: str | None = None
+
+    @property
+    def request_headers(self) -> Headers:
+        return self.request.headers if self.request else []
+
+    @property
+    def response_headers(self) -> Headers:
+        return self.response.headers if self.response else []
 
 
 @dataclass(slots=True)
@@ -82,7 +141,7 @@ class StreamRecord:
 
     key: str
     label: str
-    exchange: Exchange
+    exchange: ExchangeRecord
     connection: Connection
     session: SessionRecord
     kind: StreamKind

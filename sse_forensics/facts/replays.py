@@ -250,7 +250,7 @@ class ReplayJudge:
             return "ended (access log)"
         start = r.response_origin.ts if r.response_origin else r.first_ts
         end = ex.last_body_origin.ts if ex.last_body_origin else start
-        if len(ex.comments) >= KEEPALIVE_ONLY_COMMENTS or end - start >= KEEPALIVE_ONLY_SECONDS:
+        if ex.comments >= KEEPALIVE_ONLY_COMMENTS or end - start >= KEEPALIVE_ONLY_SECONDS:
             return "keep-alive only"
         return None
 

@@ -9,10 +9,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from sse_forensics.facts.jsonrpc import parse_messages
-from sse_forensics.facts.model import SessionRecord, StreamRecord
+from sse_forensics.facts.model import ExchangeRecord, SessionRecord, StreamRecord
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.exchange import Exchange
 
 # MCP puts per-call bookkeeping (progressToken, traceparent) under `_meta`; a client that
 # re-issues a call mints new ones, so they are not part of what makes two calls the same.
@@ -32,10 +30,10 @@ def call_signature(method: str | None, params: object) -> bytes:
 @dataclass(slots=True)
 class RequestRecord:
     session: SessionRecord | None
-    exchange: Exchange
+    exchange: ExchangeRecord
     method: str | None
     rpc_id: str | None
-    signature: bytes
+    signature: str
     origin: Origin
 
     @property
@@ -44,7 +42,7 @@ class RequestRecord:
 
 
 def posts_by_session(
-    exchanges: list[Exchange], sessions: dict[tuple[int, int], SessionRecord]
+    exchanges: list[ExchangeRecord], sessions: dict[tuple[int, int], SessionRecord]
 ) -> dict[int, list[float]]:
     out: dict[int, list[float]] = defaultdict(list)
     for ex in exchanges:
@@ -56,25 +54,24 @@ def posts_by_session(
 
 
 def collect_requests(
-    exchanges: list[Exchange], sessions: dict[tuple[int, int], SessionRecord]
+    exchanges: list[ExchangeRecord], sessions: dict[tuple[int, int], SessionRecord]
 ) -> list[RequestRecord]:
     """Every JSON-RPC request (not notification) in a request body, in time order."""
     out: list[RequestRecord] = []
     for ex in exchanges:
-        if ex.request is None or not ex.request_body:
+        if ex.request is None:
             continue
-        for msg in parse_messages(bytes(ex.request_body)) or []:
-            if msg.kind == "request":
-                out.append(
-                    RequestRecord(
-                        sessions.get((ex.connection_id, ex.index)),
-                        ex,
-                        msg.method,
-                        msg.rpc_id,
-                        call_signature(msg.method, msg.params),
-                        ex.request.origin,
-                    )
+        for call in ex.calls:
+            out.append(
+                RequestRecord(
+                    sessions.get((ex.connection_id, ex.index)),
+                    ex,
+                    call.method,
+                    call.rpc_id,
+                    call.signature,
+                    ex.request.origin,
                 )
+            )
     out.sort(key=lambda r: r.ts)
     return out
 

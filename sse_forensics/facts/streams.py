@@ -14,12 +14,17 @@ from collections import Counter, defaultdict
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import IdCodec, detect_scheme
 from sse_forensics.facts.jsonrpc import parse_messages
-from sse_forensics.facts.model import EventKind, EventRecord, SessionRecord, StreamRecord
+from sse_forensics.facts.model import (
+    EventKind,
+    EventRecord,
+    ExchangeRecord,
+    SessionRecord,
+    StreamRecord,
+)
 from sse_forensics.facts.sessions import ExchangeKey
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
 from sse_forensics.facts.taken import NOTHING_TAKEN, CounterGroup, TakenKeys
 from sse_forensics.ingest.logs.files import rotation_key
-from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 from sse_forensics.sse import SSEEvent
@@ -47,20 +52,20 @@ def classify(sse: SSEEvent) -> tuple[EventKind, list | None]:
     return "data", [m._replace(params=None, result=None) for m in rpc]
 
 
-def stream_key(conn: Connection, ex: Exchange) -> str:
+def stream_key(conn: Connection, ex: ExchangeRecord) -> str:
     """Stable across runs and input order: the Community ID of the flow plus the exchange's
     position on it."""
     return f"{conn.community_id}/{ex.index}"
 
 
-def stream_label(conn: Connection, ex: Exchange) -> str:
+def stream_label(conn: Connection, ex: ExchangeRecord) -> str:
     req = ex.request
     what = f"{req.method} {_CONTROL.sub('?', req.target)[:80]}" if req else "(request not captured)"
     return f"conn {conn.id} #{ex.index} {what}"
 
 
 def build_streams(
-    exchanges: list[Exchange],
+    exchanges: list[ExchangeRecord],
     connections: dict[int, Connection],
     sessions: dict[ExchangeKey, SessionRecord],
 ) -> list[StreamRecord]:
@@ -86,7 +91,7 @@ def build_streams(
             last_event_id=leid.strip() if leid is not None else None,
         )
         # An event log says itself which records are data and which are signals.
-        log_kinds = ex.log.kinds if ex.log is not None else None
+        log_kinds = ex.log_kinds
         for position, sse in enumerate(ex.events):
             if log_kinds:
                 kind_, rpc = log_kinds[position], None

@@ -5,7 +5,7 @@ files itself (the frames come from :mod:`sse_forensics.ingest`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sse_forensics.errors import ReadError
@@ -244,12 +244,21 @@ def _capture_loss(connections: list[Connection], stats: Mapping[str, CaptureStat
     return loss
 
 
+ConnectionSink = Callable[[Connection, list[Exchange]], None]
+"""Receives each connection's exchanges when TCP finalises it (instead of keeping them)."""
+
+
 def reassemble(
     items: Iterable[Frame | ReadError],
     capture_stats: Mapping[str, CaptureStats] | None = None,
+    sink: ConnectionSink | None = None,
 ) -> Reassembly:
     """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
     exchanges and SSE events.
+
+    With ``sink``, each connection's exchanges go to it when the connection is finalised and
+    are not kept in the result (``exchanges`` stays empty): memory then follows the
+    connections still open, not the capture.
 
     ``capture_stats`` (default: ``items.stats`` when ``items`` comes from
     :func:`~sse_forensics.ingest.inputs.merged_frames`) is read after the last frame, when
@@ -284,7 +293,10 @@ def reassemble(
             else:
                 analyzer.end(direction, conn.last, "capture-end")
         analyzer.finish()
-        result.exchanges.extend(analyzer.exchanges.values())
+        if sink is not None:
+            sink(conn, list(analyzer.exchanges.values()))
+        else:
+            result.exchanges.extend(analyzer.exchanges.values())
 
     frames = 0
     segments = 0

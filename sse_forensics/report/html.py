@@ -23,6 +23,7 @@ import orjson
 from sse_forensics import __version__
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet
+from sse_forensics.facts.build import build_facts
 from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.report.html_plot import VERDICT_COLOUR, session_figure
@@ -166,7 +167,7 @@ def _finding(n: int, f: Finding, rules: RuleSet) -> str:
 
 
 def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
-    tables = result.facts.tables
+    tables = result.tables
     counts = Counter(f.classification for f in result.findings)
     verdicts = " ".join(f"{_badge(v)} {counts.get(v, 0)}" for v in reversed(CLASSIFICATIONS))
     inputs = "".join(f"<li class=mono>{text(p, 300)}</li>" for p in result.inputs)
@@ -192,8 +193,8 @@ def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
     )
     return (
         '<section id="summary"><h2>Summary</h2>'
-        f"<p>{len(result.inputs)} file(s), {result.reassembly.frames} frames, "
-        f"{len(result.reassembly.connections)} TCP connections, {tables['sessions'].height} "
+        f"<p>{len(result.inputs)} file(s), {result.stats.frames} frames, "
+        f"{len(result.connections)} TCP connections, {tables['sessions'].height} "
         f"session(s), {tables['streams'].height} event stream(s), {tables['events'].height} "
         f"SSE events, {tables['resumes'].height} resume(s).</p>"
         f"<p>Verdicts: {verdicts}</p><details><summary>Inputs</summary><ul>{inputs}</ul>"
@@ -240,10 +241,9 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
     """The whole report as one HTML document (deterministic: no wall-clock time in it)."""
     affected = list(dict.fromkeys(f.session_id for f in result.findings if f.session_id))
     numbers = {sid: n for n, sid in enumerate(affected, 1)}
-    connections = {c.id: c for c in result.reassembly.connections}
-    ladders = {
-        lad.session.session_id: lad for lad in session_ladders(result.reassembly, result.facts)
-    }
+    facts = result.facts or build_facts([], {})
+    connections = facts.connections
+    ladders = {lad.session.session_id: lad for lad in session_ladders(facts)}
     figures: dict[str, dict] = {}
     sections: list[str] = []
     index = {id(f): n for n, f in enumerate(result.findings, 1)}  # numbered most severe first
@@ -257,8 +257,8 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
         body: list[str] = []
         if session_id is not None:
             number = numbers[session_id]
-            streams = [s for s in result.facts.streams if s.session.session_id == session_id]
-            gaps = [g for g in result.facts.gaps if g.stream.session.session_id == session_id]
+            streams = [s for s in facts.streams if s.session.session_id == session_id]
+            gaps = [g for g in facts.gaps if g.stream.session.session_id == session_id]
             conns = sorted({s.connection.id for s in streams})
             if streams:
                 plot_id = f"plot-{number}"
@@ -266,7 +266,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
                     streams, gaps, [connections[c] for c in conns if c in connections]
                 )
                 body.append(f'<div class="plot" id="{plot_id}"></div>')
-            record = result.facts.sessions.get(session_id)
+            record = facts.sessions.get(session_id)
             detail = (
                 f"{record.id_scheme} IDs, {record.counter_scope} counter"
                 + (", inferred from the TCP connections" if record.inferred else "")

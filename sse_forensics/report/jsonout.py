@@ -33,7 +33,7 @@ def session_summaries(result: ScanResult) -> list[dict]:
     for f in result.findings:
         verdicts.setdefault(f.session_id or "", Counter())[f.classification] += 1
     rows = []
-    for row in result.facts.tables["sessions"].select(SESSION_SUMMARY).to_dicts():
+    for row in result.tables["sessions"].select(SESSION_SUMMARY).to_dicts():
         row["verdicts"] = dict(verdicts.get(row["session_id"], Counter()))
         rows.append(row)
     return rows
@@ -45,16 +45,16 @@ def scan_document(result: ScanResult) -> bytes:
         "tool": {"name": "sse-forensics", "version": __version__},
         "inputs": result.inputs,
         "stats": {
-            "frames": result.reassembly.frames,
-            "tcp_segments": result.reassembly.tcp_segments,
-            "connections": len(result.reassembly.connections),
-            "http_exchanges": len(result.reassembly.exchanges),
-            "streams": result.facts.tables["streams"].height,
-            "events": result.facts.tables["events"].height,
-            "resumes": result.facts.tables["resumes"].height,
+            "frames": result.stats.frames,
+            "tcp_segments": result.stats.tcp_segments,
+            "connections": result.stats.connections,
+            "http_exchanges": result.stats.http_exchanges,
+            "streams": result.stats.streams,
+            "events": result.stats.events,
+            "resumes": result.stats.resumes,
         },
-        "capture_loss": result.reassembly.loss.as_dict(),
-        "logs": result.reassembly.log_stats or None,
+        "capture_loss": result.loss.as_dict(),
+        "logs": result.log_stats or None,
         "verdicts": dict(counts),
         "sessions": session_summaries(result),
         "findings": [f.as_dict() for f in result.findings],

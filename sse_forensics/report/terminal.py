@@ -120,18 +120,16 @@ def findings_table(findings: list[Finding]) -> Table:
 
 
 def _read_summary(result: ScanResult) -> str:
-    r = result.reassembly
     parts = []
-    if r.frames or not r.log_stats:
-        tcp = sum(1 for c in r.connections if not c.community_id.startswith("log:"))
-        parts.append(f"{r.frames} frames, {tcp} TCP connections")
-    if r.log_stats:
-        parts.append(f"{r.log_stats.get('lines', 0)} log lines")
+    if result.stats.frames or not result.log_stats:
+        parts.append(f"{result.stats.frames} frames, {len(result.connections)} TCP connections")
+    if result.log_stats:
+        parts.append(f"{result.log_stats.get('lines', 0)} log lines")
     return ", ".join(parts)
 
 
 def render_scan(console: Console, result: ScanResult) -> None:
-    tables = result.facts.tables
+    tables = result.tables
     counts = Counter(f.classification for f in result.findings)
     affected = {f.session_id for f in result.findings if f.session_id}
     console.print(

@@ -24,10 +24,8 @@ from rich.text import Text
 
 from sse_forensics.facts.build import Facts
 from sse_forensics.facts.gaps import GapRecord
-from sse_forensics.facts.model import EventRecord, SessionRecord, StreamRecord
+from sse_forensics.facts.model import EventRecord, ExchangeRecord, SessionRecord, StreamRecord
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.capture import Reassembly
-from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 from sse_forensics.reassembly.stream import Direction
@@ -41,14 +39,12 @@ def _where(origin) -> dict:
     return {"source": origin.source, origin.kind: origin.number, "ts": origin.ts}
 
 
-def timeline_records(
-    reassembly: Reassembly, facts: Facts, session: str | None = None
-) -> Iterator[dict]:
+def timeline_records(facts: Facts, session: str | None = None) -> Iterator[dict]:
     """Records sorted by timestamp: ``request``, ``response``, ``event``, ``missing-bytes``,
     ``response-end``."""
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
     records: list[dict] = []
-    for ex in reassembly.exchanges:
+    for ex in facts.exchanges:
         rec = facts.exchange_sessions.get((ex.connection_id, ex.index))
         session_id = rec.session_id if rec else None
         if session is not None and session_id != session:
@@ -293,7 +289,7 @@ def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> li
     return rungs
 
 
-def _request_text(ex: Exchange, stream: StreamRecord | None) -> Text:
+def _request_text(ex: ExchangeRecord, stream: StreamRecord | None) -> Text:
     if ex.request is None:
         return Text("→ (request not captured)", style="dim")
     text = Text(f"→ {printable(ex.request.method, 20)} {printable(ex.request.target, 80)}")
@@ -305,7 +301,7 @@ def _request_text(ex: Exchange, stream: StreamRecord | None) -> Text:
     return text
 
 
-def _response_text(ex: Exchange) -> Text:
+def _response_text(ex: ExchangeRecord) -> Text:
     resp = ex.response
     if resp is None:
         return Text("← (no response captured)", style="dim")
@@ -320,7 +316,7 @@ def _response_text(ex: Exchange) -> Text:
 
 
 def _exchange_rungs(
-    ex: Exchange, stream: StreamRecord | None, gaps: list[GapRecord], all_events: bool
+    ex: ExchangeRecord, stream: StreamRecord | None, gaps: list[GapRecord], all_events: bool
 ) -> list[Rung]:
     conn = ex.connection_id
     req_origin = ex.request.origin if ex.request else None
@@ -412,15 +408,15 @@ def _collapse_plain(rungs: list[Rung]) -> list[Rung]:
 
 
 def session_ladders(
-    reassembly: Reassembly, facts: Facts, session: str | None = None, all_events: bool = False
+    facts: Facts, session: str | None = None, all_events: bool = False
 ) -> list[SessionLadder]:
     """Per session (in order of first activity), its requests, responses, event runs, gaps,
     signals, missing-bytes spans and disconnects, sorted by capture time."""
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
-    connections = {c.id: c for c in reassembly.connections}
-    exchanges: dict[str, list[Exchange]] = {}
+    connections = facts.connections
+    exchanges: dict[str, list[ExchangeRecord]] = {}
     records: dict[str, SessionRecord] = {}
-    for ex in reassembly.exchanges:
+    for ex in facts.exchanges:
         rec = facts.exchange_sessions.get((ex.connection_id, ex.index))
         if rec is None or (session is not None and rec.session_id != session):
             continue
@@ -468,14 +464,13 @@ def _title(ladder: SessionLadder) -> Text:
 
 def render_timeline(
     console: Console,
-    reassembly: Reassembly,
     facts: Facts,
     session: str | None = None,
     all_events: bool = False,
 ) -> None:
     """Per session, a ladder of its connections and streams in time order (rich tables;
     every captured string goes through :func:`printable` into a ``Text``, never markup)."""
-    ladders = session_ladders(reassembly, facts, session, all_events)
+    ladders = session_ladders(facts, session, all_events)
     if not ladders:
         if session is not None:
             known = ", ".join(printable(s, 60) for s in sorted(facts.sessions)[:10])

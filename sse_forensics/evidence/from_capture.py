@@ -1,0 +1,258 @@
+"""A finalised TCP connection's HTTP exchanges as evidence rows.
+
+Called once per connection when reassembly finalises it: the connection's objects (heads,
+bodies, SSE events) are reduced to rows and released, so a capture never keeps one Python
+object per event beyond the connection that is still open. Bodies are not kept: what the
+facts need of them (JSON-RPC requests and their call signatures, the ids a JSON answer
+answers, the negotiated protocol version) is read here.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import orjson
+
+from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
+from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.evidence.tables import (
+    ConnectionColumns,
+    EventColumns,
+    ExchangeColumns,
+    put_origin,
+)
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.jsonrpc import parse_messages, protocol_version
+from sse_forensics.facts.requests import call_signature
+from sse_forensics.reassembly.exchange import BodyHole, Exchange
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.http_events import header
+
+LAST_EVENT_ID = "Last-Event-ID"
+_VERSION_KEY = "protocolVersion"
+
+
+def exchange_protocol_version(bodies: list[bytes | str], version_header: str | None) -> str | None:
+    """The session era an exchange shows (PROFILE.md, "Protocol era"): the server's answer to
+    ``initialize`` first (it may downgrade the client's proposal), then the request, then
+    the ``MCP-Protocol-Version`` header."""
+    for body in bodies:
+        if not body:
+            continue
+        marker = _VERSION_KEY if isinstance(body, str) else _VERSION_KEY.encode()
+        if marker not in body:  # type: ignore[operator]
+            continue
+        messages = parse_messages(body)
+        if messages:
+            version = protocol_version(messages)
+            if version:
+                return version.strip()
+    if version_header and version_header.strip():
+        return version_header.strip()
+    return None
+
+
+def request_calls(body: bytes) -> str | None:
+    """JSON ``[[method, rpc_id, signature], ...]`` of the JSON-RPC requests (not
+    notifications) in a request body; ``None`` when there are none."""
+    if not body:
+        return None
+    calls = [
+        [m.method, m.rpc_id, call_signature(m.method, m.params).decode()]
+        for m in parse_messages(body) or []
+        if m.kind == "request"
+    ]
+    return orjson.dumps(calls).decode() if calls else None
+
+
+def json_answers(ex: Exchange) -> str | None:
+    """JSON list of the JSON-RPC ids a plain JSON response body answered."""
+    if ex.is_event_stream or not ex.response_body:
+        return None
+    ids = [
+        m.rpc_id
+        for m in parse_messages(bytes(ex.response_body)) or []
+        if m.kind in ("response", "error")
+    ]
+    return orjson.dumps(ids).decode() if ids else None
+
+
+def holes_json(holes: list[BodyHole]) -> str | None:
+    if not holes:
+        return None
+    out = []
+    for h in holes:
+        s = h.span
+        out.append(
+            [
+                h.body_offset,
+                s.direction,
+                s.offset,
+                s.length,
+                s.reason,
+                _origin_list(s.after),
+                _origin_list(s.before),
+            ]
+        )
+    return orjson.dumps(out).decode()
+
+
+def _origin_list(origin: Any) -> list | None:
+    if origin is None:
+        return None
+    return [origin.source, origin.number, origin.ts, origin.kind]
+
+
+def connection_row(conn: Connection, buf: dict[str, list[Any]], from_log: bool = False) -> None:
+    buf["conn_id"].append(conn.id)
+    buf["community_id"].append(conn.community_id)
+    buf["client_ip"].append(conn.client[0])
+    buf["client_port"].append(conn.client[1])
+    buf["server_ip"].append(conn.server[0])
+    buf["server_port"].append(conn.server[1])
+    buf["from_log"].append(from_log)
+    # The TCP expert analysis (windows, stalls, FIN/RST, missing spans) is a handful of
+    # records per connection read only by cause attribution and the per-session views: it
+    # travels whole rather than as tables of its own.
+    buf["state"].append(pickle.dumps(conn, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def exchange_rows(
+    conn: Connection,
+    exchanges: list[Exchange],
+    config: AnalysisConfig,
+    ex_buf: dict[str, list[Any]],
+    ev_buf: dict[str, list[Any]],
+) -> list[str]:
+    """Append one row per exchange of ``conn`` (in exchange order) and one per SSE event;
+    returns the session of each exchange."""
+    exchanges = sorted(exchanges, key=lambda e: e.index)
+    explicit = []
+    for ex in exchanges:
+        value = header(ex.request_headers, config.session_header) or header(
+            ex.response_headers, config.session_header
+        )
+        endpoint = [sse.data for sse in ex.events[:2] if sse.event == "endpoint"]
+        target = ex.request.target if ex.request is not None else None
+        explicit.append(explicit_session(value, target, endpoint, config))
+    keys = attribute_connection(
+        explicit, inferred_session(conn.client[0], conn.server[0], conn.server[1])
+    )
+    for ex, key in zip(exchanges, keys, strict=True):
+        _exchange_row(ex, key.session, key.how, key.inferred, config, ex_buf)
+        _event_rows(ex, key.session, ev_buf)
+    return [k.session for k in keys]
+
+
+def _exchange_row(
+    ex: Exchange,
+    session: str,
+    how: str,
+    inferred: bool,
+    config: AnalysisConfig,
+    buf: dict[str, list[Any]],
+) -> None:
+    req, resp = ex.request, ex.response
+    buf["conn_id"].append(ex.connection_id)
+    buf["index"].append(ex.index)
+    buf["session"].append(session)
+    buf["session_how"].append(how)
+    buf["session_inferred"].append(inferred)
+    buf["from_log"].append(ex.from_log)
+    buf["req_method"].append(req.method if req else None)
+    buf["req_target"].append(req.target if req else None)
+    buf["req_version"].append(req.version if req else None)
+    buf["last_event_id"].append(header(req.headers, LAST_EVENT_ID) if req else None)
+    put_origin(buf, "req", req.origin if req else None)
+    buf["request_complete"].append(ex.request_complete)
+    request_body = bytes(ex.request_body)
+    buf["req_rpc"].append(request_calls(request_body) if req else None)
+    answers: list[bytes | str] = [bytes(ex.response_body)]
+    if ex.is_event_stream:
+        answers.extend(sse.data for sse in ex.events if sse.data)
+    answers.append(request_body)
+    version_header = header(ex.request_headers, config.protocol_version_header)
+    buf["protocol_version"].append(exchange_protocol_version(answers, version_header))
+    buf["resp_status"].append(resp.status if resp else None)
+    buf["resp_reason"].append(resp.reason if resp else None)
+    buf["resp_version"].append(resp.version if resp else None)
+    buf["content_type"].append(header(resp.headers, "content-type") if resp else None)
+    buf["cache_control"].append(header(resp.headers, "cache-control") if resp else None)
+    buf["event_stream"].append(ex.is_event_stream)
+    put_origin(buf, "resp", resp.origin if resp else None)
+    buf["head_captured"].append(resp.head_captured if resp else False)
+    buf["json_answers"].append(json_answers(ex))
+    buf["response_complete"].append(ex.response_complete)
+    buf["end_reason"].append(ex.response_end_reason)
+    put_origin(buf, "end", ex.response_end)
+    put_origin(buf, "body", ex.last_body_origin)
+    buf["body_bytes"].append(ex.body_bytes)
+    buf["trailing"].append(bytes(ex.trailing))
+    buf["comments"].append(len(ex.comments))
+    buf["holes"].append(holes_json(ex.holes))
+    buf["log_info"].append(None)
+
+
+def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
+    n = len(ex.events)
+    if not n:
+        return
+    buf["conn_id"].extend([ex.connection_id] * n)
+    buf["ex_index"].extend([ex.index] * n)
+    buf["session"].extend([session] * n)
+    buf["position"].extend(range(n))
+    buf["log_kind"].extend([None] * n)
+    for sse in ex.events:
+        buf["id"].append(sse.id)
+        buf["id_field"].append(sse.id_field)
+        buf["event"].append(sse.event)
+        buf["data"].append(sse.data)
+        buf["retry"].append(sse.retry)
+        buf["start"].append(sse.start)
+        buf["end"].append(sse.end)
+        buf["dispatched"].append(sse.dispatched)
+        origins = sse.origins
+        put_origin(buf, "first", origins[0] if origins else None)
+        put_origin(buf, "last", origins[-1] if origins else None)
+
+
+# Rows buffered before they become a polars batch: large enough that building the batch
+# costs little per row, small enough to stay a few megabytes.
+FLUSH_ROWS = 50_000
+
+
+class CaptureEvidence:
+    """Collects finalised connections' rows and hands them to ``store`` in batches (the
+    ``sink`` of :func:`~sse_forensics.reassembly.capture.reassemble`)."""
+
+    def __init__(self, store: EvidenceStore, config: AnalysisConfig) -> None:
+        self.store = store
+        self.config = config
+        self.exchanges = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._conns = ConnectionColumns.buffer()
+        self._exs = ExchangeColumns.buffer()
+        self._evs = EventColumns.buffer()
+        self._rows = 0
+
+    def __call__(self, conn: Connection, exchanges: list[Exchange]) -> None:
+        if not exchanges:
+            return
+        connection_row(conn, self._conns)
+        exchange_rows(conn, exchanges, self.config, self._exs, self._evs)
+        self.exchanges += len(exchanges)
+        self._rows += len(exchanges) + sum(len(ex.events) for ex in exchanges)
+        if self._rows >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._rows or self._conns["conn_id"]:
+            self.store.add(
+                ConnectionColumns.frame(self._conns),
+                ExchangeColumns.frame(self._exs),
+                EventColumns.frame(self._evs),
+            )
+        self._reset()

@@ -1,0 +1,162 @@
+"""The evidence of a scan, partitioned by session (the issue's "partitioned by session"): each
+session's connections, exchanges and events land in one of ``buckets`` partitions
+(a stable hash of the session ID), held as polars batches and spilled to Parquet in a scratch
+directory once they exceed a memory budget. Facts and rules then run partition by
+partition, so peak memory follows the largest partition, not the input.
+
+A connection whose exchanges belong to several sessions (a proxy's upstream connection, an
+access log's client address) is written to each partition that holds one of them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from sse_forensics.evidence.tables import (
+    EVIDENCE_TABLES,
+    Columns,
+    ConnectionColumns,
+    EventColumns,
+    ExchangeColumns,
+    concat,
+)
+
+# Batches held in memory before the store writes them to its scratch directory. Parquet
+# (zstd) files are a quarter of the in-memory size or less; reading one partition back
+# costs one sequential read.
+DEFAULT_MEMORY_BUDGET = 256 << 20
+
+
+def bucket_of(session: str, buckets: int) -> int:
+    """Stable across runs, processes and machines (never Python's salted ``hash``)."""
+    return zlib.crc32(session.encode("utf-8", "surrogatepass")) % buckets
+
+
+def bucket_expr(buckets: int) -> pl.Expr:
+    """:func:`bucket_of` as a polars expression over the ``session`` column."""
+    return pl.col("session").map_batches(
+        lambda s: pl.Series([bucket_of(v, buckets) for v in s.to_list()], dtype=pl.Int64),
+        return_dtype=pl.Int64,
+    )
+
+
+@dataclass
+class Partition:
+    """One bucket's batches in memory and the Parquet files it spilled."""
+
+    batches: dict[str, list[pl.DataFrame]] = field(
+        default_factory=lambda: {t.name: [] for t in EVIDENCE_TABLES}
+    )
+    files: dict[str, list[Path]] = field(
+        default_factory=lambda: {t.name: [] for t in EVIDENCE_TABLES}
+    )
+
+
+class EvidenceStore:
+    """Partitioned evidence of one scan. ``add`` batches; ``load(bucket)`` reads a bucket
+    back as (connections, exchanges, events); ``close`` removes the scratch files."""
+
+    def __init__(
+        self,
+        buckets: int = 1,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        scratch: str | None = None,
+    ) -> None:
+        self.buckets = max(1, buckets)
+        self.memory_budget = memory_budget
+        self._scratch_parent = scratch
+        self._scratch: Path | None = None
+        self._parts = [Partition() for _ in range(self.buckets)]
+        self._held = 0
+        self._spills = 0
+        self.rows = {t.name: 0 for t in EVIDENCE_TABLES}
+
+    # -- writing ------------------------------------------------------------------------
+
+    def add(
+        self,
+        connections: pl.DataFrame,
+        exchanges: pl.DataFrame,
+        events: pl.DataFrame,
+    ) -> None:
+        """Route one batch of rows to their buckets. Connections go to every bucket that
+        holds one of their exchanges."""
+        if self.buckets == 1:
+            self._hold(0, ConnectionColumns, connections)
+            self._hold(0, ExchangeColumns, exchanges)
+            self._hold(0, EventColumns, events)
+        else:
+            ex = exchanges.with_columns(bucket_expr(self.buckets).alias("_bucket"))
+            ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
+            pairs = ex.select("conn_id", "_bucket").unique()
+            conns = connections.join(pairs, on="conn_id", how="inner")
+            for (bucket,), part in ex.partition_by("_bucket", as_dict=True).items():
+                self._hold(int(bucket), ExchangeColumns, part.drop("_bucket"))
+            for (bucket,), part in ev.partition_by("_bucket", as_dict=True).items():
+                self._hold(int(bucket), EventColumns, part.drop("_bucket"))
+            for (bucket,), part in conns.partition_by("_bucket", as_dict=True).items():
+                self._hold(int(bucket), ConnectionColumns, part.drop("_bucket"))
+        if self._held > self.memory_budget:
+            self.spill()
+
+    def _hold(self, bucket: int, table: type[Columns], df: pl.DataFrame) -> None:
+        if not df.height:
+            return
+        self._parts[bucket].batches[table.name].append(df)
+        self._held += df.estimated_size()
+        self.rows[table.name] += df.height
+
+    def spill(self) -> None:
+        """Write every batch held in memory to the scratch directory."""
+        if self._scratch is None:
+            self._scratch = Path(
+                tempfile.mkdtemp(prefix="sse-forensics-", dir=self._scratch_parent)
+            )
+        self._spills += 1
+        for bucket, part in enumerate(self._parts):
+            for table in EVIDENCE_TABLES:
+                batches = part.batches[table.name]
+                if not batches:
+                    continue
+                path = self._scratch / f"{table.name}-{bucket:05d}-{self._spills:05d}.parquet"
+                concat(batches, table).write_parquet(path, compression="zstd", statistics=False)
+                part.files[table.name].append(path)
+                part.batches[table.name] = []
+        self._held = 0
+
+    # -- reading ------------------------------------------------------------------------
+
+    def load(self, bucket: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        part = self._parts[bucket]
+        out = []
+        for table in EVIDENCE_TABLES:
+            frames = [pl.read_parquet(p) for p in part.files[table.name]]
+            frames.extend(part.batches[table.name])
+            out.append(concat(frames, table))
+        return out[0], out[1], out[2]
+
+    def nonempty(self) -> list[int]:
+        return [
+            b for b, p in enumerate(self._parts) if p.batches["exchanges"] or p.files["exchanges"]
+        ]
+
+    @property
+    def spilled(self) -> bool:
+        return self._spills > 0
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def __enter__(self) -> EvidenceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,189 @@
+"""Read one partition's evidence tables back as the records the fact builder judges: one
+:class:`~.model.ExchangeRecord` per exchange (with its SSE events) and the connections they
+sit on. Objects exist for one partition at a time, never for a whole capture."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import orjson
+import polars as pl
+
+from sse_forensics.evidence.tables import get_origin
+from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.exchange import BodyHole
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.http_events import RequestHead, ResponseHead
+from sse_forensics.reassembly.stream import MissingSpan
+from sse_forensics.sse import SSEEvent
+
+
+def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
+    out: dict[int, Connection] = {}
+    for conn_id, state in connections.select("conn_id", "state").iter_rows():
+        if conn_id not in out:
+            out[conn_id] = pickle.loads(state)
+    return out
+
+
+def _origin(value: list | None) -> Origin | None:
+    if value is None:
+        return None
+    return Origin(value[0], value[1], value[2], value[3])
+
+
+def _holes(text: str | None) -> list[BodyHole]:
+    if not text:
+        return []
+    out = []
+    for offset, direction, start, length, reason, after, before in orjson.loads(text):
+        span = MissingSpan(direction, start, length, reason, _origin(after), _origin(before))
+        out.append(BodyHole(offset, span))
+    return out
+
+
+def _log_info(text: str | None) -> LogStreamInfo | None:
+    if not text:
+        return None
+    doc = orjson.loads(text)
+    return LogStreamInfo(
+        emitted=doc["emitted"],
+        evicted={k: _origin(v) for k, v in doc["evicted"].items()},  # type: ignore[misc]
+        evicted_why=doc["evicted_why"],
+        stream=doc["stream"],
+    )
+
+
+def _exchange(row: dict[str, Any]) -> ExchangeRecord:
+    request = None
+    if row["req_method"] is not None:
+        headers = []
+        if row["last_event_id"] is not None:
+            headers.append(("Last-Event-ID", row["last_event_id"]))
+        request = RequestHead(
+            row["index"],
+            row["req_method"],
+            row["req_target"],
+            row["req_version"],
+            headers,
+            get_origin(row, "req"),  # type: ignore[arg-type]
+        )
+    response = None
+    if row["resp_status"] is not None:
+        headers = []
+        if row["content_type"] is not None:
+            headers.append(("Content-Type", row["content_type"]))
+        if row["cache_control"] is not None:
+            headers.append(("Cache-Control", row["cache_control"]))
+        response = ResponseHead(
+            row["index"],
+            row["resp_status"],
+            row["resp_reason"],
+            row["resp_version"],
+            headers,
+            get_origin(row, "resp"),  # type: ignore[arg-type]
+            head_captured=row["head_captured"],
+        )
+    calls = [RpcCall(*c) for c in orjson.loads(row["req_rpc"])] if row["req_rpc"] else []
+    answers = orjson.loads(row["json_answers"]) if row["json_answers"] else []
+    return ExchangeRecord(
+        connection_id=row["conn_id"],
+        index=row["index"],
+        session=row["session"],
+        session_how=row["session_how"],
+        session_inferred=row["session_inferred"],
+        request=request,
+        response=response,
+        is_event_stream=row["event_stream"],
+        holes=_holes(row["holes"]),
+        comments=row["comments"],
+        trailing_bytes=len(row["trailing"]),
+        body_bytes=row["body_bytes"],
+        response_complete=row["response_complete"],
+        response_end_reason=row["end_reason"],
+        response_end=get_origin(row, "end"),
+        last_body_origin=get_origin(row, "body"),
+        from_log=row["from_log"],
+        log=_log_info(row["log_info"]),
+        calls=calls,
+        json_answers=answers,
+        protocol_version=row["protocol_version"],
+    )
+
+
+_EVENT_COLUMNS = (
+    "conn_id",
+    "ex_index",
+    "id",
+    "event",
+    "data",
+    "retry",
+    "id_field",
+    "start",
+    "end",
+    "dispatched",
+    "log_kind",
+    "first_src",
+    "first_num",
+    "first_ts",
+    "first_kind",
+    "last_src",
+    "last_num",
+    "last_ts",
+    "last_kind",
+)
+
+
+def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
+    """The exchanges in (connection, index) order, each with its events in order."""
+    records = [_exchange(row) for row in exchanges.sort("conn_id", "index").iter_rows(named=True)]
+    by_key = {(r.connection_id, r.index): r for r in records}
+    if not events.height:
+        return records
+    columns = events.sort("conn_id", "ex_index", "position").select(_EVENT_COLUMNS)
+    current: ExchangeRecord | None = None
+    current_key: tuple[int, int] | None = None
+    for (
+        conn_id,
+        ex_index,
+        ev_id,
+        event,
+        data,
+        retry,
+        id_field,
+        start,
+        end,
+        dispatched,
+        log_kind,
+        fsrc,
+        fnum,
+        fts,
+        fkind,
+        lsrc,
+        lnum,
+        lts,
+        lkind,
+    ) in columns.iter_rows():
+        key = (conn_id, ex_index)
+        if key != current_key:
+            current_key, current = key, by_key.get(key)
+        if current is None:
+            continue
+        if fsrc is None:
+            origins: tuple[Origin, ...] = ()
+        else:
+            first = Origin(fsrc, fnum, fts, fkind)
+            if (lsrc, lnum) == (fsrc, fnum):
+                origins = (first,)
+            else:
+                origins = (first, Origin(lsrc, lnum, lts, lkind))
+        current.events.append(
+            SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched)
+        )
+        if log_kind is not None:
+            if current.log_kinds is None:
+                current.log_kinds = []
+            current.log_kinds.append(log_kind)
+    return records
