@@ -1,0 +1,1247 @@
+"""A columnar index of the frames of pcap/pcapng captures and of their TCP headers.
+
+:func:`index_capture` (one file) and :func:`index_captures` (several files or a ring buffer,
+merged into one timeline exactly as :func:`~sse_forensics.ingest.inputs.merged_frames` merges
+them) return a :class:`PacketIndex`: one numpy element per frame that
+:func:`~sse_forensics.ingest.pcap.read_frames` yields, with the same frame numbers and
+timestamps, and for the frames that decode to TCP the fields a
+:class:`~sse_forensics.ingest.packets.TCPSegment` carries. Payloads are not copied: the index
+keeps each file mapped and stores byte offsets into it.
+
+How: the record (or pcapng block) headers are walked in one tight ``struct.unpack_from``
+loop over the mmap, collecting offsets; every further step gathers header bytes at those
+offsets with numpy fancy indexing and decodes them vectorized (Ethernet with stacked
+802.1Q/802.1ad/QinQ tags, Linux SLL and SLL2, BSD NULL/LOOP, raw IPv4/IPv6; IPv4 with or
+without options; IPv6 whose next header is TCP; the TCP header). A frame the vectorized path
+cannot decode *identically* goes to the per-frame
+:func:`~sse_forensics.ingest.linklayer.decode_tcp`, which is the definition of the result:
+
+- IPv6 with extension headers (hop-by-hop, routing, fragment, AH, destination options);
+- every frame for which ``decode_tcp`` reports a :class:`ReadError` (IP header cut short,
+  wrong IP version, invalid IPv4 header or total length, IPv4 options or TCP header/options
+  cut by the snap length, TCP header outside the IP packet, invalid TCP data offset): the
+  vectorized path detects the condition and lets ``decode_tcp`` word the error.
+
+Frames the vectorized path proves carry no first-fragment TCP (non-IP, other IP protocols,
+later IPv4 fragments, empty network layer) are decided there, as ``decode_tcp`` decides them.
+Reading errors (truncation, corrupt records or blocks, unknown link types, undescribed
+interfaces) are the ones :class:`~sse_forensics.ingest.pcap.CaptureReader` reports, with the
+same wording, frame numbers and timestamps, and the :class:`CaptureStats` are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import math
+import mmap
+import socket
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest.linklayer import (
+    AF_INET,
+    AF_INET6_VALUES,
+    ETHERTYPE_IPV4,
+    ETHERTYPE_IPV6,
+    IPPROTO_TCP,
+    IPV6_AH,
+    IPV6_FRAGMENT,
+    IPV6_SKIPPED,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+    LINKTYPE_RAW,
+    LINKTYPE_RAW_BSDOS,
+    LINKTYPE_RAW_OPENBSD,
+    SUPPORTED_LINKTYPES,
+    VLAN_TPIDS,
+    _network_start,
+    decode_tcp,
+)
+from sse_forensics.ingest.packets import TCP_SYN, Frame, TCPSegment
+from sse_forensics.ingest.pcap import (
+    BT_EPB,
+    BT_IDB,
+    BT_ISB,
+    BT_OPB,
+    BT_SPB,
+    IF_TSOFFSET,
+    IF_TSRESOL,
+    ISB_IFDROP,
+    ISB_OSDROP,
+    MAX_SANE_BLOCK,
+    MAX_SANE_CAPLEN,
+    OPT_ENDOFOPT,
+    PCAP_MAGIC_KUZNETZOV,
+    PCAP_MAGIC_NS,
+    PCAP_MAGIC_US,
+    PCAPNG_BYTE_ORDER_MAGIC,
+    PCAPNG_SHB,
+    CaptureStats,
+    _is_capture_magic,
+    _magic,
+    _open_bytes,
+)
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.tcp_analysis import window_scale_offer
+
+Buffer = bytes | mmap.mmap
+
+_RAW_LINKTYPES = (LINKTYPE_RAW, LINKTYPE_RAW_OPENBSD, LINKTYPE_RAW_BSDOS)
+_SUPPORTED = np.array(sorted(SUPPORTED_LINKTYPES), dtype=np.int64)
+_VLAN = np.array(sorted(VLAN_TPIDS), dtype=np.int64)
+_AF6 = np.array(sorted(AF_INET6_VALUES), dtype=np.int64)
+# Next headers that decode_tcp walks past (the frame goes to the fallback); any other
+# non-TCP next header means "no TCP here", as in decode_tcp.
+_IPV6_WALKED = np.array(sorted({*IPV6_SKIPPED, IPV6_FRAGMENT, IPV6_AH}), dtype=np.int64)
+_PACKET_BLOCKS = frozenset({BT_EPB, BT_SPB, BT_OPB})
+# pcapng interfaces whose timestamps numpy computes exactly like the reader's Python ints:
+# units up to 2**53 (the fraction and the divisor are exact doubles), at least 4 (whole
+# seconds of a 64-bit tick count fit in an int64), and an if_tsoffset well inside int64.
+_FAST_UNITS = (4, 1 << 53)
+_FAST_TSOFFSET = 1 << 62
+
+# Bytes gathered at the start of every frame: Ethernet (with a VLAN tag) or SLL2, IPv6 and
+# a TCP header fit, so the usual frame needs no further gather.
+_HEAD = 80
+
+_u32le = struct.Struct("<I").unpack_from
+_u16be = struct.Struct("!H").unpack_from
+
+
+# -- the result -----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class PacketIndex:
+    """Columns (numpy arrays, one element per frame, in the order the readers yield frames)
+    and what the readers reported.
+
+    Frame columns: ``file`` (index into :attr:`sources`), ``frame`` (1-based per file, as
+    ``Origin.number``), ``ts`` (float64 seconds, the reader's exact value), ``caplen``,
+    ``wirelen``, ``data_offset`` (the frame's first byte in its file), ``linktype`` and
+    ``interface`` (as :class:`Frame` has them).
+
+    TCP columns, meaningful where ``is_tcp`` (zero or -1 elsewhere): ``ip_version`` (4/6),
+    ``src``/``dst`` (indexes into :attr:`addresses`, formatted like ``TCPSegment.src``),
+    ``sport``, ``dport``, ``seq``, ``ack``, ``flags`` (with NS/AE as bit 8, as
+    ``TCPSegment.flags``), ``window`` (unscaled), ``options_offset``/``options_len`` (the raw
+    TCP options, ``TCPSegment.options``), ``payload_offset``/``payload_len`` (the captured
+    payload, ``TCPSegment.payload``), ``claimed_len`` (the payload length the IP header
+    announces: ``claimed_len - payload_len`` is ``TCPSegment.missing_tail``), ``wscale``
+    (the Window Scale shift a SYN offers, as ``window_scale_offer``; -1 for no offer and
+    for segments without SYN).
+
+    ``errors``: the ReadErrors of the readers and of ``decode_tcp``, in the order
+    :func:`~sse_forensics.reassembly.capture.reassemble` would collect them. ``stats``: per
+    file, the :class:`CaptureStats` its reader would leave. ``fallback_frames``: how many
+    frames were decoded by ``decode_tcp`` instead of the vectorized path.
+
+    The files stay mapped until :meth:`close` (or the end of a ``with`` block): the byte
+    accessors (:meth:`data`, :meth:`payload`, :meth:`options`, :meth:`segment`) read them.
+    """
+
+    sources: list[str]
+    addresses: list[str]
+    file: np.ndarray
+    frame: np.ndarray
+    ts: np.ndarray
+    caplen: np.ndarray
+    wirelen: np.ndarray
+    data_offset: np.ndarray
+    linktype: np.ndarray
+    interface: np.ndarray
+    is_tcp: np.ndarray
+    ip_version: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    sport: np.ndarray
+    dport: np.ndarray
+    seq: np.ndarray
+    ack: np.ndarray
+    flags: np.ndarray
+    window: np.ndarray
+    options_offset: np.ndarray
+    options_len: np.ndarray
+    payload_offset: np.ndarray
+    payload_len: np.ndarray
+    claimed_len: np.ndarray
+    wscale: np.ndarray
+    errors: list[ReadError] = field(default_factory=list)
+    stats: dict[str, CaptureStats] = field(default_factory=dict)
+    fallback_frames: int = 0
+    buffers: list[Buffer] = field(default_factory=list, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __enter__(self) -> PacketIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unmap the files; the columns stay usable, the byte accessors do not."""
+        for buf in self.buffers:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+        self.buffers = []
+
+    @property
+    def missing_tail(self) -> np.ndarray:
+        """Payload bytes on the wire but not captured, per frame (``TCPSegment.missing_tail``)."""
+        return self.claimed_len - self.payload_len
+
+    @property
+    def tcp_segments(self) -> int:
+        return int(np.count_nonzero(self.is_tcp))
+
+    def _bytes(self, i: int, offset: int, length: int) -> bytes:
+        return bytes(self.buffers[int(self.file[i])][offset : offset + length])
+
+    def data(self, i: int) -> bytes:
+        """The captured bytes of frame ``i`` (``Frame.data``)."""
+        return self._bytes(i, int(self.data_offset[i]), int(self.caplen[i]))
+
+    def payload(self, i: int) -> bytes:
+        """The captured TCP payload of frame ``i`` (``TCPSegment.payload``)."""
+        return self._bytes(i, int(self.payload_offset[i]), int(self.payload_len[i]))
+
+    def options(self, i: int) -> bytes:
+        """The raw TCP options of frame ``i`` (``TCPSegment.options``)."""
+        return self._bytes(i, int(self.options_offset[i]), int(self.options_len[i]))
+
+    def origin(self, i: int) -> Origin:
+        return Origin(self.sources[int(self.file[i])], int(self.frame[i]), float(self.ts[i]))
+
+    def frame_record(self, i: int) -> Frame:
+        """Frame ``i`` as the reader yields it."""
+        return Frame(
+            self.origin(i),
+            int(self.linktype[i]),
+            self.data(i),
+            int(self.wirelen[i]),
+            int(self.interface[i]),
+        )
+
+    def segment(self, i: int) -> TCPSegment | None:
+        """Frame ``i`` as ``decode_tcp`` decodes it; None if it is not TCP (or did not
+        decode: its ReadError is in :attr:`errors`)."""
+        if not self.is_tcp[i]:
+            return None
+        return TCPSegment(
+            self.origin(i),
+            self.addresses[int(self.src[i])],
+            int(self.sport[i]),
+            self.addresses[int(self.dst[i])],
+            int(self.dport[i]),
+            int(self.seq[i]),
+            int(self.ack[i]),
+            int(self.flags[i]),
+            int(self.window[i]),
+            self.payload(i),
+            int(self.claimed_len[i] - self.payload_len[i]),
+            self.options(i),
+        )
+
+
+# (name, dtype, fill value for rows without TCP)
+_COLUMNS: tuple[tuple[str, type, int], ...] = (
+    ("frame", np.int64, 0),
+    ("ts", np.float64, 0),
+    ("caplen", np.int64, 0),
+    ("wirelen", np.int64, 0),
+    ("data_offset", np.int64, 0),
+    ("linktype", np.int64, 0),
+    ("interface", np.int64, 0),
+    ("is_tcp", np.bool_, 0),
+    ("ip_version", np.int8, 0),
+    ("src", np.int32, -1),
+    ("dst", np.int32, -1),
+    ("sport", np.uint16, 0),
+    ("dport", np.uint16, 0),
+    ("seq", np.uint32, 0),
+    ("ack", np.uint32, 0),
+    ("flags", np.uint16, 0),
+    ("window", np.uint16, 0),
+    ("options_offset", np.int64, 0),
+    ("options_len", np.int64, 0),
+    ("payload_offset", np.int64, 0),
+    ("payload_len", np.int64, 0),
+    ("claimed_len", np.int64, 0),
+    ("wscale", np.int8, -1),
+)
+_FRAME_COLUMNS = ("frame", "ts", "caplen", "wirelen", "data_offset", "linktype", "interface")
+
+
+# -- byte gathering ---------------------------------------------------------------------------
+
+
+class _Bytes:
+    """Fixed-width gathers from one file's bytes, as (n, width) uint8 arrays (copies)."""
+
+    def __init__(self, buf: Buffer, size: int) -> None:
+        self.u8 = np.frombuffer(buf, dtype=np.uint8) if size else np.zeros(1, np.uint8)
+        self.size = size
+
+    def rows(self, pos: np.ndarray, width: int) -> np.ndarray:
+        """``width`` bytes at each of ``pos`` (>= 0). Bytes past the end of the file read as
+        its last byte: callers only use bytes they have checked are inside the frame."""
+        limit = self.size - width
+        if limit < 0:
+            return np.take(self.u8, pos[:, None] + np.arange(width), mode="clip")
+        # One ``width``-byte item starting at every byte of the file: a gather copies whole
+        # items (several times faster than gathering bytes).
+        items = np.ndarray(
+            (limit + 1,), dtype=np.dtype((np.void, width)), buffer=self.u8, strides=(1,)
+        )
+        inside = pos <= limit
+        if bool(inside.all()):
+            return items[pos].view(np.uint8).reshape(-1, width)
+        out = np.empty((len(pos), width), dtype=np.uint8)
+        out[inside] = items[pos[inside]].view(np.uint8).reshape(-1, width)
+        near_end = pos[~inside]
+        out[~inside] = np.take(self.u8, near_end[:, None] + np.arange(width), mode="clip")
+        return out
+
+
+def _be16(b: np.ndarray, k: int) -> np.ndarray:
+    return (b[:, k].astype(np.int64) << 8) | b[:, k + 1]
+
+
+def _u32(b: np.ndarray, k: int, order: str = ">") -> np.ndarray:
+    return b[:, k : k + 4].view(order + "u4")[:, 0].astype(np.int64)
+
+
+def _u32_either(b: np.ndarray, k: int, big: np.ndarray) -> np.ndarray:
+    return np.where(big, _u32(b, k, ">"), _u32(b, k, "<"))
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Frames:
+    """The frames of one file that the reader yields, and its reading errors."""
+
+    cols: dict[str, np.ndarray]
+    # (frames yielded before the error, error), in the reader's order
+    errors: list[tuple[int, ReadError]]
+    # The first _HEAD bytes at each frame's data_offset, when the reader gathered them.
+    head: np.ndarray | None = None
+
+
+def _empty_frames() -> dict[str, np.ndarray]:
+    return {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS if name in _FRAME_COLUMNS}
+
+
+def _walk_pcap(buf: Buffer, size: int, endian: str, rec_len: int, max_caplen: int) -> list[int]:
+    """Offsets of the complete, sane records; stops at the first one that is not."""
+    unpack = struct.Struct(endian + "I").unpack_from
+    offsets: list[int] = []
+    append = offsets.append
+    offset = 24
+    last = size - rec_len
+    while offset <= last:
+        caplen = unpack(buf, offset + 8)[0]
+        end = offset + rec_len + caplen
+        if caplen > max_caplen or end > size:
+            break
+        append(offset)
+        offset = end
+    return offsets
+
+
+def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureStats) -> _Frames:
+    errors: list[tuple[int, ReadError]] = []
+    if size < 24:
+        errors.append((0, ReadError(path, f"pcap file header cut short ({size} of 24 bytes)")))
+        return _Frames(_empty_frames(), errors)
+    magic = _u32le(buf, 0)[0]
+    endian = "<" if magic in (PCAP_MAGIC_US, PCAP_MAGIC_NS, PCAP_MAGIC_KUZNETZOV) else ">"
+    magic = struct.unpack_from(endian + "I", buf, 0)[0]
+    snaplen, network = struct.unpack_from(endian + "II", buf, 16)
+    linktype = network & 0x03FFFFFF
+    stats.linktypes[0] = linktype
+    per_second = 1_000_000_000 if magic == PCAP_MAGIC_NS else 1_000_000
+    rec_len = 24 if magic == PCAP_MAGIC_KUZNETZOV else 16
+    max_caplen = max(snaplen, MAX_SANE_CAPLEN)
+    skip = linktype not in SUPPORTED_LINKTYPES
+    if skip:
+        errors.append(
+            (
+                0,
+                ReadError(
+                    path, f"unsupported link type {linktype} (file header): its frames are skipped"
+                ),
+            )
+        )
+    offsets = _walk_pcap(buf, size, endian, rec_len, max_caplen)
+    count = len(offsets)
+    # Where the walk stopped: the end of the file, or the first bad record.
+    offset = 24
+    if offsets:
+        offset = offsets[-1] + rec_len + struct.unpack_from(endian + "I", buf, offsets[-1] + 8)[0]
+    number = count + 1
+    if offset >= size:
+        stats.frames = count
+    elif offset + rec_len > size:
+        errors.append(
+            (
+                0 if skip else count,
+                ReadError(
+                    path,
+                    f"file ends inside the record header of frame {number} "
+                    f"(byte offset {offset}: {size - offset} of {rec_len} bytes)",
+                    frame=number,
+                ),
+            )
+        )
+    else:
+        sec, frac, caplen = struct.unpack_from(endian + "III", buf, offset)
+        ts = sec + frac / per_second
+        start = offset + rec_len
+        if caplen > max_caplen:
+            what = (
+                f"corrupt record header for frame {number} at byte offset {offset} "
+                f"(captured length {caplen} exceeds {max_caplen}); rest of file skipped"
+            )
+        else:
+            what = (
+                f"file ends inside frame {number} (record at byte offset {offset}: "
+                f"{size - start} of {caplen} captured bytes present)"
+            )
+        errors.append((0 if skip else count, ReadError(path, what, frame=number, ts=ts)))
+    if skip or not count:
+        return _Frames(_empty_frames(), errors)
+    at = np.array(offsets, dtype=np.int64)
+    block = data.rows(at, rec_len + _HEAD)
+    head = block[:, :16].view(endian + "u4")
+    sec_a = head[:, 0].astype(np.float64)
+    frac_a = head[:, 1].astype(np.float64)
+    cols = {
+        "frame": np.arange(1, count + 1, dtype=np.int64),
+        # sec + frac / per_second as the reader computes it: frac and per_second are exact
+        # doubles, so the division is the correctly rounded one Python's int / int gives.
+        "ts": sec_a + frac_a / float(per_second),
+        "caplen": head[:, 2].astype(np.int64),
+        "wirelen": head[:, 3].astype(np.int64),
+        "data_offset": at + rec_len,
+        "linktype": np.full(count, linktype, dtype=np.int64),
+        "interface": np.zeros(count, dtype=np.int64),
+    }
+    return _Frames(cols, errors, block[:, rec_len:])
+
+
+def _options(buf: Buffer, pos: int, end: int, endian: str) -> Iterator[tuple[int, int, int]]:
+    """(code, value offset, value length) of each pcapng option, as the reader walks them."""
+    while pos + 4 <= end:
+        code, length = struct.unpack_from(endian + "HH", buf, pos)
+        if code == OPT_ENDOFOPT:
+            return
+        value = pos + 4
+        if value + length > end:
+            return
+        yield code, value, length
+        pos = value + ((length + 3) & ~3)
+
+
+def _interface(
+    buf: Buffer, body: int, end: int, endian: str, ifid: int, stats: CaptureStats
+) -> tuple[int, int, int, int]:
+    """(linktype, units per second, if_tsoffset, snaplen) of an IDB, as the reader reads it."""
+    if body + 8 > end:
+        return (-1, 1_000_000, 0, 0)
+    linktype, _reserved, snaplen = struct.unpack_from(endian + "HHI", buf, body)
+    units = 1_000_000
+    tsoffset = 0
+    for code, value, length in _options(buf, body + 8, end, endian):
+        if code == IF_TSRESOL and length >= 1:
+            resol = buf[value]
+            units = 2 ** (resol & 0x7F) if resol & 0x80 else 10**resol
+        elif code == IF_TSOFFSET and length >= 8:
+            tsoffset = struct.unpack_from(endian + "q", buf, value)[0]
+    stats.linktypes[ifid] = linktype
+    return (linktype, units, tsoffset, snaplen)
+
+
+def _statistics(buf: Buffer, body: int, end: int, endian: str, stats: CaptureStats) -> None:
+    if body + 12 > end:
+        return
+    (ifid,) = struct.unpack_from(endian + "I", buf, body)
+    for code, value, length in _options(buf, body + 12, end, endian):
+        if length < 8:
+            continue
+        if code == ISB_IFDROP:
+            stats.interface_drops[ifid] = struct.unpack_from(endian + "Q", buf, value)[0]
+        elif code == ISB_OSDROP:
+            stats.os_drops[ifid] = struct.unpack_from(endian + "Q", buf, value)[0]
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What the pcapng block walk collects."""
+
+    packets: list[int] = field(default_factory=list)  # offsets of packet blocks
+    # Context changes: (first packet index, big endian, first interface, interfaces, section)
+    contexts: list[tuple[int, bool, int, int, int]] = field(default_factory=list)
+    interfaces: list[tuple[int, int, int, int]] = field(default_factory=list)
+    terminal: ReadError | None = None
+
+
+def _walk_pcapng(path: str, buf: Buffer, size: int, stats: CaptureStats) -> _Walk:
+    walk = _Walk()
+    packets = walk.packets
+    append = packets.append
+    interfaces = walk.interfaces
+    little = struct.Struct("<II").unpack_from
+    big = struct.Struct(">II").unpack_from
+    header = little
+    endian = "<"
+    section = -1
+    first_iface = 0
+    offset = 0
+    while offset < size:
+        if offset + 12 > size:
+            walk.terminal = ReadError(
+                path,
+                f"file ends inside a block header (byte offset {offset}: "
+                f"{size - offset} of at least 12 bytes)",
+                frame=len(packets) + 1,
+            )
+            return walk
+        block_type, block_len = header(buf, offset)
+        if block_type == PCAPNG_SHB:
+            bom = _u32le(buf, offset + 8)[0]
+            if bom == PCAPNG_BYTE_ORDER_MAGIC:
+                endian, header = "<", little
+            elif bom == 0x4D3C2B1A:
+                endian, header = ">", big
+            else:
+                walk.terminal = ReadError(
+                    path,
+                    f"corrupt section header at byte offset {offset} "
+                    f"(byte-order magic {bom:08x}); rest of file skipped",
+                    frame=len(packets) + 1,
+                )
+                return walk
+            block_len = header(buf, offset)[1]
+            section += 1
+            first_iface = len(interfaces)
+            walk.contexts.append((len(packets), endian == ">", first_iface, 0, section))
+        if block_len < 12 or block_len % 4 or block_len > MAX_SANE_BLOCK:
+            walk.terminal = ReadError(
+                path,
+                f"corrupt block at byte offset {offset} (block type {block_type:#x}, "
+                f"length {block_len}); rest of file skipped",
+                frame=len(packets) + 1,
+            )
+            return walk
+        end = offset + block_len
+        if block_type in _PACKET_BLOCKS:
+            if end > size:
+                number = len(packets) + 1
+                walk.terminal = ReadError(
+                    path,
+                    f"file ends inside frame {number} (block at byte offset {offset}: "
+                    f"{size - offset} of {block_len} bytes present)",
+                    frame=number,
+                )
+                return walk
+            append(offset)
+        else:
+            if end > size:
+                walk.terminal = ReadError(
+                    path,
+                    f"file ends inside block type {block_type:#x} (block at byte offset "
+                    f"{offset}: {size - offset} of {block_len} bytes present)",
+                )
+                return walk
+            if block_type == BT_IDB:
+                ifid = len(interfaces) - first_iface
+                interfaces.append(_interface(buf, offset + 8, end - 4, endian, ifid, stats))
+                walk.contexts.append((len(packets), endian == ">", first_iface, ifid + 1, section))
+            elif block_type == BT_ISB:
+                _statistics(buf, offset + 8, end - 4, endian, stats)
+        offset = end
+    stats.frames = len(packets)
+    return walk
+
+
+def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureStats) -> _Frames:
+    walk = _walk_pcapng(path, buf, size, stats)
+    count = len(walk.packets)
+    errors: list[tuple[int, ReadError]] = []
+    if not count:
+        if walk.terminal is not None:
+            errors.append((0, walk.terminal))
+        return _Frames(_empty_frames(), errors)
+    at = np.array(walk.packets, dtype=np.int64)
+    index = np.arange(count, dtype=np.int64)
+    starts = np.array([c[0] for c in walk.contexts], dtype=np.int64)
+    ctx = np.searchsorted(starts, index, side="right") - 1
+    ctx_big = np.array([c[1] for c in walk.contexts], dtype=bool)[ctx]
+    ctx_first = np.array([c[2] for c in walk.contexts], dtype=np.int64)[ctx]
+    ctx_count = np.array([c[3] for c in walk.contexts], dtype=np.int64)[ctx]
+
+    # Block header, packet block header (EPB/OPB: 28 bytes in all) and the frame's start.
+    block = data.rows(at, 28 + _HEAD)
+    head = block[:, :28]
+    block_type = _u32_either(head, 0, ctx_big)
+    block_len = _u32_either(head, 4, ctx_big)
+    body = at + 8
+    end = at + block_len - 4
+    spb = block_type == BT_SPB
+    opb = block_type == BT_OPB
+    first = _u32_either(head, 8, ctx_big)  # EPB interface id; SPB original length
+    opb_ifid = np.where(ctx_big, _be16(head, 8), (head[:, 9].astype(np.int64) << 8) | head[:, 8])
+    ts_high = _u32_either(head, 12, ctx_big)
+    ts_low = _u32_either(head, 16, ctx_big)
+    short = np.where(spb, body + 4 > end, body + 20 > end)
+    ifid = np.where(spb, 0, np.where(opb, opb_ifid, first))
+    data_at = np.where(spb, body + 4, body + 20)
+    wirelen = np.where(spb, first, _u32_either(head, 24, ctx_big))
+    caplen = np.where(spb, np.minimum(first, end - data_at), _u32_either(head, 20, ctx_big))
+    undescribed = ~short & (ifid >= ctx_count)
+    valid = ~short & ~undescribed
+    iface = np.where(valid, ctx_first + ifid, 0)
+
+    ifaces = walk.interfaces or [(-1, 1_000_000, 0, 0)]
+    if_linktype = np.array([i[0] for i in ifaces], dtype=np.int64)
+    if_snaplen = np.array([i[3] for i in ifaces], dtype=np.int64)
+    linktype = if_linktype[iface]
+    snaplen = if_snaplen[iface]
+    caplen = np.where(spb & (snaplen > 0), np.minimum(caplen, snaplen), caplen)
+
+    ts = _pcapng_timestamps(ifaces, iface, ts_high, ts_low, valid & ~spb)
+    overflow = valid & (data_at + caplen > end)
+    supported = np.isin(linktype, _SUPPORTED)
+    good = valid & ~overflow & supported
+    # A Simple Packet Block has no timestamp: it gets the one of the last frame yielded
+    # before it (0.0 before any); the last one yielded that is not itself an SPB has it.
+    if spb.any():
+        with_ts = np.where(good & ~spb, index, -1)
+        before = np.maximum.accumulate(with_ts)
+        spb_ts = np.where(before >= 0, ts[np.maximum(before, 0)], 0.0)
+        ts = np.where(spb, spb_ts, ts)
+
+    # Per-frame errors, one at most per frame, in frame order.
+    unknown = valid & ~overflow & ~supported
+    if unknown.any():
+        # One error per (section, interface): its first frame.
+        _, first_rows = np.unique(np.where(unknown, iface, -1), return_index=True)
+        first_unknown = np.zeros(count, dtype=bool)
+        first_unknown[first_rows] = True
+        unknown &= first_unknown
+    problem = short | undescribed | overflow | unknown
+    if problem.any():
+        yielded_before = np.cumsum(good) - good
+        for row in np.flatnonzero(problem).tolist():
+            number = row + 1
+            if short[row]:
+                what = (
+                    f"simple packet block of frame {number} too short"
+                    if spb[row]
+                    else f"packet block of frame {number} too short"
+                )
+                err = ReadError(path, what, frame=number)
+            elif undescribed[row]:
+                err = ReadError(
+                    path, f"frame {number} names undescribed interface {int(ifid[row])}", number
+                )
+            elif overflow[row]:
+                err = ReadError(
+                    path,
+                    f"corrupt packet block for frame {number} (captured length "
+                    f"{int(caplen[row])} exceeds the block)",
+                    number,
+                    ts=float(ts[row]),
+                )
+            else:
+                err = ReadError(
+                    path,
+                    f"unsupported link type {int(linktype[row])} (interface {int(ifid[row])}): "
+                    "its frames are skipped",
+                )
+            errors.append((int(yielded_before[row]), err))
+    if walk.terminal is not None:
+        errors.append((int(np.count_nonzero(good)), walk.terminal))
+
+    rows = np.flatnonzero(good)
+    cols = {
+        "frame": rows + 1,
+        "ts": ts[rows],
+        "caplen": caplen[rows],
+        "wirelen": wirelen[rows],
+        "data_offset": data_at[rows],
+        "linktype": linktype[rows],
+        "interface": ifid[rows],
+    }
+    frame_heads = None if spb[rows].any() else block[rows, 28:]
+    return _Frames(cols, errors, frame_heads)
+
+
+def _pcapng_timestamps(
+    ifaces: list[tuple[int, int, int, int]],
+    iface: np.ndarray,
+    ts_high: np.ndarray,
+    ts_low: np.ndarray,
+    timed: np.ndarray,
+) -> np.ndarray:
+    """``whole + tsoffset + part / units`` with ``whole, part = divmod(ticks, units)``, as
+    the reader computes it; numpy for the usual resolutions, Python ints otherwise."""
+    ts = np.zeros(len(iface), dtype=np.float64)
+    fast_if = np.array(
+        [
+            _FAST_UNITS[0] <= units <= _FAST_UNITS[1] and abs(tsoffset) < _FAST_TSOFFSET
+            for _lt, units, tsoffset, _snap in ifaces
+        ],
+        dtype=bool,
+    )
+    fast = timed & fast_if[iface]
+    if fast.any():
+        units = np.array([min(i[1], _FAST_UNITS[1]) for i in ifaces], dtype=np.uint64)[iface]
+        offsets = np.array(
+            [i[2] if abs(i[2]) < _FAST_TSOFFSET else 0 for i in ifaces], dtype=np.int64
+        )[iface]
+        ticks = (ts_high.astype(np.uint64) << np.uint64(32)) | ts_low.astype(np.uint64)
+        units, offsets, ticks = units[fast], offsets[fast], ticks[fast]
+        whole = (ticks // units).astype(np.int64) + offsets
+        part = ticks % units
+        ts[fast] = whole.astype(np.float64) + part.astype(np.float64) / units.astype(np.float64)
+    for row in np.flatnonzero(timed & ~fast).tolist():
+        _lt, units, tsoffset, _snap = ifaces[int(iface[row])]
+        whole, part = divmod((int(ts_high[row]) << 32) | int(ts_low[row]), units)
+        ts[row] = whole + tsoffset + part / units
+    return ts
+
+
+# -- decoding ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Decoded:
+    cols: dict[str, np.ndarray]
+    addresses: list[str]
+    errors: list[tuple[int, ReadError]]  # (row, error of decode_tcp)
+    fallback: int
+
+
+def _keep(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` restricted to ``mask`` (no copy when it keeps everything: the usual case)."""
+    if bool(mask.all()):
+        return arrays
+    return tuple(a[mask] for a in arrays)
+
+
+def _put(col: np.ndarray, rows: np.ndarray | slice, values: np.ndarray | int) -> None:
+    col[rows] = values
+
+
+def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for IPv4 addresses. A capture has few
+    distinct ones, so a lookup table (addresses in a narrow range) or the candidates from a
+    sample usually replace the sort."""
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < 1 << 20:
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[values - lo] = True
+        return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[values - lo]
+    candidates = np.unique(values[:: max(1, len(values) // 4096)])
+    at = np.minimum(np.searchsorted(candidates, values), len(candidates) - 1)
+    if bool(np.all(candidates[at] == values)):
+        return candidates, at
+    unique, inverse = np.unique(values, return_inverse=True)
+    return unique, inverse.reshape(-1)
+
+
+def _decode(
+    path: str,
+    buf: Buffer,
+    data: _Bytes,
+    frames: dict[str, np.ndarray],
+    head: np.ndarray | None,
+) -> _Decoded:
+    n = len(frames["frame"])
+    cols = {
+        name: np.zeros(n, dtype=dtype) if fill == 0 else np.full(n, fill, dtype=dtype)
+        for name, dtype, fill in _COLUMNS
+        if name not in _FRAME_COLUMNS
+    }
+    if not n:
+        return _Decoded(cols, [], [], 0)
+    off = frames["data_offset"]
+    cap = frames["caplen"]
+    wirelen = frames["wirelen"]
+    lt = frames["linktype"]
+    every = np.arange(n, dtype=np.int64)
+    if head is None:
+        head = data.rows(off, _HEAD)
+
+    def window(rows: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+        """``width`` bytes at ``at`` in the frames ``rows``: from ``head`` when they are at
+        the same place in every frame, else gathered from the file."""
+        if rows.size:
+            lo = int(at.min())
+            if lo == int(at.max()) and lo + width <= _HEAD:
+                if rows is every:
+                    return head[:, lo : lo + width]
+                return head[rows, lo : lo + width]
+        return data.rows(off[rows] + at, width)
+
+    # Link layer: where the IP header starts, and which version the link layer announces.
+    version = np.zeros(n, dtype=np.int64)  # 0: not IP (decode_tcp returns None)
+    ip = np.zeros(n, dtype=np.int64)
+    ethertype = np.full(n, -1, dtype=np.int64)
+    pos = np.zeros(n, dtype=np.int64)
+    for linktype, at, start in (
+        (LINKTYPE_ETHERNET, 12, 14),
+        (LINKTYPE_LINUX_SLL, 14, 16),
+        (LINKTYPE_LINUX_SLL2, 0, 20),
+    ):
+        m = (lt == linktype) & (cap >= start)
+        if bool(m.all()):
+            ethertype = _be16(head, at)
+            pos[:] = start
+        elif m.any():
+            ethertype[m] = _be16(head[m], at)
+            pos[m] = start
+    tagged = np.flatnonzero(np.isin(ethertype, _VLAN))
+    while tagged.size:
+        cut = pos[tagged] + 4 > cap[tagged]
+        ethertype[tagged[cut]] = -1
+        tagged = tagged[~cut]
+        ethertype[tagged] = _be16(window(tagged, pos[tagged], 4), 2)
+        pos[tagged] += 4
+        tagged = tagged[np.isin(ethertype[tagged], _VLAN)]
+    for et, v in ((ETHERTYPE_IPV4, 4), (ETHERTYPE_IPV6, 6)):
+        m = ethertype == et
+        version[m] = v
+        ip[m] = pos[m]
+    m = np.isin(lt, (LINKTYPE_NULL, LINKTYPE_LOOP)) & (cap >= 4)
+    if m.any():
+        h = head[m]
+        family = _u32(h, 0, "<")
+        family = np.where(family > 0xFF, _u32(h, 0, ">"), family)
+        version[m] = np.where(family == AF_INET, 4, np.where(np.isin(family, _AF6), 6, 0))
+        ip[m] = 4
+    m = np.isin(lt, _RAW_LINKTYPES) & (cap >= 1)
+    if m.any():
+        v = head[m, 0].astype(np.int64) >> 4
+        version[m] = np.where((v == 4) | (v == 6), v, 0)
+    version[lt == LINKTYPE_IPV4] = 4
+    version[lt == LINKTYPE_IPV6] = 6
+    captured = cap - ip
+
+    fallback = np.zeros(n, dtype=bool)
+    empty = np.zeros(0, dtype=np.int64)
+    v4 = v6 = (empty, empty, empty, empty, empty, empty)  # rows, tcp, ip end, src, dst, hdr
+
+    # IPv4 (with or without options)
+    rows = every if bool((version == 4).all()) else np.flatnonzero(version == 4)
+    if rows.size:
+        c = captured[rows]
+        fallback[rows[(c > 0) & (c < 20)]] = True  # "IPv4 header cut short"
+        (rows,) = _keep(c >= 20, rows)
+        at = ip[rows]
+        h = window(rows, at, 20)
+        rows, at, h = _keep(h[:, 9] == IPPROTO_TCP, rows, at, h)
+        bad_version = (h[:, 0] >> 4) != 4
+        fallback[rows[bad_version]] = True
+        rows, at, h = _keep(~bad_version, rows, at, h)
+        # A later fragment has no TCP header.
+        rows, at, h = _keep((_be16(h, 6) & 0x1FFF) == 0, rows, at, h)
+        ihl = (h[:, 0].astype(np.int64) & 0x0F) * 4
+        total = _be16(h, 2)
+        zero = total == 0
+        if zero.any():  # TSO: the wire length stands for the missing total length
+            total = np.where(zero, wirelen[rows] - at, total)
+        bad = (ihl < 20) | (total < ihl) | (captured[rows] < ihl)
+        fallback[rows[bad]] = True
+        rows, at, h, ihl, total = _keep(~bad, rows, at, h, ihl, total)
+        v4 = (rows, at + ihl, at + total, _u32(h, 12), _u32(h, 16), h)
+
+    # IPv6 whose next header is TCP (extension headers: fallback)
+    rows = np.flatnonzero(version == 6)
+    if rows.size:
+        c = captured[rows]
+        fallback[rows[(c > 0) & (c < 40)]] = True  # "IPv6 header cut short"
+        (rows,) = _keep(c >= 40, rows)
+        at = ip[rows]
+        h = window(rows, at, 40)
+        bad_version = (h[:, 0] >> 4) != 6
+        fallback[rows[bad_version]] = True
+        rows, at, h = _keep(~bad_version, rows, at, h)
+        next_header = h[:, 6].astype(np.int64)
+        fallback[rows[np.isin(next_header, _IPV6_WALKED)]] = True
+        rows, at, h = _keep(next_header == IPPROTO_TCP, rows, at, h)
+        payload_len = _be16(h, 4)
+        total = np.where(payload_len != 0, payload_len + 40, wirelen[rows] - at)
+        v6 = (rows, at + 40, at + total, h[:, 8:24], h[:, 24:40], h)
+
+    # TCP
+    if v6[0].size:
+        rows = np.concatenate([v4[0], v6[0]])
+        tcp = np.concatenate([v4[1], v6[1]])
+        end = np.concatenate([v4[2], v6[2]])
+    else:
+        rows, tcp, end = v4[0], v4[1], v4[2]
+    bad = (tcp + 20 > end) | (tcp + 20 > cap[rows])
+    fallback[rows[bad]] = True
+    rows, tcp, end = _keep(~bad, rows, tcp, end)
+    h = window(rows, tcp, 20)
+    doff = (h[:, 12].astype(np.int64) >> 4) * 4
+    payload_at = tcp + doff
+    cap_rows = cap[rows]
+    bad = (doff < 20) | (payload_at > end) | (payload_at > cap_rows)
+    fallback[rows[bad]] = True
+    rows, tcp, end, h, doff, payload_at, cap_rows = _keep(
+        ~bad, rows, tcp, end, h, doff, payload_at, cap_rows
+    )
+    where: np.ndarray | slice = slice(None) if rows.size == n and not v6[0].size else rows
+    base = off[rows]
+    _put(cols["is_tcp"], where, True)
+    _put(cols["sport"], where, _be16(h, 0))
+    _put(cols["dport"], where, _be16(h, 2))
+    _put(cols["seq"], where, _u32(h, 4))
+    _put(cols["ack"], where, _u32(h, 8))
+    _put(cols["flags"], where, h[:, 13] | ((h[:, 12].astype(np.int64) & 1) << 8))
+    _put(cols["window"], where, _be16(h, 14))
+    _put(cols["options_offset"], where, base + tcp + 20)
+    _put(cols["options_len"], where, doff - 20)
+    _put(cols["payload_offset"], where, base + payload_at)
+    _put(cols["payload_len"], where, np.minimum(cap_rows, end) - payload_at)
+    _put(cols["claimed_len"], where, end - payload_at)
+
+    # Addresses: a table of the distinct ones, formatted as decode_tcp formats them.
+    addresses: list[str] = []
+    decoded = np.zeros(n, dtype=bool)
+    decoded[rows] = True
+    v4_rows, _, _, v4_src, v4_dst, _ = v4
+    v4_rows, v4_src, v4_dst = _keep(decoded[v4_rows], v4_rows, v4_src, v4_dst)
+    if v4_rows.size:
+        unique, inverse = _unique_inverse(np.concatenate([v4_src, v4_dst]))
+        addresses.extend(socket.inet_ntoa(int(a).to_bytes(4, "big")) for a in unique.tolist())
+        inverse = inverse.astype(np.int32)
+        k = v4_rows.size
+        where = slice(None) if k == n else v4_rows
+        _put(cols["src"], where, inverse[:k])
+        _put(cols["dst"], where, inverse[k:])
+        _put(cols["ip_version"], where, 4)
+    v6_rows, _, _, v6_src, v6_dst, _ = v6
+    v6_rows, v6_src, v6_dst = _keep(decoded[v6_rows], v6_rows, v6_src, v6_dst)
+    if v6_rows.size:
+        both = np.ascontiguousarray(np.concatenate([v6_src, v6_dst]))
+        unique, inverse = np.unique(both.view(np.dtype((np.void, 16)))[:, 0], return_inverse=True)
+        first = len(addresses)
+        addresses.extend(socket.inet_ntop(socket.AF_INET6, bytes(a)) for a in unique)
+        inverse = inverse.reshape(-1).astype(np.int32) + first
+        k = v6_rows.size
+        cols["src"][v6_rows] = inverse[:k]
+        cols["dst"][v6_rows] = inverse[k:]
+        cols["ip_version"][v6_rows] = 6
+
+    errors = _fallback(path, buf, frames, cols, addresses, np.flatnonzero(fallback))
+    _window_scale(buf, cols)
+    return _Decoded(cols, addresses, errors, int(np.count_nonzero(fallback)))
+
+
+def _tcp_offsets(linktype: int, data: bytes, wirelen: int) -> tuple[int, int, int, int]:
+    """(IP version, TCP header, payload start, captured payload end) of a frame that
+    ``decode_tcp`` decoded to a segment: its offsets, walked the same way."""
+    start = _network_start(linktype, data)
+    assert start is not None
+    version, ip = start
+    if version == 4:
+        ihl = (data[ip] & 0x0F) * 4
+        total = _u16be(data, ip + 2)[0] or wirelen - ip
+        tcp = ip + ihl
+    else:
+        payload_len = _u16be(data, ip + 4)[0]
+        total = payload_len + 40 if payload_len else wirelen - ip
+        proto = data[ip + 6]
+        tcp = ip + 40
+        while proto != IPPROTO_TCP:
+            if proto in IPV6_SKIPPED:
+                hdr_len = (data[tcp + 1] + 1) * 8
+            elif proto == IPV6_FRAGMENT:
+                hdr_len = 8
+            else:  # AH
+                hdr_len = (data[tcp + 1] + 2) * 4
+            proto = data[tcp]
+            tcp += hdr_len
+    payload_at = tcp + (data[tcp + 12] >> 4) * 4
+    return version, tcp, payload_at, min(len(data), ip + total)
+
+
+def _fallback(
+    path: str,
+    buf: Buffer,
+    frames: dict[str, np.ndarray],
+    cols: dict[str, np.ndarray],
+    addresses: list[str],
+    rows: np.ndarray,
+) -> list[tuple[int, ReadError]]:
+    """Decode ``rows`` one by one with decode_tcp; fill their columns."""
+    errors: list[tuple[int, ReadError]] = []
+    if not rows.size:
+        return errors
+    known = {a: i for i, a in enumerate(addresses)}
+
+    def address(text: str) -> int:
+        got = known.get(text)
+        if got is None:
+            got = known[text] = len(addresses)
+            addresses.append(text)
+        return got
+
+    for row in rows.tolist():
+        start = int(frames["data_offset"][row])
+        data = bytes(buf[start : start + int(frames["caplen"][row])])
+        wirelen = int(frames["wirelen"][row])
+        linktype = int(frames["linktype"][row])
+        frame = Frame(
+            Origin(path, int(frames["frame"][row]), float(frames["ts"][row])),
+            linktype,
+            data,
+            wirelen,
+            int(frames["interface"][row]),
+        )
+        seg = decode_tcp(frame)
+        if seg is None:
+            continue
+        if isinstance(seg, ReadError):
+            errors.append((row, seg))
+            continue
+        version, tcp, payload_at, cap_end = _tcp_offsets(linktype, data, wirelen)
+        if data[payload_at:cap_end] != seg.payload or data[tcp + 20 : payload_at] != seg.options:
+            raise AssertionError(f"{path} frame {frame.origin.number}: offsets out of step")
+        cols["is_tcp"][row] = True
+        cols["ip_version"][row] = version
+        cols["src"][row] = address(seg.src)
+        cols["dst"][row] = address(seg.dst)
+        cols["sport"][row] = seg.sport
+        cols["dport"][row] = seg.dport
+        cols["seq"][row] = seg.seq
+        cols["ack"][row] = seg.ack
+        cols["flags"][row] = seg.flags
+        cols["window"][row] = seg.window
+        cols["options_offset"][row] = start + tcp + 20
+        cols["options_len"][row] = len(seg.options)
+        cols["payload_offset"][row] = start + payload_at
+        cols["payload_len"][row] = len(seg.payload)
+        cols["claimed_len"][row] = len(seg.payload) + seg.missing_tail
+    return errors
+
+
+def _window_scale(buf: Buffer, cols: dict[str, np.ndarray]) -> None:
+    """The Window Scale offer of every SYN with options (few per capture)."""
+    syn = cols["is_tcp"] & ((cols["flags"] & TCP_SYN) != 0) & (cols["options_len"] > 0)
+    for row in np.flatnonzero(syn).tolist():
+        start = int(cols["options_offset"][row])
+        offer = window_scale_offer(bytes(buf[start : start + int(cols["options_len"][row])]))
+        if offer is not None:
+            cols["wscale"][row] = offer
+
+
+# -- one file, several files ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _FileIndex:
+    path: str
+    buf: Buffer
+    cols: dict[str, np.ndarray]
+    addresses: list[str]
+    read_errors: list[tuple[int, ReadError]]  # (frames yielded before it, error)
+    decode_errors: list[tuple[int, ReadError]]  # (row, error)
+    stats: CaptureStats
+    fallback: int
+
+
+def _index_file(path: str) -> _FileIndex:
+    buf, size = _open_bytes(path)
+    magic = _magic(buf)
+    if not _is_capture_magic(magic):
+        shown = "none, file shorter than 4 bytes" if magic is None else f"{magic:08x}"
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+        raise UnreadableInput(path, f"not a pcap or pcapng file (magic {shown})")
+    stats = CaptureStats()
+    data = _Bytes(buf, size)
+    try:
+        read = _read_pcapng if magic == PCAPNG_SHB else _read_pcap
+        frames = read(path, buf, size, data, stats)
+        decoded = _decode(path, buf, data, frames.cols, frames.head)
+    except BaseException:
+        del data  # release the numpy view of the map before closing it
+        if isinstance(buf, mmap.mmap):
+            with contextlib.suppress(BufferError):  # a traceback may still hold a view
+                buf.close()
+        raise
+    del data
+    cols = {**frames.cols, **decoded.cols}
+    return _FileIndex(
+        path,
+        buf,
+        cols,
+        decoded.addresses,
+        frames.errors,
+        decoded.errors,
+        stats,
+        decoded.fallback,
+    )
+
+
+def index_capture(path: str) -> PacketIndex:
+    """Index the frames of one pcap/pcapng file (see :class:`PacketIndex`).
+
+    Raises :class:`UnreadableInput` if ``path`` is not a capture, like ``read_frames``.
+    """
+    return index_captures([path])
+
+
+def index_captures(paths: Sequence[str]) -> PacketIndex:
+    """Index several files as one capture, rows in the order
+    :func:`~sse_forensics.ingest.inputs.merged_frames` yields their frames (time order,
+    ties in the order of ``paths``); ``file`` says which file each row is from."""
+    files: list[_FileIndex] = []
+    try:
+        for path in paths:
+            files.append(_index_file(path))
+    except BaseException:
+        for f in files:
+            if isinstance(f.buf, mmap.mmap):
+                f.buf.close()
+        raise
+    return _merge(files)
+
+
+def _stream_positions(f: _FileIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Where each row and each reading error of a file is in its reader's stream: an error
+    comes after the frames yielded before it (and after the errors before it)."""
+    rows = np.arange(len(f.cols["frame"]), dtype=np.int64)
+    before = np.array([p for p, _ in f.read_errors], dtype=np.int64)  # non-decreasing
+    error_at = before + np.arange(len(before), dtype=np.int64)
+    row_at = rows + np.searchsorted(before, rows, side="right")
+    return row_at, error_at
+
+
+def _merge(files: list[_FileIndex]) -> PacketIndex:
+    positions = [_stream_positions(f) for f in files]
+    placed: list[tuple[float, ReadError]] = []
+    if not files:
+        cols = {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS}
+        cols["file"] = np.zeros(0, dtype=np.int32)
+        addresses: list[str] = []
+    elif len(files) == 1:
+        (f,) = files
+        row_at, error_at = positions[0]
+        cols = dict(f.cols)
+        cols["file"] = np.zeros(len(f.cols["frame"]), dtype=np.int32)
+        addresses = f.addresses
+        placed.extend(
+            (float(at), err) for at, (_, err) in zip(error_at, f.read_errors, strict=True)
+        )
+        placed.extend((float(row_at[row]) + 0.5, err) for row, err in f.decode_errors)
+    else:
+        cols, addresses = _merge_rows(files, positions, placed)
+    placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
+    return PacketIndex(
+        sources=[f.path for f in files],
+        addresses=addresses,
+        errors=[err for _, err in placed],
+        stats={f.path: f.stats for f in files},
+        fallback_frames=sum(f.fallback for f in files),
+        buffers=[f.buf for f in files],
+        **cols,
+    )
+
+
+def _merge_rows(
+    files: list[_FileIndex],
+    positions: list[tuple[np.ndarray, np.ndarray]],
+    placed: list[tuple[float, ReadError]],
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Several files: rows in merged order, as ``inputs.merged_frames`` merges the readers'
+    streams (``heapq.merge`` keyed like ``inputs._keyed``); errors appended to ``placed``
+    with their merged stream position."""
+    keys_parts, file_parts, error_parts, which_parts = [], [], [], []
+    for i, (f, (row_at, error_at)) in enumerate(zip(files, positions, strict=True)):
+        n, e = len(row_at), len(error_at)
+        ts = f.cols["ts"]
+        keys = np.empty(n + e, dtype=np.float64)
+        keys[row_at] = ts
+        keys[error_at] = [
+            err.ts if err.ts is not None else (float(ts[before - 1]) if before else -math.inf)
+            for before, err in f.read_errors
+        ]
+        is_error = np.zeros(n + e, dtype=bool)
+        is_error[error_at] = True
+        which = np.empty(n + e, dtype=np.int64)
+        which[row_at] = np.arange(n)
+        which[error_at] = np.arange(e)
+        keys_parts.append(keys)
+        file_parts.append(np.full(n + e, i, dtype=np.int64))
+        error_parts.append(is_error)
+        which_parts.append(which)
+    if all(bool(np.all(keys[1:] >= keys[:-1])) for keys in keys_parts):
+        # Each stream in time order: heapq.merge is a stable sort of their concatenation.
+        order = np.argsort(np.concatenate(keys_parts), kind="stable")
+    else:
+        # A stream out of time order: merge exactly as heapq.merge does.
+        runs = []
+        first = 0
+        for keys in keys_parts:
+            runs.append(zip(keys.tolist(), range(first, first + len(keys)), strict=True))
+            first += len(keys)
+        merged = heapq.merge(*runs, key=lambda p: p[0])
+        order = np.array([i for _key, i in merged], dtype=np.int64)
+    file_of = np.concatenate(file_parts)[order]
+    is_error = np.concatenate(error_parts)[order]
+    which = np.concatenate(which_parts)[order]
+
+    row_file = file_of[~is_error]
+    row_base = np.cumsum([0] + [len(f.cols["frame"]) for f in files])
+    row_global = row_base[row_file] + which[~is_error]  # concatenated row of each merged row
+
+    addresses: list[str] = []
+    known: dict[str, int] = {}
+    remaps = []
+    for f in files:
+        remap = []
+        for a in f.addresses:
+            got = known.get(a)
+            if got is None:
+                got = known[a] = len(addresses)
+                addresses.append(a)
+            remap.append(got)
+        remaps.append(np.array([*remap, -1], dtype=np.int32))  # -1 (no address) stays -1
+    cols: dict[str, np.ndarray] = {}
+    for name, dtype, _fill in _COLUMNS:
+        parts = [f.cols[name] for f in files]
+        if name in ("src", "dst"):
+            parts = [remaps[i][p] for i, p in enumerate(parts)]
+        cols[name] = np.concatenate(parts).astype(dtype, copy=False)[row_global]
+    cols["file"] = row_file.astype(np.int32)
+
+    merged_at = np.flatnonzero(is_error)
+    for at in merged_at.tolist():
+        placed.append((float(at), files[int(file_of[at])].read_errors[int(which[at])][1]))
+    if any(f.decode_errors for f in files):
+        stream_at = np.empty(len(row_global), dtype=np.int64)
+        stream_at[row_global] = np.flatnonzero(~is_error)
+        for i, f in enumerate(files):
+            for row, err in f.decode_errors:
+                placed.append((float(stream_at[row_base[i] + row]) + 0.5, err))
+    return cols, addresses
