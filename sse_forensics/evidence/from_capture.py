@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import (
@@ -202,7 +203,6 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
     buf["ex_index"].extend([ex.index] * n)
     buf["session"].extend([session] * n)
     buf["position"].extend(range(n))
-    buf["log_kind"].extend([None] * n)
     for sse in ex.events:
         buf["id"].append(sse.id)
         buf["id_field"].append(sse.id_field)
@@ -212,6 +212,8 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
         buf["start"].append(sse.start)
         buf["end"].append(sse.end)
         buf["dispatched"].append(sse.dispatched)
+        kind, rpc = classify(sse.event, sse.data, sse.id_field)
+        put_classified(buf, kind, rpc, sse.event, sse.data)
         origins = sse.origins
         put_origin(buf, "first", origins[0] if origins else None)
         put_origin(buf, "last", origins[-1] if origins else None)

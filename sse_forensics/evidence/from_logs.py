@@ -27,6 +27,7 @@ import polars as pl
 from sse_forensics.evidence.sessions import explicit_session, inferred_session
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
 from sse_forensics.ingest.logs.model import LogSet
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.flows import Connection
@@ -456,11 +457,35 @@ def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
         pl.col("position").cast(pl.Int64).alias("start"),
         (pl.col("position") + 1).cast(pl.Int64).alias("end"),
         pl.lit(True).alias("dispatched"),
-        pl.when(written).then(pl.lit("data")).otherwise(pl.lit("signal")).alias("log_kind"),
+        pl.when(written).then(pl.lit("data")).otherwise(pl.lit("signal")).alias("kind"),
+        pl.lit(None, pl.String).alias("rpc_kind"),
+        pl.lit(None, pl.String).alias("rpc_method"),
+        pl.lit(None, pl.String).alias("rpc_id"),
+        pl.lit(None, pl.String).alias("rpc_more"),
         *_line_origin("first"),
         *_line_origin("last"),
     )
-    return EventColumns.conform(out)
+    return EventColumns.conform(out.with_columns(_signal_payloads(out)))
+
+
+def _signal_payloads(events: pl.DataFrame) -> list[pl.Series]:
+    """``sig_first``/``sig_last``/``sig_valid`` of the control records that are gap signals,
+    read exactly as a signal event on the wire is read (:func:`parse_signal`)."""
+    n = events.height
+    first: list[str | None] = [None] * n
+    last: list[str | None] = [None] * n
+    valid: list[bool | None] = [None] * n
+    signals = events.with_row_index("i").filter(
+        (pl.col("kind") == "signal") & pl.col("event").is_in(list(SIGNAL_EVENT_TYPES))
+    )
+    for i, event, data in signals.select("i", "event", "data").iter_rows():
+        sig = parse_signal(event, data)
+        first[i], last[i], valid[i] = sig.first, sig.last, sig.valid
+    return [
+        pl.Series("sig_first", first, dtype=pl.String),
+        pl.Series("sig_last", last, dtype=pl.String),
+        pl.Series("sig_valid", valid, dtype=pl.Boolean),
+    ]
 
 
 def _access_exchanges(

@@ -208,7 +208,14 @@ class EventColumns(Columns):
     start: int
     end: int
     dispatched: bool
-    log_kind: str | None  # for event-log records: "data" | "signal"
+    kind: str  # data | priming | signal | close | other (PROFILE.md, "Events that are not data")
+    rpc_kind: str | None  # the first JSON-RPC message of a data event: request | ... | error
+    rpc_method: str | None
+    rpc_id: str | None
+    rpc_more: str | None  # JSON [[kind, method, id], ...] of further messages of a batch
+    sig_first: str | None  # what a signal event says (facts.signals.parse_signal)
+    sig_last: str | None
+    sig_valid: bool | None
     first_src: str | None
     first_num: int | None
     first_ts: float | None

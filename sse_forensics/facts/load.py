@@ -11,7 +11,9 @@ import orjson
 import polars as pl
 
 from sse_forensics.evidence.tables import get_origin
+from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
+from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
@@ -124,7 +126,14 @@ _EVENT_COLUMNS = (
     "start",
     "end",
     "dispatched",
-    "log_kind",
+    "kind",
+    "rpc_kind",
+    "rpc_method",
+    "rpc_id",
+    "rpc_more",
+    "sig_first",
+    "sig_last",
+    "sig_valid",
     "first_src",
     "first_num",
     "first_ts",
@@ -134,6 +143,13 @@ _EVENT_COLUMNS = (
     "last_ts",
     "last_kind",
 )
+
+
+def _rpc(kind: str, method: str | None, rpc_id: str | None, more: str | None) -> list[RpcMessage]:
+    out = [RpcMessage(kind, method, rpc_id)]
+    if more:
+        out.extend(RpcMessage(k, m, i) for k, m, i in orjson.loads(more))
+    return out
 
 
 def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
@@ -156,7 +172,14 @@ def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[Exchan
         start,
         end,
         dispatched,
-        log_kind,
+        kind,
+        rpc_kind,
+        rpc_method,
+        rpc_id,
+        rpc_more,
+        sig_first,
+        sig_last,
+        sig_valid,
         fsrc,
         fnum,
         fts,
@@ -182,8 +205,9 @@ def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[Exchan
         current.events.append(
             SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched)
         )
-        if log_kind is not None:
-            if current.log_kinds is None:
-                current.log_kinds = []
-            current.log_kinds.append(log_kind)
+        current.kinds.append(kind)
+        current.rpcs.append(_rpc(rpc_kind, rpc_method, rpc_id, rpc_more) if rpc_kind else None)
+        current.signals.append(
+            SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None
+        )
     return records

@@ -73,7 +73,11 @@ class ExchangeRecord:
     response: ResponseHead | None
     is_event_stream: bool
     events: list[SSEEvent] = field(default_factory=list)
-    log_kinds: list[str] | None = None  # per event, when an event log said data or signal
+    # Per event, what ingest read of it (sse_forensics.evidence.classify): its kind, its
+    # JSON-RPC messages (data events) and what it says (signal events).
+    kinds: list[EventKind] = field(default_factory=list)
+    rpcs: list[list[RpcMessage] | None] = field(default_factory=list)
+    signals: list[SignalPayload | None] = field(default_factory=list)
     holes: list[BodyHole] = field(default_factory=list)
     comments: int = 0
     trailing_bytes: int = 0

@@ -13,43 +13,22 @@ from collections import Counter, defaultdict
 
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import IdCodec, detect_scheme
-from sse_forensics.facts.jsonrpc import parse_messages
 from sse_forensics.facts.model import (
-    EventKind,
     EventRecord,
     ExchangeRecord,
     SessionRecord,
     StreamRecord,
 )
 from sse_forensics.facts.sessions import ExchangeKey
-from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
 from sse_forensics.facts.taken import NOTHING_TAKEN, CounterGroup, TakenKeys
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
-from sse_forensics.sse import SSEEvent
 
 LAST_EVENT_ID = "Last-Event-ID"
 # A stream with fewer ID-carrying events says nothing about whether its counter is shared.
 MIN_VALUES_TO_JUDGE = 2
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def classify(sse: SSEEvent) -> tuple[EventKind, list | None]:
-    """Data events carry a JSON-RPC message; priming events are an ``id`` with empty data;
-    ``event: close`` and the gap signals are control events."""
-    if sse.event in SIGNAL_EVENT_TYPES:
-        return "signal", None
-    if sse.event == "close":
-        return "close", None
-    if sse.data == "":
-        return ("priming" if sse.id_field is not None else "other"), None
-    rpc = parse_messages(sse.data)
-    if not rpc:
-        return "other", None
-    # Facts need each message's kind, method and id; the parsed params and results (the bulk
-    # of a notification's memory) are dropped, the data itself stays on the event.
-    return "data", [m._replace(params=None, result=None) for m in rpc]
 
 
 def stream_key(conn: Connection, ex: ExchangeRecord) -> str:
@@ -90,15 +69,17 @@ def build_streams(
             kind=kind,
             last_event_id=leid.strip() if leid is not None else None,
         )
-        # An event log says itself which records are data and which are signals.
-        log_kinds = ex.log_kinds
         for position, sse in enumerate(ex.events):
-            if log_kinds:
-                kind_, rpc = log_kinds[position], None
-            else:
-                kind_, rpc = classify(sse)
-            signal = parse_signal(sse.event, sse.data) if kind_ == "signal" else None
-            rec.events.append(EventRecord(rec, position, sse, kind_, signal=signal, rpc=rpc))
+            rec.events.append(
+                EventRecord(
+                    rec,
+                    position,
+                    sse,
+                    ex.kinds[position],  # type: ignore[arg-type]
+                    signal=ex.signals[position],
+                    rpc=ex.rpcs[position],
+                )
+            )
         streams.append(rec)
     streams.sort(key=_time_order)
     return streams
