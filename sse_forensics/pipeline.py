@@ -25,8 +25,10 @@ from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence.from_capture import CaptureEvidence
 from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.front import EVENT_COLUMNS, EXCHANGE_COLUMNS, Front, compute_front
 from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
@@ -201,30 +203,56 @@ def analyze_partition(
     connections: pl.DataFrame,
     exchanges: pl.DataFrame,
     events: pl.DataFrame,
-    config: AnalysisConfig,
+    front: Front,
     rules: RuleSet,
     provided: frozenset[str],
     keep_records: bool = False,
 ) -> PartitionResult:
-    """Facts and rules over one partition's evidence: a pure function (partition tables in,
-    fact tables and findings out) that a worker process — or a cluster task — can run."""
+    """Facts and rules over one partition's evidence: a pure function (partition tables and
+    the scan's cross-session facts in, fact tables and findings out) that a worker process —
+    or a cluster task — can run."""
     with _scan_gc():
         records = load_exchanges(exchanges, events)
-        facts = build_facts(records, load_connections(connections), config)
+        facts = build_facts(records, load_connections(connections), front)
         findings, _ = evaluate(rules, facts.tables, provided)
     return PartitionResult(facts.tables, findings, facts if keep_records else None)
 
 
-def _analyze_bucket(
+def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
+    """What the whole scan decides across sessions (:mod:`sse_forensics.facts.front`)."""
+    exchanges = store.columns(ExchangeColumns, EXCHANGE_COLUMNS)
+    events = store.columns(EventColumns, EVENT_COLUMNS)
+    servers = store.columns(ConnectionColumns, ["conn_id", "server_ip", "server_port"]).unique(
+        "conn_id"
+    )
+    return compute_front(exchanges, events, servers, config, store.buckets)
+
+
+def _task_inputs(
+    store: EvidenceStore, front: Front, buckets: list[int]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, Front]:
+    connections, exchanges, events = store.load_task(buckets)
+    sessions = set(exchanges.get_column("session").unique().to_list())
+    keys = set(exchanges.select("conn_id", "index").iter_rows())
+    return connections, exchanges, events, front.for_sessions(sessions, keys)
+
+
+def analyze_store(
     store: EvidenceStore,
-    bucket: int,
     config: AnalysisConfig,
     rules: RuleSet,
     provided: frozenset[str],
-    keep_records: bool,
-) -> PartitionResult:
-    connections, exchanges, events = store.load(bucket)
-    return analyze_partition(connections, exchanges, events, config, rules, provided, keep_records)
+    keep_records: bool = False,
+) -> list[PartitionResult]:
+    """The cross-session facts over the whole store, then every task (one or more
+    partitions a cross-session link joins) judged on its own."""
+    front = cross_session_front(store, config)
+    nonempty = set(store.nonempty())
+    return [
+        analyze_partition(*_task_inputs(store, front, task), rules, provided, keep_records)
+        for task in front.tasks
+        if nonempty.intersection(task)
+    ]
 
 
 def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
@@ -232,6 +260,17 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
     for name, schema in TABLE_SCHEMAS.items():
         frames = [p[name] for p in parts if p[name].height]
         out[name] = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    # gap_id numbers the gaps of the whole scan (docs/facts.md): in time order, whatever
+    # partition judged them.
+    out["gaps"] = (
+        out["gaps"]
+        .sort(
+            ["ts", "session_id", "response_stream", "location", "first", "last"],
+            nulls_last=True,
+            maintain_order=True,
+        )
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("gap_id"))
+    )
     return out
 
 
@@ -244,19 +283,18 @@ def scan_paths(
     logs: LogOptions | None = None,
     jobs: int = 1,
     keep_records: bool = False,
+    buckets: int | None = None,
 ) -> ScanResult:
     """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``."""
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
-    buckets = 1
+    if buckets is None:
+        buckets = 1 if keep_records else max(1, jobs)
     with EvidenceStore(buckets) as store:
         ingested = ingest(paths, store, config, logs, progress)
         if progress is not None:
             progress("facts", 0, 1)
-        results = [
-            _analyze_bucket(store, b, config, rules, ingested.provided, keep_records)
-            for b in store.nonempty()
-        ]
+        results = analyze_store(store, config, rules, ingested.provided, keep_records)
     if progress is not None:
         progress("rules", 0, 1)
     not_judged = not_judged_rules(rules, ingested.provided)
@@ -275,7 +313,7 @@ def scan_paths(
     )
     facts = results[0].facts if keep_records and len(results) == 1 else None
     if keep_records and facts is None:
-        facts = build_facts([], {}, config)
+        facts = build_facts([], {}, Front())
     return ScanResult(
         paths=list(paths),
         inputs=ingested.inputs,

@@ -11,7 +11,7 @@ from sse_forensics.evidence.from_capture import CaptureEvidence
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.signals import parse_signal
-from sse_forensics.pipeline import analyze_partition
+from sse_forensics.pipeline import analyze_store
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.flows import Connection
@@ -75,8 +75,8 @@ class _Capture:
             for ex in self.exchanges:
                 writer(self.connections[ex.connection_id], [ex])
             writer.flush()
-            result = analyze_partition(
-                *store.load(0), config, load_rules(), EVIDENCE_KINDS, keep_records=True
+            (result,) = analyze_store(
+                store, config, load_rules(), EVIDENCE_KINDS, keep_records=True
             )
         facts, found = result.facts, result.findings
         return facts, {

@@ -141,6 +141,29 @@ class EvidenceStore:
             out.append(concat(frames, table))
         return out[0], out[1], out[2]
 
+    def columns(self, table: type[Columns], columns: list[str]) -> pl.DataFrame:
+        """``columns`` of ``table`` over every bucket (only those columns are read back)."""
+        frames = []
+        for part in self._parts:
+            frames.extend(pl.read_parquet(p, columns=columns) for p in part.files[table.name])
+            frames.extend(b.select(columns) for b in part.batches[table.name])
+        frames = [f for f in frames if f.height]
+        if not frames:
+            return pl.DataFrame(schema={c: table.schema()[c] for c in columns})
+        return pl.concat(frames)
+
+    def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """The buckets of one task together (connections de-duplicated)."""
+        loaded = [self.load(b) for b in buckets]
+        conns = concat([c for c, _, _ in loaded], ConnectionColumns).unique(
+            "conn_id", keep="first", maintain_order=True
+        )
+        return (
+            conns,
+            concat([x for _, x, _ in loaded], ExchangeColumns),
+            concat([e for _, _, e in loaded], EventColumns),
+        )
+
     def nonempty(self) -> list[int]:
         return [
             b for b, p in enumerate(self._parts) if p.batches["exchanges"] or p.files["exchanges"]

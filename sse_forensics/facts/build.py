@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from sse_forensics.facts.causes import attribute
-from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.join import Disagreement, join_logs
@@ -51,21 +51,20 @@ class Facts:
 def build_facts(
     all_exchanges: list[ExchangeRecord],
     connections: dict[int, Connection],
-    config: AnalysisConfig | None = None,
+    front: Front,
 ) -> Facts:
-    """The fact tables of one partition: its exchanges (with their events) and the
-    connections they sit on."""
-    config = config or AnalysisConfig()
+    """The fact tables of one partition: its exchanges (with their events), the connections
+    they sit on, and what the whole scan decided across sessions (:mod:`.front`)."""
     by_exchange, sessions = session_records(all_exchanges)
-    exchanges, disagreements = join_logs(all_exchanges, by_exchange)
+    exchanges, disagreements = join_logs(all_exchanges, by_exchange, front.folds, front.dropped)
     streams = build_streams(exchanges, connections, by_exchange)
-    link_resumes(streams)
-    codecs = assign_ids(streams, config)
-    taken = counter_scopes(streams)
+    link_resumes(streams, front.links)
+    codecs = assign_ids(streams, front.codecs)
+    taken = counter_scopes(streams, front.scopes, front.shared_session, front.server_groups)
     requests = RequestIndex(
         collect_requests(exchanges, by_exchange), posts_by_session(exchanges, by_exchange)
     )
-    judge = ReplayJudge(streams, codecs, requests)
+    judge = ReplayJudge(streams, codecs, requests, front.foreign)
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []

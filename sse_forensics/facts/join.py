@@ -17,10 +17,6 @@ from dataclasses import dataclass
 
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, SessionRecord
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.http_events import header
-
-# A log line's clock and the capture's may differ a little even on one host.
-CLOCK_TOLERANCE = 2.0
 
 ExchangeKey = tuple[int, int]
 
@@ -42,44 +38,25 @@ def _ids(ex: ExchangeRecord) -> list[str]:
 
 
 def join_logs(
-    exchanges: list[ExchangeRecord], sessions: dict[ExchangeKey, SessionRecord]
+    exchanges: list[ExchangeRecord],
+    sessions: dict[ExchangeKey, SessionRecord],
+    folds: dict[ExchangeKey, ExchangeKey],
+    dropped: set[ExchangeKey],
 ) -> tuple[list[ExchangeRecord], list[Disagreement]]:
-    """The exchanges with log duplicates of captured ones folded in, and the disagreements."""
-    captured = [ex for ex in exchanges if not ex.from_log]
-    logged = [ex for ex in exchanges if ex.from_log]
-    if not logged or not captured:
+    """The exchanges with log duplicates of captured ones folded in, and the disagreements.
+    Which log exchange folds into which captured one is decided over the whole scan
+    (:mod:`.front`): ``folds`` (event-log stream → captured stream), ``dropped`` (those and
+    the access lines a captured exchange also shows)."""
+    if not dropped:
         return exchanges, []
-    session_of = {id(ex): sessions.get((ex.connection_id, ex.index)) for ex in exchanges}
-    streams = [ex for ex in captured if ex.is_event_stream]
-    dropped: set[int] = set()
+    by_key = {(ex.connection_id, ex.index): ex for ex in exchanges}
     disagreements: list[Disagreement] = []
-    for log_ex in logged:
-        session = session_of[id(log_ex)]
-        if log_ex.log is not None:
-            match = _matching_stream(log_ex, streams, session, session_of)
-            if match is not None:
-                disagreements.extend(_fold_event_log(log_ex, match, session))
-                dropped.add(id(log_ex))
-        elif _captured_request(log_ex, captured, session, session_of):
-            dropped.add(id(log_ex))
-    return [ex for ex in exchanges if id(ex) not in dropped], disagreements
-
-
-def _matching_stream(
-    log_ex: ExchangeRecord,
-    streams: list[ExchangeRecord],
-    session: SessionRecord | None,
-    session_of: dict,
-) -> ExchangeRecord | None:
-    wanted = set(_ids(log_ex))
-    best, best_overlap = None, 0
-    for ex in streams:
-        if session_of[id(ex)] is not session:
+    for log_key, capture_key in folds.items():
+        log_ex, capture = by_key.get(log_key), by_key.get(capture_key)
+        if log_ex is None or capture is None:
             continue
-        overlap = len(wanted & set(_ids(ex)))
-        if overlap > best_overlap:
-            best, best_overlap = ex, overlap
-    return best
+        disagreements.extend(_fold_event_log(log_ex, capture, sessions.get(log_key)))
+    return [ex for ex in exchanges if (ex.connection_id, ex.index) not in dropped], disagreements
 
 
 def _fold_event_log(
@@ -124,30 +101,3 @@ def _fold_event_log(
         origin = ev.origins[0] if ev.origins else None
         out.append(Disagreement(session, capture, ev.id_field, "capture-only", origin, what))
     return out
-
-
-def _captured_request(
-    log_ex: ExchangeRecord,
-    captured: list[ExchangeRecord],
-    session: SessionRecord | None,
-    session_of: dict,
-) -> bool:
-    req, resp = log_ex.request, log_ex.response
-    if req is None or resp is None:
-        return False
-    leid = header(req.headers, "Last-Event-ID")
-    end = req.origin.ts
-    for ex in captured:
-        if ex.request is None or session_of[id(ex)] is not session:
-            continue
-        if ex.request.method.upper() != req.method.upper():
-            continue
-        if header(ex.request.headers, "Last-Event-ID") != leid:
-            continue
-        if ex.response is not None and ex.response.status != resp.status:
-            continue
-        if abs(ex.request.origin.ts - end) <= CLOCK_TOLERANCE or (
-            ex.last_body_origin is not None and abs(ex.last_body_origin.ts - end) <= CLOCK_TOLERANCE
-        ):
-            return True
-    return False

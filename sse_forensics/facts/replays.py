@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sse_forensics.facts.front import ForeignEvent
 from sse_forensics.facts.gaps import GapRecord, observed_order
 from sse_forensics.facts.ids import IdCodec, IdKey
-from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord
+from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestIndex
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
 
@@ -74,11 +75,17 @@ class ReplayJudge:
     """Judges every resume of a capture; built once with indexes over all streams."""
 
     def __init__(
-        self, streams: list[StreamRecord], codecs: dict[str, IdCodec], requests: RequestIndex
+        self,
+        streams: list[StreamRecord],
+        codecs: dict[str, IdCodec],
+        requests: RequestIndex,
+        foreign: dict[tuple[tuple[int, int], int], ForeignEvent] | None = None,
     ) -> None:
         self.streams = streams
         self.codecs = codecs
         self.requests = requests
+        # Replayed events whose first sighting another partition holds (:mod:`.front`).
+        self.foreign = foreign or {}
         self._first_seen: dict[tuple[str, str], EventRecord] | None = None
 
     @property
@@ -281,6 +288,21 @@ class ReplayJudge:
             if not e.carries_id:
                 continue
             if codec.scheme == "prefixed" and e.key is not None and e.key.prefix in own_prefixes:
+                continue
+            elsewhere = self.foreign.get(((r.exchange.connection_id, r.exchange.index), e.position))
+            if elsewhere is not None:
+                if not (scope == "server" or codec.scheme != "int"):
+                    continue
+                facts.crossed_sessions += 1
+                if facts.crossed_first is None:
+                    facts.crossed_first = e.sse.id_field
+                    facts.extra_evidence.append(
+                        evidence(
+                            elsewhere.origin,
+                            f"event {e.sse.id_field} first sent on {elsewhere.label}",
+                        )
+                    )
+                    facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
                 continue
             pair = (e.sse.id_field, e.sse.data)
             first = self.first_seen.get(pair)

@@ -9,10 +9,9 @@ connection.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 
-from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.facts.ids import IdCodec, detect_scheme
+from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import (
     EventRecord,
     ExchangeRecord,
@@ -26,8 +25,6 @@ from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
 LAST_EVENT_ID = "Last-Event-ID"
-# A stream with fewer ID-carrying events says nothing about whether its counter is shared.
-MIN_VALUES_TO_JUDGE = 2
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -98,116 +95,72 @@ def _time_order(s: StreamRecord) -> tuple:
     return (s.first_ts, *where, s.connection.id, s.exchange.index)
 
 
-def link_resumes(streams: list[StreamRecord]) -> None:
-    """Point each resume at the stream where its ``Last-Event-ID`` was seen: the latest such
-    stream of the same session that began before the resume (of any session only when the
-    resume's session is inferred)."""
-    wanted = {s.last_event_id for s in streams if s.kind == "resume" and s.last_event_id}
-    if not wanted:
-        return
-    # Only the IDs some resume asks for are indexed: (stream, last event with that ID).
-    seen: dict[str, list[tuple[StreamRecord, EventRecord]]] = defaultdict(list)
+def link_resumes(streams: list[StreamRecord], links: dict[tuple[int, int], tuple]) -> None:
+    """Point each resume at the stream where its ``Last-Event-ID`` was seen (decided over
+    the whole scan, :mod:`.front`): ``links`` maps a resume's exchange to that stream's
+    exchange and the position of the event; the root is what that stream continues."""
+    by_key = {(s.exchange.connection_id, s.exchange.index): s for s in streams}
     for stream in streams:  # time order: a resume may continue an earlier resume
-        if stream.kind == "resume" and stream.last_event_id:
-            candidates = [(s, e) for s, e in seen.get(stream.last_event_id, []) if s is not stream]
-            same_session = [c for c in candidates if c[0].session is stream.session]
-            # Another session's stream only when this resume's own session is a guess (no
-            # Mcp-Session-Id): an explicit session never continues another's stream.
-            fallback = candidates if stream.session.inferred else []
-            pick = (same_session or fallback or [None])[-1]
-            if pick is not None:
-                stream.resumed_from, stream.resumed_event = pick
-                stream.root = pick[0].logical
-        for event in stream.events:
-            if event.carries_id and event.sse.id_field in wanted:
-                bucket = seen[event.sse.id_field]
-                if bucket and bucket[-1][0] is stream:
-                    bucket[-1] = (stream, event)
-                else:
-                    bucket.append((stream, event))
+        link = links.get((stream.exchange.connection_id, stream.exchange.index))
+        if link is None:
+            continue
+        target_key, position = link
+        target = by_key.get(target_key)
+        if target is None:
+            continue
+        stream.resumed_from, stream.resumed_event = target, target.events[position]
+        stream.root = target.logical
 
 
-def assign_ids(streams: list[StreamRecord], config: AnalysisConfig) -> dict[str, IdCodec]:
-    """Detect each session's ID scheme and give every ID-carrying event its arithmetic key."""
-    by_session: dict[str, list[StreamRecord]] = defaultdict(list)
+def assign_ids(streams: list[StreamRecord], codecs: dict[str, IdCodec]) -> dict[str, IdCodec]:
+    """Give every ID-carrying event its arithmetic key under its session's scheme."""
+    out: dict[str, IdCodec] = {}
     for s in streams:
-        by_session[s.session.session_id].append(s)
-    codecs: dict[str, IdCodec] = {}
-    for session_id, items in by_session.items():
-        ids = [[e.sse.id_field for e in s.id_events() if e.kind != "signal"] for s in items]
-        codec = detect_scheme(ids, config.prefixed_regex, config.id_scheme)
-        codecs[session_id] = codec
-        items[0].session.id_scheme = codec.scheme
-        for s in items:
-            for e in s.id_events():
-                e.key = codec.key(e.sse.id_field)
-    return codecs
+        session_id = s.session.session_id
+        codec = out.get(session_id)
+        if codec is None:
+            codec = out[session_id] = codecs.get(session_id) or IdCodec("opaque")
+            s.session.id_scheme = codec.scheme
+        for e in s.id_events():
+            e.key = codec.key(e.sse.id_field)  # type: ignore[arg-type]
+    return out
 
 
-def counter_scopes(streams: list[StreamRecord]) -> dict[int, TakenKeys]:
-    """Decide per session whether the ID counter is per stream or shared (session- or
-    server-wide) and return, per logical stream, the keys that other streams took.
-
-    PROFILE.md: with a shared counter a stream's IDs legitimately skip values that went to
-    other streams, and a value is missing only if it appears on no stream of the capture.
-    A value that repeats on two logical streams proves the counters are not shared.
-    """
+def counter_scopes(
+    streams: list[StreamRecord],
+    scopes: dict[str, str],
+    shared_sessions: set[str],
+    server_groups: dict[tuple[str, int], CounterGroup],
+) -> dict[int, TakenKeys]:
+    """Per logical stream, the keys other streams took (PROFILE.md, "Event IDs": with a
+    shared counter a value is missing only if it appears on no stream of the capture). Which
+    counters are shared was decided over every stream of the scan (:mod:`.front`)."""
     logical: dict[int, StreamRecord] = {}
     keys: dict[int, set] = defaultdict(set)
     for s in streams:
         root = s.logical
         logical[id(root)] = root
         keys[id(root)].update(e.key for e in s.id_events() if e.key is not None)
-
-    def repeats(roots: list[StreamRecord]) -> bool:
-        """Most logical streams carry mostly values that other streams carry too: per-stream
-        counters (each starts again at its first value). A stray repeat or two (a server
-        restart, a replay the capture could not link) does not make a shared counter
-        per-stream. Streams too short to tell are left out. Linear in the values."""
-        holders: Counter = Counter()
-        for r in roots:
-            holders.update(keys[id(r)])
-        judged = mostly_shared = 0
-        for r in roots:
-            mine = keys[id(r)]
-            if len(mine) < MIN_VALUES_TO_JUDGE:
-                continue
-            judged += 1
-            shared = sum(1 for k in mine if holders[k] > 1)
-            mostly_shared += shared * 2 > len(mine)
-        return judged > 0 and mostly_shared * 2 >= judged
-
-    servers: dict[tuple, list[StreamRecord]] = defaultdict(list)
-    sessions: dict[str, list[StreamRecord]] = defaultdict(list)
+    by_session: dict[str, list[StreamRecord]] = defaultdict(list)
     for root in logical.values():
-        servers[root.connection.server].append(root)
-        sessions[root.session.session_id].append(root)
-
-    def group(roots: list[StreamRecord]) -> CounterGroup:
-        return CounterGroup(k for r in roots for k in keys[id(r)])
-
-    session_shared: dict[str, CounterGroup | None] = {}
+        by_session[root.session.session_id].append(root)
+    session_groups: dict[str, CounterGroup] = {}
     exclusions: dict[int, TakenKeys] = {}
-    for roots in servers.values():
-        server_group = group(roots) if len(roots) > 1 and not repeats(roots) else None
-        many_sessions = len({r.session.session_id for r in roots}) > 1
-        for root in roots:
-            peers = sessions[root.session.session_id]
-            session_id = root.session.session_id
-            if session_id not in session_shared:
-                shared = len(peers) > 1 and not repeats(peers)
-                session_shared[session_id] = group(peers) if shared else None
-            own = frozenset(keys[id(root)])
-            if server_group is not None:
-                taken, scope = (
-                    TakenKeys(server_group, own),
-                    "server" if many_sessions else "session",
+    for root in logical.values():
+        session_id = root.session.session_id
+        root.session.counter_scope = scopes.get(session_id, "unknown")
+        own = frozenset(keys[id(root)])
+        server_group = server_groups.get(root.connection.server)
+        if server_group is not None:
+            exclusions[id(root)] = TakenKeys(server_group, own)
+        elif session_id in shared_sessions:
+            group = session_groups.get(session_id)
+            if group is None:
+                peers = by_session[session_id]
+                group = session_groups[session_id] = CounterGroup(
+                    k for r in peers for k in keys[id(r)]
                 )
-            elif session_shared[session_id] is not None:
-                taken, scope = TakenKeys(session_shared[session_id], own), "session"
-            else:
-                taken = NOTHING_TAKEN
-                scope = "per-stream" if len(peers) > 1 or len(roots) > 1 else "unknown"
-            root.session.counter_scope = scope
-            exclusions[id(root)] = taken
+            exclusions[id(root)] = TakenKeys(group, own)
+        else:
+            exclusions[id(root)] = NOTHING_TAKEN
     return exclusions

@@ -24,6 +24,16 @@ class CounterGroup:
             by_prefix[k.prefix].add(k.seq)
         self.sorted = {p: sorted(seqs) for p, seqs in by_prefix.items()}
 
+    @classmethod
+    def from_arrays(cls, prefixes: list[str], seqs: object) -> CounterGroup:
+        """From parallel columns (a prefix and a counter value per key)."""
+        group = cls(())
+        by_prefix: dict[str, set[int]] = defaultdict(set)
+        for p, s in zip(prefixes, seqs, strict=True):  # type: ignore[call-overload]
+            by_prefix[p].add(int(s))
+        group.sorted = {p: sorted(v) for p, v in by_prefix.items()}
+        return group
+
     def between(self, prefix: str, start: int, end: int) -> list[int]:
         seqs = self.sorted.get(prefix, [])
         return seqs[bisect_left(seqs, start) : bisect_right(seqs, end)]

@@ -24,6 +24,7 @@ from sse_forensics import __version__
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.facts.build import build_facts
+from sse_forensics.facts.front import Front
 from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.report.html_plot import VERDICT_COLOUR, session_figure
@@ -241,7 +242,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
     """The whole report as one HTML document (deterministic: no wall-clock time in it)."""
     affected = list(dict.fromkeys(f.session_id for f in result.findings if f.session_id))
     numbers = {sid: n for n, sid in enumerate(affected, 1)}
-    facts = result.facts or build_facts([], {})
+    facts = result.facts or build_facts([], {}, Front())
     connections = facts.connections
     ladders = {lad.session.session_id: lad for lad in session_ladders(facts)}
     figures: dict[str, dict] = {}
