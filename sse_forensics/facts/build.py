@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -10,6 +11,7 @@ from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
+from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
 from sse_forensics.facts.model import (
     EventRecord,
@@ -61,10 +63,11 @@ def build_facts(
     link_resumes(streams, front.links)
     codecs = assign_ids(streams, front.codecs)
     taken = counter_scopes(streams, front.scopes, front.shared_session, front.server_groups)
+    index = StreamIndex(streams)
     requests = RequestIndex(
         collect_requests(exchanges, by_exchange), posts_by_session(exchanges, by_exchange)
     )
-    judge = ReplayJudge(streams, codecs, requests, front.foreign)
+    judge = ReplayJudge(index, codecs, requests, front.foreign)
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
@@ -77,21 +80,29 @@ def build_facts(
             continue
         codec = codecs[s.session.session_id]
         excl = taken.get(id(s.logical), NOTHING_TAKEN)
-        gap = resume_gap(s, codec, excl, streams)
+        gap = resume_gap(s, codec, excl, index)
         if gap is not None:
             gaps.append(gap)
         resumes.append((s, gap))
+    live_by_stream: dict[int, list[GapRecord]] = defaultdict(list)
+    live_by_logical: dict[int, list[GapRecord]] = defaultdict(list)
+    gaps_by_session: dict[str, list[GapRecord]] = defaultdict(list)
+    for g in gaps:
+        gaps_by_session[g.stream.session.session_id].append(g)
+        if g.location == "live":
+            live_by_stream[id(g.stream)].append(g)
+            live_by_logical[id(g.stream.logical)].append(g)
     for g in gaps:
         g.codec = codecs[g.stream.session.session_id]
-        _client_reaction(g, streams, requests)
-        attribute(g, streams, gaps)
+        _client_reaction(g, index, requests)
+        attribute(g, live_by_stream)
     resume_rows = [
         _resume_row(
             s,
             codecs[s.session.session_id],
             taken.get(id(s.logical), NOTHING_TAKEN),
-            streams,
-            gaps,
+            index,
+            live_by_logical[id(s.logical)],
             gap,
             judge.judge(s, gap),
         )
@@ -99,7 +110,13 @@ def build_facts(
     ]
 
     tables = {
-        "sessions": frame("sessions", [_session_row(r, streams, gaps) for r in sessions.values()]),
+        "sessions": frame(
+            "sessions",
+            [
+                _session_row(r, index.of_session(r.session_id), gaps_by_session[r.session_id])
+                for r in sessions.values()
+            ],
+        ),
         "streams": frame(
             "streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]
         ),
@@ -140,7 +157,7 @@ def _common(s: StreamRecord) -> dict:
     }
 
 
-def _client_reaction(g: GapRecord, streams: list[StreamRecord], requests: RequestIndex) -> None:
+def _client_reaction(g: GapRecord, index: StreamIndex, requests: RequestIndex) -> None:
     """Did the client re-issue the originating request after an unsignalled gap, or keep
     consuming (the stream went on, or it resumed later)?"""
     if g.signalled or (g.location == "resume" and g.signal == "410"):
@@ -148,8 +165,7 @@ def _client_reaction(g: GapRecord, streams: list[StreamRecord], requests: Reques
     when = (g.before.origin.ts if g.before and g.before.origin else None) or g.stream.first_ts
     g.reissue = requests.reissue_after(g.stream, when)
     later_resume = any(
-        s.kind == "resume" and s.logical is g.stream.logical and s.first_ts > g.stream.first_ts
-        for s in streams
+        s.kind == "resume" and s.first_ts > g.stream.first_ts for s in index.logical(g.stream)
     )
     g.client_continued = g.after is not None or later_resume
 
@@ -164,9 +180,9 @@ def _unsignalled_live(g: GapRecord) -> bool:
     )
 
 
-def _session_row(r: SessionRecord, streams: list[StreamRecord], gaps: list[GapRecord]) -> dict:
-    mine = [s for s in streams if s.session is r]
-    silent = [g for g in gaps if g.stream.session is r and _unsignalled_live(g)]
+def _session_row(r: SessionRecord, mine: list[StreamRecord], gaps: list[GapRecord]) -> dict:
+    """``mine``: the session's streams; ``gaps``: its gaps."""
+    silent = [g for g in gaps if _unsignalled_live(g)]
     offering = [
         s
         for s in mine
@@ -399,24 +415,18 @@ def _resume_row(
     s: StreamRecord,
     codec: IdCodec,
     taken: TakenKeys,
-    streams: list[StreamRecord],
-    gaps: list[GapRecord],
+    index: StreamIndex,
+    live: list[GapRecord],
     gap: GapRecord | None,
     replay: ReplayFacts,
 ) -> dict:
     """A resume, whether the ID it must continue at lies in a known dropped range, and what
-    its answer and the client did (:mod:`.replays`)."""
-    succ = successor(s, codec, streams, taken) if s.last_event_id else None
+    its answer and the client did (:mod:`.replays`). ``live``: the live gaps of its logical
+    stream."""
+    succ = successor(s, codec, index, taken) if s.last_event_id else None
     dropped_by = None
     if succ is not None:
-        earlier = [
-            g
-            for g in gaps
-            if g.stream.logical is s.logical
-            and g is not gap
-            and g.location == "live"
-            and g.stream.first_ts <= s.first_ts
-        ]
+        earlier = [g for g in live if g is not gap and g.stream.first_ts <= s.first_ts]
         for g in earlier:
             if g.covers(succ, codec):
                 dropped_by = STREAM_GAP if g.signal == STREAM_GAP else "live-jump"

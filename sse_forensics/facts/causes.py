@@ -67,13 +67,13 @@ def _backpressure(gap: GapRecord) -> list[Evidence]:
 
 
 def _live_contiguous_until_close(
-    gap: GapRecord, streams: list[StreamRecord], live_gaps: list[GapRecord]
+    gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]
 ) -> StreamRecord | None:
     """The stream the resume continues, if it showed no live gap of its own."""
     origin = gap.stream.resumed_from
     if origin is None:
         return None
-    if any(g.stream is origin and g.location == "live" and g.keys is not None for g in live_gaps):
+    if any(g.keys is not None for g in live_by_stream.get(id(origin), [])):
         return None
     return origin
 
@@ -117,8 +117,9 @@ def _from_event_log(gap: GapRecord) -> str | None:
     return None
 
 
-def attribute(gap: GapRecord, streams: list[StreamRecord], gaps: list[GapRecord]) -> None:
-    """Set ``gap.cause`` and ``gap.cause_evidence``."""
+def attribute(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> None:
+    """Set ``gap.cause`` and ``gap.cause_evidence``. ``live_by_stream``: the live gaps of
+    each stream (by ``id`` of its record)."""
     if gap.holes:
         gap.cause, gap.cause_evidence = CAPTURE_LOSS, []
         return
@@ -130,7 +131,7 @@ def attribute(gap: GapRecord, streams: list[StreamRecord], gaps: list[GapRecord]
         found = _backpressure(gap)
         gap.cause, gap.cause_evidence = (BACKPRESSURE_EVICTION, found) if found else (UNKNOWN, [])
         return
-    origin = _live_contiguous_until_close(gap, streams, gaps)
+    origin = _live_contiguous_until_close(gap, live_by_stream)
     if origin is None:
         gap.cause, gap.cause_evidence = UNKNOWN, []
         return

@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
+from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STREAM_GAP
@@ -327,21 +328,17 @@ def _log_order_gaps(
     return out
 
 
-def observed_order(stream: StreamRecord, streams: list[StreamRecord]) -> list[EventRecord]:
+def observed_order(stream: StreamRecord, index: StreamIndex) -> list[EventRecord]:
     """Data events of the logical stream that precede ``stream``: the original response and
     earlier resumes of it, in time order (the only continuity opaque IDs allow)."""
-    root = stream.logical
     out: list[EventRecord] = []
-    for s in streams:
-        if s is stream:
-            break
-        if s.logical is root:
-            out.extend(e for e in s.events if e.kind == "data" and e.carries_id)
+    for s in index.logical_before(stream):
+        out.extend(e for e in s.events if e.kind == "data" and e.carries_id)
     return out
 
 
 def resume_gap(
-    resume: StreamRecord, codec: IdCodec, taken: TakenKeys, streams: list[StreamRecord]
+    resume: StreamRecord, codec: IdCodec, taken: TakenKeys, index: StreamIndex
 ) -> GapRecord | None:
     """Judge a resume's answer against its ``Last-Event-ID`` (PROFILE.md: a resume whose first
     event is not the successor of ``Last-Event-ID`` is silent corruption unless signalled)."""
@@ -350,7 +347,7 @@ def resume_gap(
     if leid is None or status is None or leid == "":
         return None
     if status == 410:
-        succ = successor(resume, codec, streams, taken)
+        succ = successor(resume, codec, index, taken)
         return GapRecord("resume", resume, "status", succ, None, None, signal="410")
     if not (200 <= status < 300 and resume.exchange.is_event_stream):
         return None
@@ -371,7 +368,7 @@ def resume_gap(
         lo, hi = _render(codec, rng, leid)
         gap = GapRecord("resume", resume, "id-jump", lo, hi, rng.count, after=first, keys=rng)
     else:
-        order = [e.sse.id_field for e in observed_order(resume, streams)]
+        order = [e.sse.id_field for e in observed_order(resume, index)]
         if leid not in order:
             return None
         after_leid = order[len(order) - 1 - order[::-1].index(leid) + 1 :]
@@ -389,7 +386,7 @@ def resume_gap(
     if not codec.arithmetic and resume.resumed_from is not None and resume.resumed_event:
         origin = resume.resumed_from
         gap.holes += _holes_between(origin, resume.resumed_event.sse.end, 1 << 62)
-    _cover_resume(gap, resume, codec, taken, streams, first)
+    _cover_resume(gap, resume, codec, taken, index, first)
     return gap
 
 
@@ -398,7 +395,7 @@ def _cover_resume(
     resume: StreamRecord,
     codec: IdCodec,
     taken: TakenKeys,
-    streams: list[StreamRecord],
+    index: StreamIndex,
     first: EventRecord,
 ) -> None:
     for sig in resume.events:
@@ -415,11 +412,7 @@ def _cover_resume(
     # A backpressure-disconnect naming W, then a resume from W (PROFILE.md: expected gap);
     # or a stream-gap on the stream before the resume that already declared the range
     # dropped (PROFILE.md, "What counts as what": a stream-gap covering it).
-    for s in streams:
-        if s is resume:
-            break
-        if s.logical is not resume.logical:
-            continue
+    for s in index.logical_before(resume):
         for sig in s.events:
             if sig.kind == "signal" and sig.sse.event == STREAM_GAP and sig.signal is not None:
                 if gap.keys is not None:
@@ -454,7 +447,7 @@ def _cover_resume(
 
 
 def successor(
-    resume: StreamRecord, codec: IdCodec, streams: list[StreamRecord], taken: TakenKeys
+    resume: StreamRecord, codec: IdCodec, index: StreamIndex, taken: TakenKeys
 ) -> str | None:
     """The ID that should follow ``Last-Event-ID``: the next counter value no other stream
     took where the scheme allows arithmetic, else the event observed after it."""
@@ -467,7 +460,7 @@ def successor(
         while nxt in taken:
             nxt = IdKey(key.prefix, nxt.seq + 1)
         return codec.render(nxt, leid)
-    order = [e.sse.id_field for e in observed_order(resume, streams)]
+    order = [e.sse.id_field for e in observed_order(resume, index)]
     if leid in order:
         idx = len(order) - 1 - order[::-1].index(leid)
         if idx + 1 < len(order):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from sse_forensics.facts.front import ForeignEvent
 from sse_forensics.facts.gaps import GapRecord, observed_order
 from sse_forensics.facts.ids import IdCodec, IdKey
+from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestIndex
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
@@ -50,21 +51,10 @@ def _is_2xx_stream(s: StreamRecord) -> bool:
     return s.status is not None and 200 <= s.status < 300 and s.exchange.is_event_stream
 
 
-def _before(streams: list[StreamRecord], stop: StreamRecord) -> list[StreamRecord]:
-    out = []
-    for s in streams:
-        if s is stop:
-            break
-        out.append(s)
-    return out
-
-
-def _answered(stream: StreamRecord, streams: list[StreamRecord], until: float) -> set[str | None]:
+def _answered(stream: StreamRecord, index: StreamIndex, until: float) -> set[str | None]:
     """JSON-RPC ids answered on the logical stream before ``until``."""
     ids: set[str | None] = set()
-    for s in streams:
-        if s.logical is not stream.logical:
-            continue
+    for s in index.logical(stream):
         for e in s.events:
             if e.rpc and (e.origin is None or e.origin.ts < until):
                 ids.update(m.rpc_id for m in e.rpc if m.kind in ("response", "error"))
@@ -76,12 +66,13 @@ class ReplayJudge:
 
     def __init__(
         self,
-        streams: list[StreamRecord],
+        index: StreamIndex,
         codecs: dict[str, IdCodec],
         requests: RequestIndex,
         foreign: dict[tuple[tuple[int, int], int], ForeignEvent] | None = None,
     ) -> None:
-        self.streams = streams
+        self.index = index
+        self.streams = index.streams
         self.codecs = codecs
         self.requests = requests
         # Replayed events whose first sighting another partition holds (:mod:`.front`).
@@ -103,21 +94,20 @@ class ReplayJudge:
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
         facts = ReplayFacts()
         codec = self.codecs[r.session.session_id]
-        earlier = _before(self.streams, r)
-        same_logical = [s for s in earlier if s.logical is r.logical]
+        same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None
-        order = [e.sse.id_field for e in observed_order(r, self.streams)]
+        order = [e.sse.id_field for e in observed_order(r, self.index)]
         li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
 
         facts.bd_last_written = self._backpressure_w(same_logical)
-        facts.cursor_attempt = self._attempt(r, earlier)
+        facts.cursor_attempt = self._attempt(r, self.index)
         if self.requests.originating(r):
             facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
         else:  # no request body to compare (an access log): any later POST may be the re-issue
             facts.reissued = self.requests.post_after(r, r.first_ts)
         facts.later_events_known = self._later_events(r, lk, order, li)
-        facts.client_adjusted, facts.last_seen_id = self._adjusted(r, earlier, codec, lk)
+        facts.client_adjusted, facts.last_seen_id = self._adjusted(r, codec, lk)
         if facts.client_adjusted and lk is not None and facts.last_seen_id is not None:
             seen = codec.key(facts.last_seen_id)
             if seen is not None:
@@ -186,7 +176,7 @@ class ReplayJudge:
         return w
 
     @staticmethod
-    def _attempt(r: StreamRecord, earlier: list[StreamRecord]) -> int:
+    def _attempt(r: StreamRecord, index: StreamIndex) -> int:
         """How many resumes in a row asked for this Last-Event-ID with nothing delivered.
 
         Resumes whose stream the inputs never showed (an access log alone) continue "the
@@ -198,8 +188,11 @@ class ReplayJudge:
             unlinked = s.resumed_from is None and r.resumed_from is None
             return unlinked and s.session is r.session and s.last_event_id == r.last_event_id
 
+        # Only streams of the same logical stream or the same session can be the same stream.
+        earlier = {id(s): s for s in index.logical_before(r)}
+        earlier.update((id(s), s) for s in index.session_before(r))
         attempt = 1
-        for s in reversed(earlier):
+        for s in sorted(earlier.values(), key=index.rank, reverse=True):
             if not same_stream(s):
                 continue
             if s.data_events():
@@ -217,8 +210,8 @@ class ReplayJudge:
         polling stream that the server closed on purpose, 2025-11-25) do not count."""
         end = r.exchange.last_body_origin or r.response_origin
         until = end.ts if end is not None else r.first_ts
-        for s in self.streams:
-            if s is r or s.logical is not r.logical:
+        for s in self.index.logical(r):
+            if s is r:
                 continue
             for e in s.data_events():
                 if (
@@ -231,11 +224,10 @@ class ReplayJudge:
                     return True
         if li is not None and li + 1 < len(order):
             return True
-        for s in self.streams:  # the server's event log: produced after Last-Event-ID
+        for s in self.index.logical(r):  # the server's event log: produced after it
             log = s.exchange.log
             if (
-                s.logical is r.logical
-                and log is not None
+                log is not None
                 and r.last_event_id in log.emitted
                 and log.emitted.index(r.last_event_id) + 1 < len(log.emitted)
             ):
@@ -243,7 +235,7 @@ class ReplayJudge:
         originals = self.requests.originating(r)
         if originals:
             # Answered on a later resume: the answer was not lost, only not produced yet.
-            answered = _answered(r, self.streams, float("inf"))
+            answered = _answered(r, self.index, float("inf"))
             return any(req.rpc_id not in answered for req in originals)
         return False
 
@@ -279,8 +271,7 @@ class ReplayJudge:
         # numbering like `1_8` repeats across sessions, and so may a progress notification).
         own_prefixes = {
             ev.key.prefix
-            for s in self.streams
-            if s.logical is r.logical
+            for s in self.index.logical(r)
             for ev in s.events
             if ev.key is not None and s is not r
         }
@@ -322,24 +313,23 @@ class ReplayJudge:
                 facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
 
     def _adjusted(
-        self, r: StreamRecord, earlier: list[StreamRecord], codec: IdCodec, lk: IdKey | None
+        self, r: StreamRecord, codec: IdCodec, lk: IdKey | None
     ) -> tuple[bool, str | None]:
         """Last-Event-ID ahead of the last ID the stream being resumed carried."""
         if lk is None or r.resumed_from is not None:
             return False, None
         candidates = [
             s
-            for s in earlier
-            if s.session is r.session
-            and any(e.key is not None and e.key.prefix == lk.prefix for e in s.id_events())
+            for s in self.index.session_before(r)
+            if any(e.key is not None and e.key.prefix == lk.prefix for e in s.id_events())
         ]
         if not candidates:
             return False, None
         resumed = candidates[-1].logical
+        earlier = self.index.root_before(resumed, r)
         seen = [
             e
             for s in earlier
-            if s.logical is resumed
             for e in s.id_events()
             if e.key is not None and e.key.prefix == lk.prefix
         ]
@@ -349,7 +339,6 @@ class ReplayJudge:
         declared = [
             k.seq
             for s in earlier
-            if s.logical is resumed
             for e in s.events
             if e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid
             for k in [codec.key(e.signal.last or "")]
@@ -371,14 +360,11 @@ class ReplayJudge:
         )
         if not failed:
             return False
-        later = self.streams[self.streams.index(r) + 1 :]  # time order (see streams.py)
         nxt = next(
             (
                 s
-                for s in later
-                if s.session is r.session
-                and s.exchange.request is not None
-                and s.exchange.request.method.upper() == "GET"
+                for s in self.index.session_after(r)
+                if s.exchange.request is not None and s.exchange.request.method.upper() == "GET"
             ),
             None,
         )
@@ -387,5 +373,5 @@ class ReplayJudge:
         originals = self.requests.originating(r)
         if not originals:
             return True
-        answered = _answered(r, self.streams, float("inf"))
+        answered = _answered(r, self.index, float("inf"))
         return any(req.rpc_id not in answered for req in originals)

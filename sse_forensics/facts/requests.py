@@ -88,8 +88,11 @@ class RequestIndex:
         # Start times of every POST per session (id of its SessionRecord), bodies or not.
         self.posts = posts or {}
         self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
+        self._by_session: dict[int, list[RequestRecord]] = defaultdict(list)  # time order
         for r in requests:
             self._by_exchange[id(r.exchange)].append(r)
+            self._by_session[id(r.session)].append(r)
+        self._latest_post = {k: max(v) for k, v in self.posts.items() if v}
 
     def originating(self, stream: StreamRecord) -> list[RequestRecord]:
         """The JSON-RPC request(s) whose result the logical stream carries (the POST that
@@ -98,7 +101,8 @@ class RequestIndex:
 
     def post_after(self, stream: StreamRecord, ts: float) -> bool:
         """Any later POST in the session: all an access log can show of a re-issue."""
-        return any(t > ts for t in self.posts.get(id(stream.session), []))
+        latest = self._latest_post.get(id(stream.session))
+        return latest is not None and latest > ts
 
     def reissue_after(self, stream: StreamRecord, ts: float) -> RequestRecord | None:
         """A later request in the same session repeating the stream's originating call."""
@@ -106,13 +110,7 @@ class RequestIndex:
         if not originals:
             return None
         wanted = {r.signature for r in originals}
-        session = stream.session
-        for r in self.requests:
-            if (
-                r.ts > ts
-                and r.session is session
-                and r.exchange is not stream.logical.exchange
-                and r.signature in wanted
-            ):
+        for r in self._by_session.get(id(stream.session), []):
+            if r.ts > ts and r.exchange is not stream.logical.exchange and r.signature in wanted:
                 return r
         return None
