@@ -10,9 +10,12 @@ partition tables in, fact tables and findings out), in ``jobs`` worker processes
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence.from_capture import CaptureEvidence
-from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.evidence.store import EvidenceStore, read_files
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -228,13 +231,20 @@ def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     return compute_front(exchanges, events, servers, config, store.buckets)
 
 
-def _task_inputs(
-    store: EvidenceStore, front: Front, buckets: list[int]
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, Front]:
-    connections, exchanges, events = store.load_task(buckets)
+def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:
     sessions = set(exchanges.get_column("session").unique().to_list())
     keys = set(exchanges.select("conn_id", "index").iter_rows())
-    return connections, exchanges, events, front.for_sessions(sessions, keys)
+    return front.for_sessions(sessions, keys)
+
+
+def _analyze_files(
+    files: dict[str, list[Path]], front: Front, rules: RuleSet, provided: frozenset[str]
+) -> PartitionResult:
+    """One task in a worker process: its Parquet files in, its facts and findings out."""
+    connections, exchanges, events = read_files(files)
+    return analyze_partition(
+        connections, exchanges, events, _task_front(front, exchanges), rules, provided
+    )
 
 
 def analyze_store(
@@ -243,16 +253,39 @@ def analyze_store(
     rules: RuleSet,
     provided: frozenset[str],
     keep_records: bool = False,
+    jobs: int = 1,
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
-    partitions a cross-session link joins) judged on its own."""
+    partitions a cross-session link joins) judged on its own — in ``jobs`` worker
+    processes when there is more than one task."""
     front = cross_session_front(store, config)
     nonempty = set(store.nonempty())
-    return [
-        analyze_partition(*_task_inputs(store, front, task), rules, provided, keep_records)
-        for task in front.tasks
-        if nonempty.intersection(task)
-    ]
+    tasks = [t for t in front.tasks if nonempty.intersection(t)]
+    if jobs > 1 and len(tasks) > 1 and not keep_records:
+        store.spill()  # workers read the partitions from disk, not through a pipe
+        # spawn, not fork: polars' thread pool must not be copied mid-flight.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+            futures = [
+                pool.submit(_analyze_files, store.task_files(t), front, rules, provided)
+                for t in tasks
+            ]
+            return [f.result() for f in futures]
+    out = []
+    for task in tasks:
+        connections, exchanges, events = store.load_task(task)
+        out.append(
+            analyze_partition(
+                connections,
+                exchanges,
+                events,
+                _task_front(front, exchanges),
+                rules,
+                provided,
+                keep_records,
+            )
+        )
+    return out
 
 
 def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
@@ -274,6 +307,20 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
     return out
 
 
+def partition_count(paths: list[str], jobs: int) -> int:
+    """Enough partitions that each holds about :data:`PARTITION_BYTES` of input, and a few
+    per worker so the workers finish together."""
+    size = 0
+    for p in paths:
+        with contextlib.suppress(OSError):
+            if os.path.isdir(p):
+                size += sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())
+            else:
+                size += os.path.getsize(p)
+    by_size = -(-size // PARTITION_BYTES)
+    return max(1, by_size, 4 * jobs if jobs > 1 else 1)
+
+
 def scan_paths(
     paths: list[str],
     config: AnalysisConfig | None = None,
@@ -289,12 +336,12 @@ def scan_paths(
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
     if buckets is None:
-        buckets = 1 if keep_records else max(1, jobs)
+        buckets = 1 if keep_records else partition_count(paths, jobs)
     with EvidenceStore(buckets) as store:
         ingested = ingest(paths, store, config, logs, progress)
         if progress is not None:
             progress("facts", 0, 1)
-        results = analyze_store(store, config, rules, ingested.provided, keep_records)
+        results = analyze_store(store, config, rules, ingested.provided, keep_records, jobs=jobs)
     if progress is not None:
         progress("rules", 0, 1)
     not_judged = not_judged_rules(rules, ingested.provided)

@@ -51,3 +51,13 @@ def test_cross_session_replay_is_found_across_partitions() -> None:
         assert [(f["rule"], f["gap"]["first"]) for f in found] == [
             ("replay-crossed-sessions", "s2_8")
         ], buckets
+
+
+def test_worker_processes_give_the_same_findings() -> None:
+    """``--jobs 2``: the partitions are judged in two spawned worker processes that read
+    them back from the scratch Parquet files."""
+    paths = [str(SAMPLES)]
+    alone = scan_paths(paths, jobs=1, buckets=6)
+    pooled = scan_paths(paths, jobs=2, buckets=6)
+    assert pooled.stats.partitions == alone.stats.partitions > 1
+    assert findings_jsonl(pooled) == findings_jsonl(alone)

@@ -7,6 +7,7 @@ part of the input could not be read (listed under ``errors``).
 
 from __future__ import annotations
 
+import os
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -85,6 +86,15 @@ LogMapOpt = Annotated[
     Path | None,
     typer.Option(help="TOML file mapping your JSON log fields to the canonical ones."),
 ]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Worker processes for the per-session analysis (default: the machine's cores).",
+    ),
+]
 SessionHeader = Annotated[str, typer.Option(help="Header that carries the session ID.")]
 PathRegex = Annotated[
     str, typer.Option(help="Regex with a named group 'session' matched on the request path.")
@@ -138,6 +148,7 @@ def run_scan(
     logs: LogOptions,
     show_progress: bool,
     keep_records: bool = False,
+    jobs: int | None = None,
 ) -> tuple[ScanResult, RuleSet]:
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2."""
@@ -155,6 +166,7 @@ def run_scan(
                 progress=progress,
                 logs=logs,
                 keep_records=keep_records,
+                jobs=jobs or os.cpu_count() or 1,
             )
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")

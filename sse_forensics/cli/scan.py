@@ -14,6 +14,7 @@ from sse_forensics.cli.common import (
     FailOn,
     FailOnOpt,
     IdSchemeOpt,
+    JobsOpt,
     LogFormatOpt,
     LogMapOpt,
     PathRegex,
@@ -51,6 +52,7 @@ def scan(
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
     or OCSF)."""
@@ -61,7 +63,9 @@ def scan(
     config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
     show_progress = not quiet and sys.stdout.isatty()
-    result, _ = run_scan(paths, config, rules, log_options(log_format, log_map), show_progress)
+    result, _ = run_scan(
+        paths, config, rules, log_options(log_format, log_map), show_progress, jobs=jobs
+    )
     if format is ScanFormat.jsonl:
         sys.stdout.buffer.write(findings_jsonl(result))
         _report_errors_to_stderr(result)

@@ -58,6 +58,25 @@ class Partition:
     )
 
 
+def join_buckets(
+    loaded: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    conns = concat([c for c, _, _ in loaded], ConnectionColumns).unique(
+        "conn_id", keep="first", maintain_order=True
+    )
+    return (
+        conns,
+        concat([x for _, x, _ in loaded], ExchangeColumns),
+        concat([e for _, _, e in loaded], EventColumns),
+    )
+
+
+def read_files(files: dict[str, list[Path]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """A task's tables from its Parquet files (see :meth:`EvidenceStore.task_files`)."""
+    tables = [concat([pl.read_parquet(p) for p in files[t.name]], t) for t in EVIDENCE_TABLES]
+    return join_buckets([(tables[0], tables[1], tables[2])])
+
+
 class EvidenceStore:
     """Partitioned evidence of one scan. ``add`` batches; ``load(bucket)`` reads a bucket
     back as (connections, exchanges, events); ``close`` removes the scratch files."""
@@ -154,15 +173,15 @@ class EvidenceStore:
 
     def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The buckets of one task together (connections de-duplicated)."""
-        loaded = [self.load(b) for b in buckets]
-        conns = concat([c for c, _, _ in loaded], ConnectionColumns).unique(
-            "conn_id", keep="first", maintain_order=True
-        )
-        return (
-            conns,
-            concat([x for _, x, _ in loaded], ExchangeColumns),
-            concat([e for _, _, e in loaded], EventColumns),
-        )
+        return join_buckets([self.load(b) for b in buckets])
+
+    def task_files(self, buckets: list[int]) -> dict[str, list[Path]]:
+        """The Parquet files of a task's buckets (after :meth:`spill`): what a worker
+        process reads."""
+        return {
+            t.name: [p for b in buckets for p in self._parts[b].files[t.name]]
+            for t in EVIDENCE_TABLES
+        }
 
     def nonempty(self) -> list[int]:
         return [
