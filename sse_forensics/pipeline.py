@@ -216,7 +216,7 @@ def analyze_partition(
     or a cluster task — can run."""
     with _scan_gc():
         records = load_exchanges(exchanges, events)
-        facts = build_facts(records, load_connections(connections), front)
+        facts = build_facts(records, load_connections(connections), front, events)
         findings, _ = evaluate(rules, facts.tables, provided)
     return PartitionResult(facts.tables, findings, facts if keep_records else None)
 
@@ -342,11 +342,24 @@ def scan_paths(
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(store, config, rules, ingested.provided, keep_records, jobs=jobs)
+        first_seen = (
+            store.columns(ExchangeColumns, ["session", "conn_id", "index"])
+            .sort("conn_id", "index")
+            .unique("session", keep="first", maintain_order=True)
+            .rename({"session": "session_id"})
+        )
     if progress is not None:
         progress("rules", 0, 1)
     not_judged = not_judged_rules(rules, ingested.provided)
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
     tables = _merge_tables([r.tables for r in results])
+    # Sessions in the order they first appear, whatever partition judged them.
+    tables["sessions"] = (
+        tables["sessions"]
+        .join(first_seen, on="session_id", how="left")
+        .sort("conn_id", "index", "session_id", nulls_last=True)
+        .drop("conn_id", "index")
+    )
     reassembly = ingested.reassembly
     stats = ScanStats(
         frames=reassembly.frames,

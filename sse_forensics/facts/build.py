@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.causes import attribute
+from sse_forensics.facts.columns import (
+    Key,
+    StreamCounts,
+    answered_by_root,
+    event_columns,
+    events_table,
+    signal_rows,
+    stream_frame,
+)
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
 from sse_forensics.facts.model import (
-    EventRecord,
     ExchangeRecord,
     SessionRecord,
     StreamRecord,
@@ -32,7 +42,7 @@ from sse_forensics.facts.streams import (
     link_resumes,
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
-from sse_forensics.facts.taken import NOTHING_TAKEN, TakenKeys
+from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
@@ -54,33 +64,40 @@ def build_facts(
     all_exchanges: list[ExchangeRecord],
     connections: dict[int, Connection],
     front: Front,
+    events: pl.DataFrame | None = None,
 ) -> Facts:
-    """The fact tables of one partition: its exchanges (with their events), the connections
-    they sit on, and what the whole scan decided across sessions (:mod:`.front`)."""
+    """The fact tables of one partition: its exchanges, their events (the ``events``
+    evidence table), the connections they sit on, and what the whole scan decided across
+    sessions (:mod:`.front`)."""
+    if events is None:
+        events = EventColumns.frame()
     by_exchange, sessions = session_records(all_exchanges)
     exchanges, disagreements = join_logs(all_exchanges, by_exchange, front.folds, front.dropped)
     streams = build_streams(exchanges, connections, by_exchange)
+    codecs = assign_ids(streams, front.codecs)  # before any event is read: keys need it
     link_resumes(streams, front.links)
-    codecs = assign_ids(streams, front.codecs)
     taken = counter_scopes(streams, front.scopes, front.shared_session, front.server_groups)
     index = StreamIndex(streams)
     requests = RequestIndex(
         collect_requests(exchanges, by_exchange), posts_by_session(exchanges, by_exchange)
     )
-    judge = ReplayJudge(index, codecs, requests, front.foreign)
+    frame_ = stream_frame(streams)
+    logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
+    cols = event_columns(events, frame_, codecs, logged)
+    judge = ReplayJudge(index, codecs, requests, front.foreign, first_seen_in=_replayed_in(cols))
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
     for s in streams:
+        if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
+            continue  # contiguous, no signal: no live gap (facts.columns)
         codec = codecs[s.session.session_id]
-        excl = taken.get(id(s.logical), NOTHING_TAKEN)
-        gaps.extend(live_gaps(s, codec, excl))
+        gaps.extend(live_gaps(s, codec, taken.get(id(s.logical))))
     for s in streams:
         if s.kind != "resume":
             continue
         codec = codecs[s.session.session_id]
-        excl = taken.get(id(s.logical), NOTHING_TAKEN)
-        gap = resume_gap(s, codec, excl, index)
+        gap = resume_gap(s, codec, taken.get(id(s.logical)), index)
         if gap is not None:
             gaps.append(gap)
         resumes.append((s, gap))
@@ -100,7 +117,7 @@ def build_facts(
         _resume_row(
             s,
             codecs[s.session.session_id],
-            taken.get(id(s.logical), NOTHING_TAKEN),
+            taken.get(id(s.logical)),
             index,
             live_by_logical[id(s.logical)],
             gap,
@@ -108,29 +125,85 @@ def build_facts(
         )
         for s, gap in resumes
     ]
-
+    counts = cols.counts
     tables = {
         "sessions": frame(
             "sessions",
             [
-                _session_row(r, index.of_session(r.session_id), gaps_by_session[r.session_id])
+                _session_row(
+                    r, index.of_session(r.session_id), gaps_by_session[r.session_id], counts
+                )
                 for r in sessions.values()
             ],
         ),
         "streams": frame(
-            "streams", [_stream_row(s) for s in streams if s.exchange.is_event_stream]
+            "streams",
+            [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
         ),
-        "events": frame("events", _event_columns(streams)),
+        "events": events_table(cols, frame_),
         "resumes": frame("resumes", resume_rows),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
-        "signals": frame("signals", [row for s in streams for row in _signal_rows(s)]),
-        "requests": frame("requests", _request_rows(requests, streams)),
+        "signals": _signals(streams, cols, frame_),
+        "requests": frame("requests", _request_rows(requests, answered_by_root(cols, frame_))),
         "disagreements": frame(
             "disagreements", _disagreement_rows(disagreements, streams, connections)
         ),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
     return Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
+
+
+def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key]]:
+    """The streams holding a data event with one of the given (ID, data) pairs: where a
+    replayed event may have been sent first (:class:`.replays.ReplayJudge`)."""
+
+    def holders(pairs: set[tuple[str, str]]) -> set[Key]:
+        if not pairs:
+            return set()
+        wanted = pl.DataFrame(
+            list(pairs), schema={"id_field": pl.String, "data": pl.String}, orient="row"
+        )
+        found = cols.events.filter(pl.col("kind") == "data").join(
+            wanted, on=["id_field", "data"], how="semi"
+        )
+        return set(found.select("conn_id", "ex_index").unique().iter_rows())
+
+    return holders
+
+
+def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFrame) -> pl.DataFrame:
+    """The ``signals`` table: gap signals the events carried, 410 answers to resumes and
+    streams offered with ``Cache-Control: no-store``, per stream in time order."""
+    extra: list[dict] = []
+    for n, s in enumerate(streams):
+        base = {
+            "session_id": s.session.session_id,
+            "stream": s.logical.key,
+            "response_stream": s.key,
+            "first": None,
+            "last": None,
+            "valid": True,
+            "position": None,
+            "rank": n,
+        }
+        resp = s.response_origin
+        where = {
+            "source": resp.source if resp else None,
+            "frame": resp.number if resp else None,
+            "ts": resp.ts if resp else None,
+        }
+        if s.kind == "resume" and s.status == 410:
+            extra.append({**base, **where, "kind": "410", "first": s.last_event_id, "order": 1})
+        cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
+        if s.exchange.is_event_stream and "no-store" in cache_control:
+            extra.append({**base, **where, "kind": "no-store", "order": 2})
+    schema = {**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64}
+    carried = signal_rows(cols, frame_).with_columns(pl.lit(0, pl.Int64).alias("order"))
+    added = pl.DataFrame(extra, schema=schema, orient="row")
+    rows = pl.concat([carried.select(list(schema)).cast(schema), added])
+    return rows.sort(["rank", "order", "position"], nulls_last=True).select(
+        list(TABLE_SCHEMAS["signals"])
+    )
 
 
 def _endpoints(s: StreamRecord | None) -> dict:
@@ -180,8 +253,13 @@ def _unsignalled_live(g: GapRecord) -> bool:
     )
 
 
-def _session_row(r: SessionRecord, mine: list[StreamRecord], gaps: list[GapRecord]) -> dict:
-    """``mine``: the session's streams; ``gaps``: its gaps."""
+def _session_row(
+    r: SessionRecord,
+    mine: list[StreamRecord],
+    gaps: list[GapRecord],
+    counts: dict[Key, StreamCounts],
+) -> dict:
+    """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
     silent = [g for g in gaps if _unsignalled_live(g)]
     offering = [
         s
@@ -209,7 +287,7 @@ def _session_row(r: SessionRecord, mine: list[StreamRecord], gaps: list[GapRecor
         "counter_scope": r.counter_scope,
         "streams": sum(1 for s in mine if s.exchange.is_event_stream),
         "resumes": sum(1 for s in mine if s.kind == "resume"),
-        "data_events": sum(len(s.data_events()) for s in mine),
+        "data_events": sum(_counts(s, counts).data for s in mine),
         "silent_live_gaps": len(silent),
         "resumable_streams": len(offering),
         "stream": silent[0].stream.logical.key if silent else None,
@@ -225,9 +303,13 @@ def _session_row(r: SessionRecord, mine: list[StreamRecord], gaps: list[GapRecor
     }
 
 
-def _stream_row(s: StreamRecord) -> dict:
+def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
+    return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
+
+
+def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
     ex = s.exchange
-    ids = s.id_events()
+    mine = _counts(s, counts)
     cache_control = (header(ex.response_headers, "cache-control") or "").lower()
     return {
         **_common(s),
@@ -247,168 +329,16 @@ def _stream_row(s: StreamRecord) -> dict:
         "source": (s.response_origin or s.connection.first).source,
         "first_ts": s.first_ts,
         "last_ts": (ex.last_body_origin or s.response_origin or s.connection.last).ts,
-        "events": len(s.events),
-        "data_events": len(s.data_events()),
-        "first_id": ids[0].sse.id_field if ids else None,
-        "last_id": ids[-1].sse.id_field if ids else None,
+        "events": mine.events,
+        "data_events": mine.data,
+        "first_id": mine.first_id,
+        "last_id": mine.last_id,
         "complete": ex.response_complete,
         "end_reason": ex.response_end_reason,
         "missing_spans": len(ex.holes),
         "no_store": "no-store" in cache_control,
         "trailing_bytes": ex.trailing_bytes,
     }
-
-
-def _id_order(s: StreamRecord) -> dict[int, tuple[str, EventRecord]]:
-    """Events whose ID repeats or goes backwards within one response (WHATWG IDs are a
-    cursor: a client resuming from a repeated or older ID asks for events again)."""
-    out: dict[int, tuple[str, EventRecord]] = {}
-    prev: EventRecord | None = None
-    seen: dict[str, EventRecord] = {}
-    for e in s.events:
-        if not e.carries_id or e.kind == "signal":
-            continue
-        if prev is not None and e.key is not None and prev.key is not None:
-            if e.key.prefix == prev.key.prefix and e.key.seq <= prev.key.seq:
-                out[e.position] = ("repeat" if e.key.seq == prev.key.seq else "backwards", prev)
-        elif e.sse.id_field in seen:
-            out[e.position] = ("repeat", seen[e.sse.id_field])
-        seen.setdefault(e.sse.id_field, e)
-        prev = e
-    return out
-
-
-def _event_columns(streams: list[StreamRecord]) -> dict[str, list]:
-    """The ``events`` table, built column by column (one row per SSE event: the largest
-    table by far, so no dict per row)."""
-    columns: dict[str, list] = {name: [] for name in TABLE_SCHEMAS["events"]}
-    per_event = (
-        "position",
-        "id",
-        "id_field",
-        "event",
-        "kind",
-        "data_bytes",
-        "rpc_method",
-        "rpc_id",
-        "source",
-        "frame_first",
-        "frame_last",
-        "ts_first",
-        "ts_last",
-        "offset_start",
-        "offset_end",
-        "id_order",
-        "previous_id",
-        "evidence",
-    )
-    for s in streams:
-        n = len(s.events)
-        if not n:
-            continue
-        disorder = _id_order(s)
-        constant = {
-            "session_id": s.session.session_id,
-            "stream": s.logical.key,
-            "response_stream": s.key,
-            "session_inferred": s.session.inferred,
-            "stream_label": s.logical.label,
-            "response_label": s.label,
-            "id_scheme": s.session.id_scheme,
-            "counter_scope": s.session.counter_scope,
-            **_endpoints(s),
-        }
-        for name, value in constant.items():
-            columns[name].extend([value] * n)
-        c = {name: columns[name] for name in per_event}
-        for e in s.events:
-            sse = e.sse
-            origins = sse.origins
-            first = origins[0] if origins else None
-            last = origins[-1] if origins else None
-            rpc = e.rpc[0] if e.rpc else None
-            order, prev = disorder.get(e.position, ("ok", None))
-            c["position"].append(e.position)
-            c["id"].append(sse.id)
-            c["id_field"].append(sse.id_field)
-            c["event"].append(sse.event)
-            c["kind"].append(e.kind)
-            c["data_bytes"].append(len(sse.data))
-            c["rpc_method"].append(rpc.method if rpc else None)
-            c["rpc_id"].append(rpc.rpc_id if rpc else None)
-            c["source"].append(first.source if first else None)
-            c["frame_first"].append(first.number if first else None)
-            c["frame_last"].append(last.number if last else None)
-            c["ts_first"].append(first.ts if first else None)
-            c["ts_last"].append(last.ts if last else None)
-            c["offset_start"].append(sse.start)
-            c["offset_end"].append(sse.end)
-            c["id_order"].append(order)
-            c["previous_id"].append(prev.sse.id_field if prev else None)
-            c["evidence"].append(
-                evidence_json(
-                    [
-                        prev.cite(f"earlier event id {prev.sse.id_field}"),
-                        e.cite(f"then id {sse.id_field} ({order})"),
-                    ]
-                )
-                if prev is not None
-                else "[]"
-            )
-    return columns
-
-
-def _signal_rows(s: StreamRecord) -> list[dict]:
-    rows = []
-    base = {"session_id": s.session.session_id, "stream": s.logical.key, "response_stream": s.key}
-    for e in s.events:
-        if e.kind == "signal" and e.signal is not None:
-            o = e.origin
-            rows.append(
-                {
-                    **base,
-                    "kind": e.sse.event,
-                    "first": e.signal.first,
-                    "last": e.signal.last,
-                    "valid": e.signal.valid,
-                    "position": e.position,
-                    "source": o.source if o else None,
-                    "frame": o.number if o else None,
-                    "ts": o.ts if o else None,
-                }
-            )
-    resp = s.response_origin
-    where = {
-        "source": resp.source if resp else None,
-        "frame": resp.number if resp else None,
-        "ts": resp.ts if resp else None,
-    }
-    if s.kind == "resume" and s.status == 410:
-        rows.append(
-            {
-                **base,
-                "kind": "410",
-                "first": s.last_event_id,
-                "last": None,
-                "valid": True,
-                "position": None,
-                **where,
-            }
-        )
-    cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
-    if s.exchange.is_event_stream and "no-store" in cache_control:
-        rows.append(
-            {
-                **base,
-                "kind": "no-store",
-                "first": None,
-                "last": None,
-                "valid": True,
-                "position": None,
-                **where,
-            }
-        )
-    return rows
 
 
 def _resume_row(
@@ -530,20 +460,17 @@ def _gap_row(n: int, g: GapRecord) -> dict:
     }
 
 
-def _request_rows(requests: RequestIndex, streams: list[StreamRecord]) -> list[dict]:
+def _request_rows(
+    requests: RequestIndex, answered_by_stream: dict[Key, set[str | None]]
+) -> list[dict]:
     """JSON-RPC requests and whether a response to them arrived anywhere on the logical
     stream they opened (the stream itself or a resume of it) or in a JSON body."""
-    answered_by_stream: dict[int, set] = {}
-    for s in streams:
-        ids = answered_by_stream.setdefault(id(s.logical.exchange), set())
-        for e in s.events:
-            for m in e.rpc or []:
-                if m.kind in ("response", "error"):
-                    ids.add(m.rpc_id)
     rows = []
     for r in requests.requests:
         ex = r.exchange
-        answered = answered_by_stream.get(id(ex), set()) | set(ex.json_answers)
+        answered = answered_by_stream.get((ex.connection_id, ex.index), set()) | set(
+            ex.json_answers
+        )
         rows.append(
             {
                 "session_id": r.session.session_id if r.session else None,

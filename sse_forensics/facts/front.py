@@ -302,6 +302,47 @@ def _int_keys(ids: pl.Series) -> pl.DataFrame:
     )
 
 
+def event_keys(events: pl.DataFrame, codecs: dict[str, IdCodec]) -> pl.DataFrame:
+    """``events`` (with ``session`` and ``id_field``) plus ``prefix`` and ``seq``: each ID's
+    arithmetic key under its session's scheme (``IdCodec.key``), null where it has none.
+    Patterns run with Python's ``re`` once per distinct ID."""
+    names = {"int": "int", "opaque": "opaque"}
+    patterns: dict[str, str] = {}
+    for session, codec in codecs.items():
+        if codec.scheme == "prefixed" and codec.pattern is not None:
+            patterns.setdefault(codec.pattern.pattern, f"p{len(patterns)}")
+            names[session] = patterns[codec.pattern.pattern]
+        else:
+            names[session] = codec.scheme
+    scheme = pl.DataFrame(
+        {"session": list(codecs), "scheme": [names[s] for s in codecs]},
+        schema={"session": pl.String, "scheme": pl.String},
+    )
+    df = events.join(scheme, on="session", how="left")
+    ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
+    df = df.join(_int_keys(ids), on="id_field", how="left")
+    prefix = pl.when(pl.col("scheme") == "int").then(pl.when(pl.col("int_ok")).then(pl.lit("")))
+    seq = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
+    extra: list[str] = ["int_ok", "iseq", "scheme"]
+    for pattern, name in patterns.items():
+        own = df.filter(pl.col("scheme") == name).get_column("id_field").drop_nulls()
+        table = _match_prefixed(own, pattern).rename(
+            {"m": f"m_{name}", "prefix": f"x_{name}", "seq": f"s_{name}"}
+        )
+        df = df.join(table, on="id_field", how="left")
+        matched = pl.col(f"m_{name}").fill_null(False)
+        prefix = prefix.when(pl.col("scheme") == name).then(
+            pl.when(matched).then(pl.col(f"x_{name}").fill_null(""))
+        )
+        seq = seq.when(pl.col("scheme") == name).then(pl.when(matched).then(pl.col(f"s_{name}")))
+        extra += [f"m_{name}", f"x_{name}", f"s_{name}"]
+    df = df.with_columns(prefix.alias("prefix"), seq.alias("seq"))
+    df = df.with_columns(
+        pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix")
+    )
+    return df.drop(extra)
+
+
 def _schemes(
     id_events: pl.DataFrame, sessions: list[str], config: AnalysisConfig
 ) -> tuple[dict[str, IdCodec], pl.DataFrame]:
@@ -358,47 +399,10 @@ def _schemes(
         else:
             codecs[session] = IdCodec("opaque")
     # Keys of every ID-carrying event (signals included) under its session's scheme.
-    scheme = pl.DataFrame(
-        {
-            "session": list(codecs),
-            "scheme": [
-                "int"
-                if c.scheme == "int"
-                else ("p0" if c.pattern is compiled[0] else "p1")
-                if c.scheme == "prefixed"
-                else "opaque"
-                for c in codecs.values()
-            ],
-        },
-        schema={"session": pl.String, "scheme": pl.String},
-    )
     keyed = (
-        id_events.join(scheme, on="session", how="left")
-        .join(ints, on="id_field", how="left")
-        .join(
-            matches[0].rename({"m": "m0", "prefix": "p0", "seq": "s0"}), on="id_field", how="left"
-        )
-        .join(
-            matches[1].rename({"m": "m1", "prefix": "p1", "seq": "s1"}), on="id_field", how="left"
-        )
-        .with_columns(
-            pl.when(pl.col("scheme") == "int")
-            .then(pl.lit(""))
-            .when(pl.col("scheme") == "p0")
-            .then(pl.when(pl.col("m0")).then(pl.col("p0").fill_null("")))
-            .when(pl.col("scheme") == "p1")
-            .then(pl.when(pl.col("m1")).then(pl.col("p1").fill_null("")))
-            .alias("prefix"),
-            pl.when(pl.col("scheme") == "int")
-            .then(pl.col("iseq"))
-            .when(pl.col("scheme") == "p0")
-            .then(pl.when(pl.col("m0")).then(pl.col("s0")))
-            .when(pl.col("scheme") == "p1")
-            .then(pl.when(pl.col("m1")).then(pl.col("s1")))
-            .alias("seq"),
-        )
-        .filter(pl.col("seq").is_not_null() & pl.col("prefix").is_not_null())
-        .select("conn_id", "ex_index", "session", "prefix", "seq")
+        event_keys(id_events, codecs)
+        .filter(pl.col("seq").is_not_null())
+        .select("conn_id", "ex_index", "position", "session", "prefix", "seq")
     )
     return codecs, keyed
 

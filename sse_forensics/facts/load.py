@@ -152,62 +152,82 @@ def _rpc(kind: str, method: str | None, rpc_id: str | None, more: str | None) ->
     return out
 
 
-def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
-    """The exchanges in (connection, index) order, each with its events in order."""
-    records = [_exchange(row) for row in exchanges.sort("conn_id", "index").iter_rows(named=True)]
-    by_key = {(r.connection_id, r.index): r for r in records}
-    if not events.height:
-        return records
-    columns = events.sort("conn_id", "ex_index", "position").select(_EVENT_COLUMNS)
-    current: ExchangeRecord | None = None
-    current_key: tuple[int, int] | None = None
-    for (
-        conn_id,
-        ex_index,
-        ev_id,
-        event,
-        data,
-        retry,
-        id_field,
-        start,
-        end,
-        dispatched,
-        kind,
-        rpc_kind,
-        rpc_method,
-        rpc_id,
-        rpc_more,
-        sig_first,
-        sig_last,
-        sig_valid,
-        fsrc,
-        fnum,
-        fts,
-        fkind,
-        lsrc,
-        lnum,
-        lts,
-        lkind,
-    ) in columns.iter_rows():
-        key = (conn_id, ex_index)
-        if key != current_key:
-            current_key, current = key, by_key.get(key)
-        if current is None:
-            continue
-        if fsrc is None:
-            origins: tuple[Origin, ...] = ()
-        else:
-            first = Origin(fsrc, fnum, fts, fkind)
-            if (lsrc, lnum) == (fsrc, fnum):
-                origins = (first,)
+class EventSource:
+    """One partition's events, sorted by exchange and position, read back as objects one
+    exchange at a time when a judgement asks for them."""
+
+    def __init__(self, events: pl.DataFrame) -> None:
+        self.events = events.sort("conn_id", "ex_index", "position").select(_EVENT_COLUMNS)
+        spans = (
+            self.events.with_row_index("row")
+            .group_by("conn_id", "ex_index")
+            .agg(pl.col("row").first().alias("start"), pl.len().alias("n"))
+        )
+        self.spans: dict[tuple[int, int], tuple[int, int]] = {
+            (c, i): (start, n) for c, i, start, n in spans.iter_rows()
+        }
+
+    def count(self, key: tuple[int, int]) -> int:
+        span = self.spans.get(key)
+        return span[1] if span else 0
+
+    def materialize(self, ex: ExchangeRecord) -> None:
+        span = self.spans.get((ex.connection_id, ex.index))
+        if span is None:
+            return
+        events, kinds, rpcs, signals = ex._events, ex._kinds, ex._rpcs, ex._signals
+        assert events is not None
+        for (
+            _conn,
+            _index,
+            ev_id,
+            event,
+            data,
+            retry,
+            id_field,
+            start,
+            end,
+            dispatched,
+            kind,
+            rpc_kind,
+            rpc_method,
+            rpc_id,
+            rpc_more,
+            sig_first,
+            sig_last,
+            sig_valid,
+            fsrc,
+            fnum,
+            fts,
+            fkind,
+            lsrc,
+            lnum,
+            lts,
+            lkind,
+        ) in self.events.slice(span[0], span[1]).iter_rows():
+            if fsrc is None:
+                origins: tuple[Origin, ...] = ()
             else:
-                origins = (first, Origin(lsrc, lnum, lts, lkind))
-        current.events.append(
-            SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched)
-        )
-        current.kinds.append(kind)
-        current.rpcs.append(_rpc(rpc_kind, rpc_method, rpc_id, rpc_more) if rpc_kind else None)
-        current.signals.append(
-            SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None
-        )
+                first = Origin(fsrc, fnum, fts, fkind)
+                if (lsrc, lnum) == (fsrc, fnum):
+                    origins = (first,)
+                else:
+                    origins = (first, Origin(lsrc, lnum, lts, lkind))
+            events.append(
+                SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched)
+            )
+            kinds.append(kind)
+            rpcs.append(_rpc(rpc_kind, rpc_method, rpc_id, rpc_more) if rpc_kind else None)
+            signals.append(
+                SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None
+            )
+
+
+def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
+    """The exchanges in (connection, index) order; their events are read on first use."""
+    source = EventSource(events)
+    records = [_exchange(row) for row in exchanges.sort("conn_id", "index").iter_rows(named=True)]
+    for r in records:
+        r.source = source
+        r.n_events = source.count((r.connection_id, r.index))
     return records

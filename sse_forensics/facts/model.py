@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 
-from sse_forensics.facts.ids import IdKey
+from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
@@ -15,6 +15,9 @@ from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import Headers, RequestHead, ResponseHead
 from sse_forensics.sse import SSEEvent
+
+if TYPE_CHECKING:
+    from sse_forensics.facts.load import EventSource
 
 EventKind = Literal["data", "priming", "signal", "close", "other"]
 StreamKind = Literal["post", "get", "resume", "unknown"]  # unknown: request not captured
@@ -72,12 +75,16 @@ class ExchangeRecord:
     request: RequestHead | None
     response: ResponseHead | None
     is_event_stream: bool
-    events: list[SSEEvent] = field(default_factory=list)
+    n_events: int = 0
+    # Where the events are read from when first asked for (facts.load.EventSource): most
+    # streams of a partition are judged from columns and never need them as objects.
+    source: EventSource | None = None
+    _events: list[SSEEvent] | None = None
     # Per event, what ingest read of it (sse_forensics.evidence.classify): its kind, its
     # JSON-RPC messages (data events) and what it says (signal events).
-    kinds: list[EventKind] = field(default_factory=list)
-    rpcs: list[list[RpcMessage] | None] = field(default_factory=list)
-    signals: list[SignalPayload | None] = field(default_factory=list)
+    _kinds: list[EventKind] = field(default_factory=list)
+    _rpcs: list[list[RpcMessage] | None] = field(default_factory=list)
+    _signals: list[SignalPayload | None] = field(default_factory=list)
     holes: list[BodyHole] = field(default_factory=list)
     comments: int = 0
     trailing_bytes: int = 0
@@ -91,6 +98,29 @@ class ExchangeRecord:
     calls: list[RpcCall] = field(default_factory=list)
     json_answers: list[str | None] = field(default_factory=list)
     protocol_version: str | None = None
+
+    @property
+    def events(self) -> list[SSEEvent]:
+        if self._events is None:
+            self._events = []
+            if self.source is not None:
+                self.source.materialize(self)
+        return self._events
+
+    @property
+    def kinds(self) -> list[EventKind]:
+        self.events  # noqa: B018 - materialises
+        return self._kinds
+
+    @property
+    def rpcs(self) -> list[list[RpcMessage] | None]:
+        self.events  # noqa: B018
+        return self._rpcs
+
+    @property
+    def signals(self) -> list[SignalPayload | None]:
+        self.events  # noqa: B018
+        return self._signals
 
     @property
     def request_headers(self) -> Headers:
@@ -150,10 +180,28 @@ class StreamRecord:
     session: SessionRecord
     kind: StreamKind
     last_event_id: str | None
-    events: list[EventRecord] = field(default_factory=list)
     root: StreamRecord | None = None  # the stream this one continues (itself when original)
     resumed_from: StreamRecord | None = None  # where Last-Event-ID was seen
     resumed_event: EventRecord | None = None
+    codec: IdCodec | None = None  # the session's ID scheme: gives each event its key
+    _events: list[EventRecord] | None = None
+
+    @property
+    def events(self) -> list[EventRecord]:
+        """The response's events as records, built on first use."""
+        if self._events is None:
+            ex = self.exchange
+            codec = self.codec
+            out = []
+            for position, (sse, kind, rpc, signal) in enumerate(
+                zip(ex.events, ex.kinds, ex.rpcs, ex.signals, strict=True)
+            ):
+                e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
+                if e.carries_id and codec is not None:
+                    e.key = codec.key(sse.id_field)  # type: ignore[arg-type]
+                out.append(e)
+            self._events = out
+        return self._events
 
     @property
     def logical(self) -> StreamRecord:

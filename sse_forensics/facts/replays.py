@@ -7,6 +7,7 @@ writes the results as columns of the ``resumes`` table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sse_forensics.facts.front import ForeignEvent
@@ -70,6 +71,7 @@ class ReplayJudge:
         codecs: dict[str, IdCodec],
         requests: RequestIndex,
         foreign: dict[tuple[tuple[int, int], int], ForeignEvent] | None = None,
+        first_seen_in: Callable[[set[tuple[str, str]]], set[tuple[int, int]]] | None = None,
     ) -> None:
         self.index = index
         self.streams = index.streams
@@ -78,6 +80,9 @@ class ReplayJudge:
         # Replayed events whose first sighting another partition holds (:mod:`.front`).
         self.foreign = foreign or {}
         self._first_seen: dict[tuple[str, str], EventRecord] | None = None
+        # Which streams hold given (ID, data) pairs (facts.build): the first sightings are
+        # looked for there only, not in every event of the partition.
+        self._first_seen_in = first_seen_in
 
     @property
     def first_seen(self) -> dict[tuple[str, str], EventRecord]:
@@ -85,7 +90,22 @@ class ReplayJudge:
         only captures with resumes need it)."""
         if self._first_seen is None:
             self._first_seen = {}
-            for s in self.streams:
+            candidates = self.streams
+            if self._first_seen_in is not None:
+                pairs = {
+                    (e.sse.id_field, e.sse.data)
+                    for s in self.streams
+                    if s.kind == "resume" and s.resumed_from is not None
+                    for e in s.data_events()
+                    if e.carries_id
+                }
+                holders = self._first_seen_in(pairs)  # type: ignore[arg-type]
+                candidates = [
+                    s
+                    for s in self.streams
+                    if (s.exchange.connection_id, s.exchange.index) in holders
+                ]
+            for s in candidates:
                 for e in s.events:
                     if e.kind == "data" and e.carries_id:
                         self._first_seen.setdefault((e.sse.id_field, e.sse.data), e)

@@ -8,12 +8,11 @@ connection.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
+from sse_forensics.facts.front import label_of
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import (
-    EventRecord,
     ExchangeRecord,
     SessionRecord,
     StreamRecord,
@@ -25,7 +24,6 @@ from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
 LAST_EVENT_ID = "Last-Event-ID"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def stream_key(conn: Connection, ex: ExchangeRecord) -> str:
@@ -36,8 +34,7 @@ def stream_key(conn: Connection, ex: ExchangeRecord) -> str:
 
 def stream_label(conn: Connection, ex: ExchangeRecord) -> str:
     req = ex.request
-    what = f"{req.method} {_CONTROL.sub('?', req.target)[:80]}" if req else "(request not captured)"
-    return f"conn {conn.id} #{ex.index} {what}"
+    return label_of(conn.id, ex.index, req.method if req else None, req.target if req else None)
 
 
 def build_streams(
@@ -66,17 +63,6 @@ def build_streams(
             kind=kind,
             last_event_id=leid.strip() if leid is not None else None,
         )
-        for position, sse in enumerate(ex.events):
-            rec.events.append(
-                EventRecord(
-                    rec,
-                    position,
-                    sse,
-                    ex.kinds[position],  # type: ignore[arg-type]
-                    signal=ex.signals[position],
-                    rpc=ex.rpcs[position],
-                )
-            )
         streams.append(rec)
     streams.sort(key=_time_order)
     return streams
@@ -113,7 +99,7 @@ def link_resumes(streams: list[StreamRecord], links: dict[tuple[int, int], tuple
 
 
 def assign_ids(streams: list[StreamRecord], codecs: dict[str, IdCodec]) -> dict[str, IdCodec]:
-    """Give every ID-carrying event its arithmetic key under its session's scheme."""
+    """Give every stream its session's ID scheme (its events get their keys from it)."""
     out: dict[str, IdCodec] = {}
     for s in streams:
         session_id = s.session.session_id
@@ -121,9 +107,66 @@ def assign_ids(streams: list[StreamRecord], codecs: dict[str, IdCodec]) -> dict[
         if codec is None:
             codec = out[session_id] = codecs.get(session_id) or IdCodec("opaque")
             s.session.id_scheme = codec.scheme
-        for e in s.id_events():
-            e.key = codec.key(e.sse.id_field)  # type: ignore[arg-type]
+        s.codec = codec
     return out
+
+
+class CounterExclusions:
+    """Per logical stream (by ``id`` of its root), the keys other streams took: built on
+    first use, since only the streams that are judged one by one ask."""
+
+    def __init__(
+        self,
+        streams: list[StreamRecord],
+        shared_sessions: set[str],
+        server_groups: dict[tuple[str, int], CounterGroup],
+    ) -> None:
+        self._roots: dict[int, StreamRecord] = {}
+        self._members: dict[int, list[StreamRecord]] = defaultdict(list)
+        self._by_session: dict[str, list[StreamRecord]] = defaultdict(list)
+        for s in streams:
+            root = s.logical
+            if id(root) not in self._roots:
+                self._roots[id(root)] = root
+                self._by_session[root.session.session_id].append(root)
+            self._members[id(root)].append(s)
+        self._shared_sessions = shared_sessions
+        self._server_groups = server_groups
+        self._keys: dict[int, frozenset] = {}
+        self._session_groups: dict[str, CounterGroup] = {}
+        self._taken: dict[int, TakenKeys] = {}
+
+    def _own(self, root_id: int) -> frozenset:
+        own = self._keys.get(root_id)
+        if own is None:
+            own = self._keys[root_id] = frozenset(
+                e.key for s in self._members[root_id] for e in s.id_events() if e.key is not None
+            )
+        return own
+
+    def get(self, root_id: int, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
+        taken = self._taken.get(root_id)
+        if taken is not None:
+            return taken
+        root = self._roots.get(root_id)
+        if root is None:
+            return default
+        session_id = root.session.session_id
+        server_group = self._server_groups.get(root.connection.server)
+        if server_group is not None:
+            taken = TakenKeys(server_group, self._own(root_id))
+        elif session_id in self._shared_sessions:
+            group = self._session_groups.get(session_id)
+            if group is None:
+                peers = self._by_session[session_id]
+                group = self._session_groups[session_id] = CounterGroup(
+                    k for r in peers for k in self._own(id(r))
+                )
+            taken = TakenKeys(group, self._own(root_id))
+        else:
+            taken = NOTHING_TAKEN
+        self._taken[root_id] = taken
+        return taken
 
 
 def counter_scopes(
@@ -131,36 +174,10 @@ def counter_scopes(
     scopes: dict[str, str],
     shared_sessions: set[str],
     server_groups: dict[tuple[str, int], CounterGroup],
-) -> dict[int, TakenKeys]:
+) -> CounterExclusions:
     """Per logical stream, the keys other streams took (PROFILE.md, "Event IDs": with a
     shared counter a value is missing only if it appears on no stream of the capture). Which
     counters are shared was decided over every stream of the scan (:mod:`.front`)."""
-    logical: dict[int, StreamRecord] = {}
-    keys: dict[int, set] = defaultdict(set)
     for s in streams:
-        root = s.logical
-        logical[id(root)] = root
-        keys[id(root)].update(e.key for e in s.id_events() if e.key is not None)
-    by_session: dict[str, list[StreamRecord]] = defaultdict(list)
-    for root in logical.values():
-        by_session[root.session.session_id].append(root)
-    session_groups: dict[str, CounterGroup] = {}
-    exclusions: dict[int, TakenKeys] = {}
-    for root in logical.values():
-        session_id = root.session.session_id
-        root.session.counter_scope = scopes.get(session_id, "unknown")
-        own = frozenset(keys[id(root)])
-        server_group = server_groups.get(root.connection.server)
-        if server_group is not None:
-            exclusions[id(root)] = TakenKeys(server_group, own)
-        elif session_id in shared_sessions:
-            group = session_groups.get(session_id)
-            if group is None:
-                peers = by_session[session_id]
-                group = session_groups[session_id] = CounterGroup(
-                    k for r in peers for k in keys[id(r)]
-                )
-            exclusions[id(root)] = TakenKeys(group, own)
-        else:
-            exclusions[id(root)] = NOTHING_TAKEN
-    return exclusions
+        s.session.counter_scope = scopes.get(s.session.session_id, "unknown")
+    return CounterExclusions(streams, shared_sessions, server_groups)

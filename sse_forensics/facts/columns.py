@@ -1,0 +1,329 @@
+"""The per-event facts of a partition as polars expressions: the ``events`` and ``signals``
+tables, each stream's counts, and which streams need their events judged one by one.
+
+Most streams of a capture are contiguous and unremarkable; their events never become Python
+objects. Only the streams this module flags (an ID jump, a ``stream-gap`` signal, opaque IDs
+with a producer order to check) and the resumes are judged record by record
+(:mod:`.gaps`, :mod:`.replays`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import polars as pl
+
+from sse_forensics.facts.front import event_keys
+from sse_forensics.facts.ids import IdCodec
+from sse_forensics.facts.model import StreamRecord, evidence
+from sse_forensics.facts.signals import STREAM_GAP
+from sse_forensics.facts.tables import TABLE_SCHEMAS
+from sse_forensics.provenance import Origin
+
+Key = tuple[int, int]
+
+
+def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
+    """One row per stream, in time order (``rank``), with the columns every row about it
+    carries (``_common`` in :mod:`.build`)."""
+    cols: dict[str, list] = {
+        "conn_id": [],
+        "ex_index": [],
+        "rank": [],
+        "session_id": [],
+        "stream": [],
+        "response_stream": [],
+        "session_inferred": [],
+        "stream_label": [],
+        "response_label": [],
+        "id_scheme": [],
+        "counter_scope": [],
+        "community_id": [],
+        "client_ip": [],
+        "client_port": [],
+        "server_ip": [],
+        "server_port": [],
+        "root_conn": [],
+        "root_index": [],
+    }
+    for n, s in enumerate(streams):
+        conn = s.connection
+        root = s.logical
+        cols["conn_id"].append(s.exchange.connection_id)
+        cols["ex_index"].append(s.exchange.index)
+        cols["rank"].append(n)
+        cols["session_id"].append(s.session.session_id)
+        cols["stream"].append(root.key)
+        cols["response_stream"].append(s.key)
+        cols["session_inferred"].append(s.session.inferred)
+        cols["stream_label"].append(root.label)
+        cols["response_label"].append(s.label)
+        cols["id_scheme"].append(s.session.id_scheme)
+        cols["counter_scope"].append(s.session.counter_scope)
+        cols["community_id"].append(conn.community_id)
+        cols["client_ip"].append(conn.client[0])
+        cols["client_port"].append(conn.client[1])
+        cols["server_ip"].append(conn.server[0])
+        cols["server_port"].append(conn.server[1])
+        cols["root_conn"].append(root.exchange.connection_id)
+        cols["root_index"].append(root.exchange.index)
+    return pl.DataFrame(
+        cols,
+        schema={
+            "conn_id": pl.Int64,
+            "ex_index": pl.Int64,
+            "rank": pl.Int64,
+            "session_id": pl.String,
+            "stream": pl.String,
+            "response_stream": pl.String,
+            "session_inferred": pl.Boolean,
+            "stream_label": pl.String,
+            "response_label": pl.String,
+            "id_scheme": pl.String,
+            "counter_scope": pl.String,
+            "community_id": pl.String,
+            "client_ip": pl.String,
+            "client_port": pl.Int64,
+            "server_ip": pl.String,
+            "server_port": pl.Int64,
+            "root_conn": pl.Int64,
+            "root_index": pl.Int64,
+        },
+    )
+
+
+@dataclass(slots=True)
+class StreamCounts:
+    events: int = 0
+    data: int = 0
+    first_id: str | None = None
+    last_id: str | None = None
+
+
+@dataclass(slots=True)
+class EventColumns:
+    """What :func:`event_columns` computes for one partition."""
+
+    events: pl.DataFrame  # the partition's stream events, keyed, in stream time order
+    counts: dict[Key, StreamCounts]
+    to_judge: set[Key]  # streams whose events need judging one by one (live gaps)
+
+
+def event_columns(
+    events: pl.DataFrame,
+    frame: pl.DataFrame,
+    codecs: dict[str, IdCodec],
+    logged: set[Key],
+) -> EventColumns:
+    """``events``: the partition's evidence events; ``frame``: :func:`stream_frame`;
+    ``logged``: streams an event log describes (producer order to check)."""
+    stream_events = (
+        events.join(
+            frame.select("conn_id", "ex_index", "rank", pl.col("session_id").alias("session_k")),
+            on=["conn_id", "ex_index"],
+            how="inner",
+        )
+        .drop("session")
+        .rename({"session_k": "session"})
+        .sort("rank", "position")
+    )
+    keyed = event_keys(stream_events, codecs)
+    carries = pl.col("id_field").fill_null("") != ""
+    counts_df = keyed.group_by("conn_id", "ex_index").agg(
+        pl.len().alias("n"),
+        (pl.col("kind") == "data").sum().alias("data"),
+        pl.col("id_field").filter(carries).first().alias("first_id"),
+        pl.col("id_field").filter(carries).last().alias("last_id"),
+    )
+    counts = {(c, i): StreamCounts(n, d, f, la) for c, i, n, d, f, la in counts_df.iter_rows()}
+    to_judge = _to_judge(keyed, frame, codecs, logged)
+    return EventColumns(keyed, counts, to_judge)
+
+
+def _to_judge(
+    keyed: pl.DataFrame, frame: pl.DataFrame, codecs: dict[str, IdCodec], logged: set[Key]
+) -> set[Key]:
+    """Streams :func:`~.gaps.live_gaps` could find a gap in: a counter that jumps past its
+    high-water mark within a run of one prefix (``gaps._advances``), a ``stream-gap``
+    signal, or opaque IDs with an event log's producer order."""
+    numbered = keyed.filter(
+        (pl.col("id_field").fill_null("") != "")
+        & (pl.col("kind") != "signal")
+        & pl.col("seq").is_not_null()
+    )
+    run = (pl.col("prefix") != pl.col("prefix").shift(1)).fill_null(True).cum_sum()
+    numbered = numbered.with_columns(run.over("conn_id", "ex_index").alias("run"))
+    high = pl.col("seq").cum_max().shift(1).over("conn_id", "ex_index", "run")
+    jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
+    out = set(jumps.iter_rows())
+    signals = keyed.filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
+    out.update(signals.select("conn_id", "ex_index").unique().iter_rows())
+    opaque = {s for s, c in codecs.items() if not c.arithmetic}
+    if logged and opaque:
+        for c, i, session in frame.select("conn_id", "ex_index", "session_id").iter_rows():
+            if (c, i) in logged and session in opaque:
+                out.add((c, i))
+    return out
+
+
+def _cite(src: str | None, num: int | None, ts: float | None, kind: str | None, what: str):
+    origin = Origin(src, num, ts, kind) if src is not None else None  # type: ignore[arg-type]
+    return evidence(origin, what)
+
+
+def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
+    """The ``events`` fact table: one row per SSE event, with whether its ID repeats or goes
+    backwards within the response (``id_order``; WHATWG IDs are a cursor: a client resuming
+    from a repeated or older ID asks for events again)."""
+    ev = cols.events.with_row_index("row")
+    considered = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
+    c = ev.filter(considered)
+    by = ["conn_id", "ex_index"]
+    c = c.with_columns(
+        pl.col("prefix").shift(1).over(by).alias("p_prefix"),
+        pl.col("seq").shift(1).over(by).alias("p_seq"),
+        pl.col("row").shift(1).over(by).alias("p_row"),
+        pl.col("row").first().over(*by, "id_field").alias("first_row"),
+    )
+    keyed_pair = pl.col("seq").is_not_null() & pl.col("p_seq").is_not_null()
+    same_prefix = pl.col("prefix") == pl.col("p_prefix")
+    back = keyed_pair & same_prefix & (pl.col("seq") <= pl.col("p_seq"))
+    repeat_or_back = (
+        pl.when(pl.col("seq") == pl.col("p_seq"))
+        .then(pl.lit("repeat"))
+        .otherwise(pl.lit("backwards"))
+    )
+    seen_before = pl.col("p_row").is_not_null() & (pl.col("first_row") != pl.col("row"))
+    c = c.with_columns(
+        pl.when(back)
+        .then(repeat_or_back)
+        .when(~keyed_pair & seen_before)
+        .then(pl.lit("repeat"))
+        .alias("id_order"),
+        pl.when(back)
+        .then(pl.col("p_row"))
+        .when(~keyed_pair & seen_before)
+        .then(pl.col("first_row"))
+        .alias("prev_row"),
+    )
+    flagged = c.filter(pl.col("id_order").is_not_null()).select("row", "id_order", "prev_row")
+    ev = ev.join(flagged, on="row", how="left").with_columns(pl.col("id_order").fill_null("ok"))
+    # The evidence of the few out-of-order events, cited the way every finding cites.
+    prev = ev.select(
+        pl.col("row").alias("prev_row"),
+        pl.col("id_field").alias("previous_id"),
+        pl.col("first_src").alias("p_src"),
+        pl.col("first_num").alias("p_num"),
+        pl.col("first_ts").alias("p_ts"),
+        pl.col("first_kind").alias("p_kind"),
+    )
+    ev = ev.join(prev, on="prev_row", how="left")
+    texts: dict[int, str] = {}
+    for row in ev.filter(pl.col("prev_row").is_not_null()).iter_rows(named=True):
+        texts[row["row"]] = orjson.dumps(
+            [
+                _cite(
+                    row["p_src"],
+                    row["p_num"],
+                    row["p_ts"],
+                    row["p_kind"],
+                    f"earlier event id {row['previous_id']}",
+                ),
+                _cite(
+                    row["first_src"],
+                    row["first_num"],
+                    row["first_ts"],
+                    row["first_kind"],
+                    f"then id {row['id_field']} ({row['id_order']})",
+                ),
+            ]
+        ).decode()
+    evidence_col = (
+        pl.col("row").replace_strict(
+            list(texts), list(texts.values()), default="[]", return_dtype=pl.String
+        )
+        if texts
+        else pl.lit("[]")
+    )
+    out = ev.join(
+        frame.drop("rank", "root_conn", "root_index"), on=["conn_id", "ex_index"], how="left"
+    ).sort("row")
+    return out.select(
+        pl.col("session_id"),
+        pl.col("stream"),
+        pl.col("response_stream"),
+        pl.col("position"),
+        pl.col("id"),
+        pl.col("id_field"),
+        pl.col("event"),
+        pl.col("kind"),
+        pl.col("data").str.len_chars().cast(pl.Int64).alias("data_bytes"),
+        pl.col("rpc_method"),
+        pl.col("rpc_id"),
+        pl.col("first_src").alias("source"),
+        pl.col("first_num").alias("frame_first"),
+        pl.col("last_num").alias("frame_last"),
+        pl.col("first_ts").alias("ts_first"),
+        pl.col("last_ts").alias("ts_last"),
+        pl.col("start").alias("offset_start"),
+        pl.col("end").alias("offset_end"),
+        pl.col("id_order"),
+        pl.col("previous_id"),
+        pl.col("session_inferred"),
+        pl.col("stream_label"),
+        pl.col("response_label"),
+        pl.col("id_scheme"),
+        pl.col("counter_scope"),
+        evidence_col.alias("evidence"),
+        pl.col("community_id"),
+        pl.col("client_ip"),
+        pl.col("client_port"),
+        pl.col("server_ip"),
+        pl.col("server_port"),
+    ).select(list(TABLE_SCHEMAS["events"]))
+
+
+def signal_rows(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
+    """The signal events (``signals`` table rows other than 410 and no-store)."""
+    sig = cols.events.filter((pl.col("kind") == "signal") & pl.col("sig_valid").is_not_null())
+    return sig.join(
+        frame.select("conn_id", "ex_index", "session_id", "stream", "response_stream"),
+        on=["conn_id", "ex_index"],
+        how="left",
+    ).select(
+        "session_id",
+        "stream",
+        "response_stream",
+        pl.col("event").alias("kind"),
+        pl.col("sig_first").alias("first"),
+        pl.col("sig_last").alias("last"),
+        pl.col("sig_valid").alias("valid"),
+        "position",
+        pl.col("first_src").alias("source"),
+        pl.col("first_num").alias("frame"),
+        pl.col("first_ts").alias("ts"),
+        "rank",
+    )
+
+
+def answered_by_root(cols: EventColumns, frame: pl.DataFrame) -> dict[Key, set[str | None]]:
+    """JSON-RPC ids answered (response or error) on each logical stream, by its root's
+    exchange."""
+    answers = cols.events.filter(
+        pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
+    ).join(
+        frame.select("conn_id", "ex_index", "root_conn", "root_index"),
+        on=["conn_id", "ex_index"],
+        how="inner",
+    )
+    out: dict[Key, set[str | None]] = {}
+    for kind, rpc_id, more, rc, ri in answers.select(
+        "rpc_kind", "rpc_id", "rpc_more", "root_conn", "root_index"
+    ).iter_rows():
+        ids = out.setdefault((rc, ri), set())
+        if kind in ("response", "error"):
+            ids.add(rpc_id)
+        if more:
+            ids.update(i for k, _m, i in orjson.loads(more) if k in ("response", "error"))
+    return out
