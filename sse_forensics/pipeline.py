@@ -33,6 +33,7 @@ from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.front import EVENT_COLUMNS, EXCHANGE_COLUMNS, Front, compute_front
 from sse_forensics.facts.load import load_connections, load_exchanges
+from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
 from sse_forensics.ingest.packets import Frame
@@ -215,8 +216,33 @@ def analyze_partition(
     the scan's cross-session facts in, fact tables and findings out) that a worker process —
     or a cluster task — can run."""
     with _scan_gc():
+        sessions, latest_post = session_table(exchanges, front.dropped)
+        if not keep_records:
+            # Exchanges the judgements read one by one: streams and resumes, requests with a
+            # JSON-RPC call, and log exchanges folded into captured ones. The rest count
+            # only in the sessions table.
+            folded = [k for pair in front.folds.items() for k in pair]
+            keys = pl.DataFrame(
+                folded, schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
+            )
+            wanted = (
+                pl.col("event_stream")
+                | pl.col("last_event_id").is_not_null()
+                | pl.col("req_rpc").is_not_null()
+            )
+            exchanges = pl.concat(
+                [
+                    exchanges.filter(wanted),
+                    exchanges.join(keys, on=["conn_id", "index"], how="semi"),
+                ]
+            ).unique(["conn_id", "index"], keep="first")
+        connections = connections.join(
+            exchanges.select("conn_id").unique(), on="conn_id", how="semi"
+        )
         records = load_exchanges(exchanges, events)
-        facts = build_facts(records, load_connections(connections), front, events)
+        facts = build_facts(
+            records, load_connections(connections), front, events, sessions, latest_post
+        )
         findings, _ = evaluate(rules, facts.tables, provided)
     return PartitionResult(facts.tables, findings, facts if keep_records else None)
 

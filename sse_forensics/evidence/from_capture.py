@@ -113,6 +113,8 @@ def connection_row(conn: Connection, buf: dict[str, list[Any]], from_log: bool =
     buf["server_ip"].append(conn.server[0])
     buf["server_port"].append(conn.server[1])
     buf["from_log"].append(from_log)
+    put_origin(buf, "first", conn.first)
+    put_origin(buf, "last", conn.last)
     # The TCP expert analysis (windows, stalls, FIN/RST, missing spans) is a handful of
     # records per connection read only by cause attribution and the per-session views: it
     # travels whole rather than as tables of its own.

@@ -18,19 +18,22 @@ across runs, and never mistaken for a TCP flow.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field
 
 import orjson
 import polars as pl
 
 from sse_forensics.evidence.sessions import explicit_session, inferred_session
-from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
+from sse_forensics.evidence.tables import (
+    ConnectionColumns,
+    EventColumns,
+    ExchangeColumns,
+    put_origin,
+)
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
 from sse_forensics.ingest.logs.model import LogSet
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.flows import Connection
 
 # An access line is written when the response ends; its request began request_time before.
 # Without request_time, a line matches records up to this long before it.
@@ -225,20 +228,6 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
     return matched
 
 
-def _log_connection(conn_id: int, label: str, client: str, first: Origin, last: Origin) -> bytes:
-    return pickle.dumps(
-        Connection(
-            id=conn_id,
-            client=(client, 0),
-            server=(LOG_HOST, 0),
-            community_id=f"log:{label}",
-            first=first,
-            last=last,
-        ),
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
-
-
 def log_evidence(logs: LogSet, first_conn_id: int, config: AnalysisConfig) -> LogEvidence:
     """Evidence rows for everything the logs describe; pseudo-connections numbered from
     ``first_conn_id``."""
@@ -324,7 +313,9 @@ def _append_connection(
     buf["server_ip"].append(LOG_HOST)
     buf["server_port"].append(0)
     buf["from_log"].append(True)
-    buf["state"].append(_log_connection(conn_id, label, client, first, last))
+    put_origin(buf, "first", first)
+    put_origin(buf, "last", last)
+    buf["state"].append(None)
 
 
 def _event_log_exchanges(

@@ -125,9 +125,10 @@ def get_origin(row: Mapping[str, Any], prefix: str) -> Origin | None:
 
 
 class ConnectionColumns(Columns):
-    """One TCP connection (or log pseudo-connection). ``state`` holds what only the
-    per-connection views and cause attribution read (TCP expert analysis, FIN/RST origins,
-    missing spans): a serialised :class:`~sse_forensics.reassembly.flows.Connection`."""
+    """One TCP connection (or log pseudo-connection) and its first and last frame. ``state``
+    holds what only the per-connection views and cause attribution read of a TCP connection
+    (expert analysis, FIN/RST origins, missing spans): a serialised
+    :class:`~sse_forensics.reassembly.flows.Connection`."""
 
     name: ClassVar[str] = "connections"
     conn_id: int
@@ -137,7 +138,15 @@ class ConnectionColumns(Columns):
     server_ip: str
     server_port: int
     from_log: bool
-    state: bytes | None
+    first_src: str
+    first_num: int
+    first_ts: float
+    first_kind: str
+    last_src: str
+    last_num: int
+    last_ts: float
+    last_kind: str
+    state: bytes | None  # None for a log pseudo-connection: the columns say it all
 
 
 class ExchangeColumns(Columns):

@@ -16,6 +16,7 @@ from sse_forensics.facts.columns import (
     answered_by_root,
     event_columns,
     events_table,
+    keyed_roots,
     signal_rows,
     stream_frame,
 )
@@ -32,10 +33,11 @@ from sse_forensics.facts.model import (
     evidence_json,
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
-from sse_forensics.facts.requests import RequestIndex, collect_requests, posts_by_session
-from sse_forensics.facts.sessions import session_records
+from sse_forensics.facts.requests import RequestIndex, collect_requests
+from sse_forensics.facts.sessions import by_exchange as exchange_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
+    CounterExclusions,
     assign_ids,
     build_streams,
     counter_scopes,
@@ -65,25 +67,32 @@ def build_facts(
     connections: dict[int, Connection],
     front: Front,
     events: pl.DataFrame | None = None,
+    sessions: dict[str, SessionRecord] | None = None,
+    latest_post: dict[str, float] | None = None,
 ) -> Facts:
     """The fact tables of one partition: its exchanges, their events (the ``events``
     evidence table), the connections they sit on, and what the whole scan decided across
     sessions (:mod:`.front`)."""
     if events is None:
         events = EventColumns.frame()
-    by_exchange, sessions = session_records(all_exchanges)
+    sessions = {} if sessions is None else sessions
+    for ex in all_exchanges:  # a session the table did not list (records built by hand)
+        if ex.session not in sessions:
+            sessions[ex.session] = SessionRecord(ex.session, ex.session_inferred, ex.session_how)
+    by_exchange = exchange_sessions(all_exchanges, sessions)
     exchanges, disagreements = join_logs(all_exchanges, by_exchange, front.folds, front.dropped)
     streams = build_streams(exchanges, connections, by_exchange)
     codecs = assign_ids(streams, front.codecs)  # before any event is read: keys need it
     link_resumes(streams, front.links)
-    taken = counter_scopes(streams, front.scopes, front.shared_session, front.server_groups)
+    counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
-    requests = RequestIndex(
-        collect_requests(exchanges, by_exchange), posts_by_session(exchanges, by_exchange)
-    )
+    requests = RequestIndex(collect_requests(exchanges, by_exchange), latest_post)
     frame_ = stream_frame(streams)
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
     cols = event_columns(events, frame_, codecs, logged)
+    taken = CounterExclusions(
+        streams, front.shared_session, front.server_groups, keyed_roots(cols, frame_)
+    )
     judge = ReplayJudge(index, codecs, requests, front.foreign, first_seen_in=_replayed_in(cols))
 
     gaps: list[GapRecord] = []
@@ -154,8 +163,8 @@ def build_facts(
 
 
 def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key]]:
-    """The streams holding a data event with one of the given (ID, data) pairs: where a
-    replayed event may have been sent first (:class:`.replays.ReplayJudge`)."""
+    """The streams holding the first data event (in time order) with one of the given (ID,
+    data) pairs: where a replayed event was sent first (:class:`.replays.ReplayJudge`)."""
 
     def holders(pairs: set[tuple[str, str]]) -> set[Key]:
         if not pairs:
@@ -163,8 +172,10 @@ def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key
         wanted = pl.DataFrame(
             list(pairs), schema={"id_field": pl.String, "data": pl.String}, orient="row"
         )
-        found = cols.events.filter(pl.col("kind") == "data").join(
-            wanted, on=["id_field", "data"], how="semi"
+        found = (
+            cols.events.filter(pl.col("kind") == "data")
+            .join(wanted, on=["id_field", "data"], how="semi")
+            .unique(["id_field", "data"], keep="first", maintain_order=True)
         )
         return set(found.select("conn_id", "ex_index").unique().iter_rows())
 

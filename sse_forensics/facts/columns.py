@@ -167,6 +167,28 @@ def _to_judge(
     return out
 
 
+def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
+    """``session_id, root_conn, root_index, prefix, seq`` of every keyed ID-carrying event
+    (signals included), distinct: what each logical stream's counter took, under the
+    session of the logical stream (its root)."""
+    root_session = frame.select(
+        pl.col("conn_id").alias("root_conn"),
+        pl.col("ex_index").alias("root_index"),
+        "session_id",
+    )
+    return (
+        cols.events.filter((pl.col("id_field").fill_null("") != "") & pl.col("seq").is_not_null())
+        .join(
+            frame.select("conn_id", "ex_index", "root_conn", "root_index"),
+            on=["conn_id", "ex_index"],
+            how="inner",
+        )
+        .join(root_session, on=["root_conn", "root_index"], how="left")
+        .select("session_id", "root_conn", "root_index", "prefix", "seq")
+        .unique()
+    )
+
+
 def _cite(src: str | None, num: int | None, ts: float | None, kind: str | None, what: str):
     origin = Origin(src, num, ts, kind) if src is not None else None  # type: ignore[arg-type]
     return evidence(origin, what)

@@ -24,9 +24,21 @@ from sse_forensics.sse import SSEEvent
 
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
     out: dict[int, Connection] = {}
-    for conn_id, state in connections.select("conn_id", "state").iter_rows():
-        if conn_id not in out:
-            out[conn_id] = pickle.loads(state)
+    for row in connections.iter_rows(named=True):
+        conn_id = row["conn_id"]
+        if conn_id in out:
+            continue
+        if row["state"] is not None:
+            out[conn_id] = pickle.loads(row["state"])
+        else:
+            out[conn_id] = Connection(
+                id=conn_id,
+                client=(row["client_ip"], row["client_port"]),
+                server=(row["server_ip"], row["server_port"]),
+                community_id=row["community_id"],
+                first=get_origin(row, "first"),  # type: ignore[arg-type]
+                last=get_origin(row, "last"),  # type: ignore[arg-type]
+            )
     return out
 
 

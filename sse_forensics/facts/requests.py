@@ -41,18 +41,6 @@ class RequestRecord:
         return self.origin.ts
 
 
-def posts_by_session(
-    exchanges: list[ExchangeRecord], sessions: dict[tuple[int, int], SessionRecord]
-) -> dict[int, list[float]]:
-    out: dict[int, list[float]] = defaultdict(list)
-    for ex in exchanges:
-        if ex.request is not None and ex.request.method.upper() == "POST":
-            session = sessions.get((ex.connection_id, ex.index))
-            if session is not None:
-                out[id(session)].append(ex.request.origin.ts)
-    return out
-
-
 def collect_requests(
     exchanges: list[ExchangeRecord], sessions: dict[tuple[int, int], SessionRecord]
 ) -> list[RequestRecord]:
@@ -82,17 +70,16 @@ class RequestIndex:
     def __init__(
         self,
         requests: list[RequestRecord],
-        posts: dict[int, list[float]] | None = None,
+        latest_post: dict[str, float] | None = None,
     ) -> None:
         self.requests = requests
         # Start times of every POST per session (id of its SessionRecord), bodies or not.
-        self.posts = posts or {}
+        self.latest_post = latest_post or {}
         self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
         self._by_session: dict[int, list[RequestRecord]] = defaultdict(list)  # time order
         for r in requests:
             self._by_exchange[id(r.exchange)].append(r)
             self._by_session[id(r.session)].append(r)
-        self._latest_post = {k: max(v) for k, v in self.posts.items() if v}
 
     def originating(self, stream: StreamRecord) -> list[RequestRecord]:
         """The JSON-RPC request(s) whose result the logical stream carries (the POST that
@@ -101,7 +88,7 @@ class RequestIndex:
 
     def post_after(self, stream: StreamRecord, ts: float) -> bool:
         """Any later POST in the session: all an access log can show of a re-issue."""
-        latest = self._latest_post.get(id(stream.session))
+        latest = self.latest_post.get(stream.session.session_id)
         return latest is not None and latest > ts
 
     def reissue_after(self, stream: StreamRecord, ts: float) -> RequestRecord | None:

@@ -8,10 +8,10 @@ connection.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import polars as pl
 
 from sse_forensics.facts.front import label_of
-from sse_forensics.facts.ids import IdCodec
+from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import (
     ExchangeRecord,
     SessionRecord,
@@ -113,36 +113,42 @@ def assign_ids(streams: list[StreamRecord], codecs: dict[str, IdCodec]) -> dict[
 
 class CounterExclusions:
     """Per logical stream (by ``id`` of its root), the keys other streams took: built on
-    first use, since only the streams that are judged one by one ask."""
+    first use from the keyed event columns (:mod:`.columns`), since only the streams that
+    are judged one by one ask."""
 
     def __init__(
         self,
         streams: list[StreamRecord],
         shared_sessions: set[str],
         server_groups: dict[tuple[str, int], CounterGroup],
+        keyed: pl.DataFrame,
     ) -> None:
+        """``keyed``: ``session_id, root_conn, root_index, prefix, seq`` of every keyed
+        ID-carrying event of the partition."""
         self._roots: dict[int, StreamRecord] = {}
-        self._members: dict[int, list[StreamRecord]] = defaultdict(list)
-        self._by_session: dict[str, list[StreamRecord]] = defaultdict(list)
         for s in streams:
-            root = s.logical
-            if id(root) not in self._roots:
-                self._roots[id(root)] = root
-                self._by_session[root.session.session_id].append(root)
-            self._members[id(root)].append(s)
+            self._roots.setdefault(id(s.logical), s.logical)
         self._shared_sessions = shared_sessions
         self._server_groups = server_groups
-        self._keys: dict[int, frozenset] = {}
+        self._keyed = keyed
+        self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
         self._taken: dict[int, TakenKeys] = {}
 
-    def _own(self, root_id: int) -> frozenset:
-        own = self._keys.get(root_id)
-        if own is None:
-            own = self._keys[root_id] = frozenset(
-                e.key for s in self._members[root_id] for e in s.id_events() if e.key is not None
-            )
-        return own
+    def _session_keys(self, session_id: str) -> pl.DataFrame:
+        if self._by_session is None:
+            self._by_session = {
+                key[0]: df  # type: ignore[misc]
+                for key, df in self._keyed.partition_by("session_id", as_dict=True).items()
+            }
+        return self._by_session.get(session_id, self._keyed.clear())
+
+    def _own(self, root: StreamRecord) -> frozenset:
+        rows = self._session_keys(root.session.session_id).filter(
+            (pl.col("root_conn") == root.exchange.connection_id)
+            & (pl.col("root_index") == root.exchange.index)
+        )
+        return frozenset(IdKey(p, q) for p, q in rows.select("prefix", "seq").iter_rows())
 
     def get(self, root_id: int, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
         taken = self._taken.get(root_id)
@@ -154,30 +160,24 @@ class CounterExclusions:
         session_id = root.session.session_id
         server_group = self._server_groups.get(root.connection.server)
         if server_group is not None:
-            taken = TakenKeys(server_group, self._own(root_id))
+            taken = TakenKeys(server_group, self._own(root))
         elif session_id in self._shared_sessions:
             group = self._session_groups.get(session_id)
             if group is None:
-                peers = self._by_session[session_id]
-                group = self._session_groups[session_id] = CounterGroup(
-                    k for r in peers for k in self._own(id(r))
+                keys = self._session_keys(session_id)
+                group = self._session_groups[session_id] = CounterGroup.from_arrays(
+                    keys.get_column("prefix").to_list(), keys.get_column("seq").to_numpy()
                 )
-            taken = TakenKeys(group, self._own(root_id))
+            taken = TakenKeys(group, self._own(root))
         else:
             taken = NOTHING_TAKEN
         self._taken[root_id] = taken
         return taken
 
 
-def counter_scopes(
-    streams: list[StreamRecord],
-    scopes: dict[str, str],
-    shared_sessions: set[str],
-    server_groups: dict[tuple[str, int], CounterGroup],
-) -> CounterExclusions:
-    """Per logical stream, the keys other streams took (PROFILE.md, "Event IDs": with a
-    shared counter a value is missing only if it appears on no stream of the capture). Which
-    counters are shared was decided over every stream of the scan (:mod:`.front`)."""
+def counter_scopes(streams: list[StreamRecord], scopes: dict[str, str]) -> None:
+    """Each session's counter scope (PROFILE.md, "Event IDs": with a shared counter a value
+    is missing only if it appears on no stream of the capture), as decided over every stream
+    of the scan (:mod:`.front`)."""
     for s in streams:
         s.session.counter_scope = scopes.get(s.session.session_id, "unknown")
-    return CounterExclusions(streams, shared_sessions, server_groups)
