@@ -1,0 +1,125 @@
+"""The shape of the cost: twice the input costs about twice the Python work, never four times
+(issue: "A test with a small input checks the *shape* ... so quadratic code cannot come back
+unnoticed"). Counted in Python function calls (cProfile), not seconds: the count does not
+depend on the machine or its load. Speed itself is measured in ``benchmarks/``."""
+
+from __future__ import annotations
+
+import cProfile
+import importlib.util
+import json
+import pstats
+import random
+import sys
+from pathlib import Path
+
+from sse_forensics.pipeline import LogOptions, scan_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+# Per doubling of the input; a loop over all rows inside a loop over rows gives ~4.
+MAX_GROWTH = 2.3
+ACCESS_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+
+
+def _calls(paths: list[str], logs: LogOptions | None = None) -> int:
+    profile = cProfile.Profile()
+    profile.enable()
+    result = scan_paths(paths, logs=logs)
+    profile.disable()
+    assert result.findings  # the inputs hold planted incidents: the scan judged them
+    return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+
+
+def _logs(tmp: Path, sessions: int) -> list[str]:
+    """Production-shaped server logs: each session opens tool-call streams with a counter
+    shared by the session; some streams are cut and resumed, some resumes jump."""
+    rnd = random.Random(7)
+    events, access = [], []
+    t0 = 1796083200.0
+    for n in range(sessions):
+        sid = f"{rnd.getrandbits(64):016x}"
+        t = t0 + n * 10.0
+        counter = 0
+        for c in range(3):
+            stream, request = f"{sid}-{c}", f"r{n}-{c}"
+            written = []
+            for _ in range(20):
+                counter += 1
+                t += 0.01
+                for kind in ("emitted", "written"):
+                    events.append(
+                        {
+                            "ts": t,
+                            "session": sid,
+                            "stream": stream,
+                            "event_id": str(counter),
+                            "kind": kind,
+                            "request": request,
+                        }
+                    )
+                written.append(counter)
+            if c == 1:  # cut after 10, resumed; every fourth resume skips five events
+                cut = written[9]
+                events = [
+                    e
+                    for e in events
+                    if not (
+                        e["stream"] == stream
+                        and e["kind"] == "written"
+                        and int(e["event_id"]) > cut
+                    )
+                ]
+                start = cut + (6 if n % 4 == 0 else 1)
+                for eid in range(start, written[-1] + 1):
+                    t += 0.001
+                    events.append(
+                        {
+                            "ts": t,
+                            "session": sid,
+                            "stream": stream,
+                            "event_id": str(eid),
+                            "kind": "written",
+                            "request": f"{request}-resume",
+                            "last_event_id": str(cut),
+                        }
+                    )
+                stamp = "01/Dec/2026:00:00:00 +0000"
+                access.append(
+                    f'10.0.0.{n % 250} - - [{stamp}] "GET /mcp HTTP/1.1" 200 900 "-" "x" '
+                    f'"{cut}" "{sid}" 0.5\n'
+                )
+    events.sort(key=lambda e: e["ts"])
+    ev = tmp / f"events-{sessions}.jsonl"
+    ev.write_text("".join(json.dumps(e) + "\n" for e in events))
+    ac = tmp / f"access-{sessions}.log"
+    ac.write_text("".join(access))
+    return [str(ac), str(ev)]
+
+
+def test_logs_cost_grows_linearly(tmp_path: Path) -> None:
+    options = LogOptions(ACCESS_FORMAT)
+    small = _calls(_logs(tmp_path, 120), options)
+    large = _calls(_logs(tmp_path, 240), options)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_capture_cost_grows_linearly(tmp_path: Path) -> None:
+    """Same connections and sessions, twice the streams and events on each: per-session
+    work must not walk every stream of the session for every stream."""
+    spec = importlib.util.spec_from_file_location(
+        "make_capture", ROOT / "benchmarks" / "make_capture.py"
+    )
+    assert spec and spec.loader
+    make_capture = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = make_capture  # its dataclasses look themselves up there
+    spec.loader.exec_module(make_capture)
+    small_pcap, large_pcap = tmp_path / "small.pcap", tmp_path / "large.pcap"
+    make_capture.write_capture(small_pcap, packets=6000, seed=3)
+    make_capture.write_capture(large_pcap, packets=12000, seed=3)
+    small = _calls([str(small_pcap)])
+    large = _calls([str(large_pcap)])
+    assert large / small <= MAX_GROWTH, (small, large)
