@@ -254,7 +254,15 @@ def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     servers = store.columns(ConnectionColumns, ["conn_id", "server_ip", "server_port"]).unique(
         "conn_id"
     )
-    return compute_front(exchanges, events, servers, config, store.buckets)
+
+    def data_of(ids: list[str]) -> pl.DataFrame:
+        return store.columns(
+            EventColumns,
+            ["conn_id", "ex_index", "position", "data"],
+            pl.col("id_field").is_in(ids),
+        )
+
+    return compute_front(exchanges, events, servers, config, store.buckets, data_of)
 
 
 def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:

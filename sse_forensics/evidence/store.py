@@ -160,12 +160,20 @@ class EvidenceStore:
             out.append(concat(frames, table))
         return out[0], out[1], out[2]
 
-    def columns(self, table: type[Columns], columns: list[str]) -> pl.DataFrame:
-        """``columns`` of ``table`` over every bucket (only those columns are read back)."""
+    def columns(
+        self, table: type[Columns], columns: list[str], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
+        """``columns`` of ``table`` over every bucket, of the rows ``where`` selects (only
+        those are read back)."""
         frames = []
         for part in self._parts:
-            frames.extend(pl.read_parquet(p, columns=columns) for p in part.files[table.name])
-            frames.extend(b.select(columns) for b in part.batches[table.name])
+            for p in part.files[table.name]:
+                lazy = pl.scan_parquet(p)
+                if where is not None:
+                    lazy = lazy.filter(where)
+                frames.append(lazy.select(columns).collect())
+            for b in part.batches[table.name]:
+                frames.append((b.filter(where) if where is not None else b).select(columns))
         frames = [f for f in frames if f.height]
         if not frames:
             return pl.DataFrame(schema={c: table.schema()[c] for c in columns})

@@ -22,6 +22,7 @@ another session's events).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -34,6 +35,8 @@ from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]  # (connection, exchange index)
+DataOf = Callable[[list[str]], pl.DataFrame]
+"""Reads back ``conn_id, ex_index, position, data`` of the events with the given IDs."""
 Server = tuple[str, int]
 # A stream with fewer ID-carrying events says nothing about whether its counter is shared.
 MIN_VALUES_TO_JUDGE = 2
@@ -67,7 +70,6 @@ EVENT_COLUMNS = [
     "position",
     "id_field",
     "kind",
-    "data",
     "first_src",
     "first_num",
     "first_ts",
@@ -437,6 +439,7 @@ def compute_front(
     servers: pl.DataFrame,
     config: AnalysisConfig,
     buckets: int,
+    data_of: DataOf,
 ) -> Front:
     """``exchanges``/``events``: every partition's rows (:data:`EXCHANGE_COLUMNS`,
     :data:`EVENT_COLUMNS`); ``servers``: ``conn_id, server_ip, server_port``."""
@@ -608,26 +611,37 @@ def compute_front(
         front.scopes[session] = scope
 
     # First sightings of replayed data events, when another task holds them.
-    front.foreign = _foreign(stream_events, streams, exchanges, picks, key_of_rank, front, buckets)
+    front.foreign = _foreign(stream_events, exchanges, picks, key_of_rank, front, buckets, data_of)
     return front
 
 
 def _foreign(
     stream_events: pl.DataFrame,
-    streams: pl.DataFrame,
     exchanges: pl.DataFrame,
     picks: dict,
     key_of_rank: dict,
     front: Front,
     buckets: int,
+    data_of: DataOf,
 ) -> dict[tuple[Key, int], ForeignEvent]:
     linked = [key_of_rank[rk] for rk in picks]
     if not linked:
         return {}
+    resumed = pl.DataFrame(linked, schema={"conn_id": pl.Int64, "ex_index": pl.Int64}, orient="row")
     data = stream_events.filter(
         (pl.col("kind") == "data") & (pl.col("id_field").fill_null("") != "")
-    ).with_columns(pl.col("data").hash().alias("h"))
-    resumed = pl.DataFrame(linked, schema={"conn_id": pl.Int64, "ex_index": pl.Int64}, orient="row")
+    )
+    # The data of the replayed events and of every event with one of their IDs: read back
+    # for those rows only (an event's data is the bulk of a capture).
+    ids = data.join(resumed, on=["conn_id", "ex_index"], how="semi").get_column("id_field")
+    if not ids.len():
+        return {}
+    payloads = data_of(ids.unique().to_list()).with_columns(pl.col("data").hash().alias("h"))
+    data = data.join(
+        payloads.select("conn_id", "ex_index", "position", "h"),
+        on=["conn_id", "ex_index", "position"],
+        how="inner",
+    )
     replayed = data.join(resumed, on=["conn_id", "ex_index"], how="inner")
     if not replayed.height:
         return {}
