@@ -14,7 +14,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +26,6 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.from_capture import CaptureEvidence
 from sse_forensics.evidence.store import EvidenceStore, read_files
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
@@ -36,8 +35,9 @@ from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
-from sse_forensics.ingest.packets import Frame
+from sse_forensics.ingest.packet_index import index_captures
 from sse_forensics.reassembly.capture import Reassembly, reassemble
+from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.verdicts import PROVIDED_BY
@@ -46,23 +46,8 @@ ScanProgress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
 frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
 start."""
-# pcap record header (16 bytes); pcapng blocks carry more, so the estimate ends a little short
-# of the file size and the last call reports ``total``.
-_RECORD_OVERHEAD = 16
 # Evidence bytes (file size) per partition: the objects of one partition are built at once.
 PARTITION_BYTES = 64 << 20
-
-
-def _reading(
-    items: Iterable[Frame | ReadError], total: int, progress: ScanProgress
-) -> Iterator[Frame | ReadError]:
-    done = 0
-    for item in items:
-        if isinstance(item, Frame):
-            done += len(item.data) + _RECORD_OVERHEAD
-            progress("read", min(done, total), total)
-        yield item
-    progress("read", total, total)
 
 
 # A scan builds many short-lived objects per connection and frees few while it runs: the
@@ -153,12 +138,75 @@ def _read_logs(
     return log_set, log_set.stats, log_set.errors
 
 
+# A capture smaller than this is reassembled in this process: starting workers costs more.
+SHARD_BYTES = 32 << 20
+
+
+def _reassemble_captures(
+    inputs: list[str],
+    store: EvidenceStore,
+    config: AnalysisConfig,
+    jobs: int,
+    progress: ScanProgress | None,
+) -> Reassembly:
+    """The captures' connections as evidence rows in ``store`` (the fast path, falling back
+    to the exact one connection by connection; :mod:`sse_forensics.reassembly.fast`). With
+    ``jobs`` > 1 and a large capture, each worker process reassembles the connections whose
+    id falls to its shard and writes its own partition files."""
+    total = sum(os.path.getsize(p) for p in inputs)
+    if not inputs:
+        return Reassembly()
+    if jobs > 1 and total >= SHARD_BYTES:
+        store.spill()  # the workers' files join the parent's scratch directory
+        context = multiprocessing.get_context("spawn")
+        scratch = str(store.scratch_dir())
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            futures = [
+                pool.submit(_reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs))
+                for k in range(jobs)
+            ]
+            parts = [f.result() for f in futures]
+        for files, rows, _ in parts:
+            store.adopt(files, rows)
+        result = combine([summary for _, _, summary in parts])
+    else:
+        index = index_captures(inputs)
+        try:
+            result = reassemble_fast(index, store.add, config)
+        finally:
+            index.close()
+    if progress is not None:
+        progress("read", total, total)
+    return result.reassembly()
+
+
+def _reassemble_shard(
+    inputs: list[str],
+    buckets: int,
+    scratch: str,
+    config: AnalysisConfig,
+    shard: tuple[int, int],
+) -> tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]:
+    """One worker's share of :func:`_reassemble_captures`: its rows spilled under
+    ``scratch`` (the parent removes them), its summary returned."""
+    store = EvidenceStore(buckets, scratch=scratch)
+    index = index_captures(inputs)
+    try:
+        with _scan_gc():
+            summary = reassemble_fast(index, store.add, config, shard=shard)
+    finally:
+        index.close()
+    store.spill()
+    return store.files(), dict(store.rows), summary
+
+
 def ingest(
     paths: list[str],
     store: EvidenceStore,
     config: AnalysisConfig,
     logs: LogOptions | None = None,
     progress: ScanProgress | None = None,
+    jobs: int = 1,
 ) -> Ingested:
     """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
     a path that is neither a capture nor a log, or a log format that does not fit."""
@@ -166,16 +214,9 @@ def ingest(
 
     logs = logs or LogOptions()
     inputs, log_files = classify_inputs(paths, logs.access_format)
-    capture = merged_frames(inputs)
-    frames: Iterable[Frame | ReadError] = capture
-    if progress is not None:
-        total = sum(os.path.getsize(p) for p in inputs)
-        frames = _reading(frames, total, progress)
-    writer = CaptureEvidence(store, config)
     with _scan_gc():
-        reassembly = reassemble(frames, capture.stats, sink=writer)
-        writer.flush()
-    exchanges = writer.exchanges
+        reassembly = _reassemble_captures(inputs, store, config, jobs, progress)
+    exchanges = store.rows["exchanges"]
     log_connections = 0
     if log_files:
         log_set, stats, errors = _read_logs(log_files, logs, progress)
@@ -372,7 +413,7 @@ def scan_paths(
     if buckets is None:
         buckets = 1 if keep_records else partition_count(paths, jobs)
     with EvidenceStore(buckets) as store:
-        ingested = ingest(paths, store, config, logs, progress)
+        ingested = ingest(paths, store, config, logs, progress, jobs)
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(store, config, rules, ingested.provided, keep_records, jobs=jobs)

@@ -61,3 +61,17 @@ def test_worker_processes_give_the_same_findings() -> None:
     pooled = scan_paths(paths, jobs=2, buckets=6)
     assert pooled.stats.partitions == alone.stats.partitions > 1
     assert findings_jsonl(pooled) == findings_jsonl(alone)
+
+
+def test_capture_sharded_across_workers_gives_the_same_findings(monkeypatch) -> None:
+    """Two worker processes each reassemble half of the connections of the capture (by
+    connection id) into partition files of their own."""
+    import sse_forensics.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "SHARD_BYTES", 0)
+    paths = [str(SAMPLES)]
+    alone = scan_paths(paths, jobs=1, buckets=4)
+    sharded = scan_paths(paths, jobs=2, buckets=4)
+    assert findings_jsonl(sharded) == findings_jsonl(alone)
+    assert sharded.stats == alone.stats
+    assert [e.as_dict() for e in sharded.errors] == [e.as_dict() for e in alone.errors]

@@ -131,19 +131,41 @@ class EvidenceStore:
         self._held += df.estimated_size()
         self.rows[table.name] += df.height
 
-    def spill(self) -> None:
-        """Write every batch held in memory to the scratch directory."""
+    def scratch_dir(self) -> Path:
         if self._scratch is None:
             self._scratch = Path(
                 tempfile.mkdtemp(prefix="sse-forensics-", dir=self._scratch_parent)
             )
+        return self._scratch
+
+    def files(self) -> list[tuple[int, str, Path]]:
+        """(bucket, table, file) of everything spilled."""
+        return [
+            (b, name, path)
+            for b, part in enumerate(self._parts)
+            for name, paths in part.files.items()
+            for path in paths
+        ]
+
+    def adopt(self, files: list[tuple[int, str, Path]], rows: dict[str, int]) -> None:
+        """Take over the spilled files of another store with the same buckets (a worker's,
+        written under this store's :meth:`scratch_dir`)."""
+        for bucket, name, path in files:
+            self._parts[bucket].files[name].append(path)
+        for name, n in rows.items():
+            self.rows[name] += n
+        self._spills = max(self._spills, 1)
+
+    def spill(self) -> None:
+        """Write every batch held in memory to the scratch directory."""
+        scratch = self.scratch_dir()
         self._spills += 1
         for bucket, part in enumerate(self._parts):
             for table in EVIDENCE_TABLES:
                 batches = part.batches[table.name]
                 if not batches:
                     continue
-                path = self._scratch / f"{table.name}-{bucket:05d}-{self._spills:05d}.parquet"
+                path = scratch / f"{table.name}-{bucket:05d}-{self._spills:05d}.parquet"
                 concat(batches, table).write_parquet(path, compression="zstd", statistics=False)
                 part.files[table.name].append(path)
                 part.batches[table.name] = []

@@ -1,0 +1,761 @@
+"""The fast path over one indexed capture: evidence rows for every TCP connection, equal to
+what :func:`~sse_forensics.reassembly.capture.reassemble` with
+:class:`~sse_forensics.evidence.from_capture.CaptureEvidence` as its sink gives.
+
+1. The index's TCP rows are grouped by 4-tuple (:mod:`.tcp`); a group the tracker would read
+   as one clean connection is a *candidate*: it is decided at its SYN, its first row.
+2. Every other group runs through the exact path (:class:`.exact.ExactDriver`), which
+   numbers its connections among all of them (candidates are numbered by their first row).
+3. Candidates of this shard are framed in bulk: payloads joined once per direction, HTTP
+   messages framed over the joined bytes (:mod:`.http`), every event-stream body parsed in one
+   columnar pass (:mod:`.sse`), each event's first and last byte mapped to its frame with
+   ``searchsorted``; rows are built as columns. A candidate refused on the way (content
+   coding, an interim response, bytes the SSE parser would report, …) runs through the exact
+   path after all, under the id it already has.
+4. Errors are merged in ``reassemble``'s order from sort keys (see :mod:`.exact`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from sse_forensics.errors import ReadError
+from sse_forensics.evidence.from_capture import CaptureEvidence, _exchange_row, connection_row
+from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
+from sse_forensics.evidence.tables import (
+    ConnectionColumns,
+    EventColumns,
+    ExchangeColumns,
+)
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import merged_frames
+from sse_forensics.ingest.linklayer import decode_tcp
+from sse_forensics.ingest.packet_index import PacketIndex
+from sse_forensics.ingest.pcap import CaptureStats
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
+from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.fast import http as fhttp
+from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow_key
+from sse_forensics.reassembly.fast.rows import classify_events
+from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
+from sse_forensics.reassembly.fast.tcp import (
+    FlowGroups,
+    GroupCheck,
+    build_connection,
+    classify_groups,
+    group_flows,
+)
+from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.http_events import RequestHead, ResponseHead, header
+from sse_forensics.reassembly.loss import CaptureLoss
+
+RowSink = Callable[[pl.DataFrame, pl.DataFrame, pl.DataFrame], None]
+"""Receives evidence rows in batches: (connections, exchanges, events), the tables of
+:mod:`sse_forensics.evidence.tables` (``EvidenceStore.add`` is one)."""
+
+R_FOREIGN = "http: TLS or HTTP/2 (reported once)"
+BATCH_BYTES = 8 << 20
+"""Payload bytes of the candidates framed together (bounds the joined copies)."""
+
+
+@dataclass(slots=True)
+class FastReassembly:
+    """What :func:`reassemble_fast` reports beside the rows: ``Reassembly``'s counters,
+    connections (this shard's), errors, loss; and how many connections took the fast path
+    (``fast``) or fell back, per reason (``fallbacks``)."""
+
+    connections: list[Connection]
+    errors: list[ReadError]
+    frames: int
+    tcp_segments: int
+    capture_stats: dict[str, CaptureStats]
+    loss: CaptureLoss
+    shard: tuple[int, int] = (0, 1)
+    fast: int = 0
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    sources: list[str] = field(default_factory=list)
+    # For combine(): driver errors with their sort keys, and the index's own errors.
+    keyed_errors: list[tuple[ErrorKey, ReadError]] = field(default_factory=list, repr=False)
+    index_errors: list[ReadError] = field(default_factory=list, repr=False)
+    timings: dict[str, float] = field(default_factory=dict, repr=False)  # seconds per stage
+
+    def reassembly(self) -> Reassembly:
+        """As a :class:`Reassembly` (``exchanges`` empty: they went to the sink)."""
+        return Reassembly(
+            connections=self.connections,
+            errors=self.errors,
+            frames=self.frames,
+            tcp_segments=self.tcp_segments,
+            capture_stats=self.capture_stats,
+            loss=self.loss,
+        )
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def index_error_keys(sources: list[str], is_tcp: np.ndarray) -> list[tuple[ErrorKey, ReadError]]:
+    """Where each of the index's errors falls among the rows: replays the readers (only
+    needed when connection errors must be interleaved with reading errors)."""
+    out: list[tuple[ErrorKey, ReadError]] = []
+    count = 0
+    for item in merged_frames(sources):
+        if isinstance(item, ReadError):
+            out.append(((count - 0.5, 0, 0, len(out)), item))
+            continue
+        if count < len(is_tcp) and not is_tcp[count]:
+            seg = decode_tcp(item)
+            if isinstance(seg, ReadError):
+                out.append(((float(count), 0, 0, len(out)), seg))
+        count += 1
+    return out
+
+
+def _merge_errors(
+    sources: list[str],
+    is_tcp: np.ndarray | None,
+    index_errors: list[ReadError],
+    keyed: list[tuple[ErrorKey, ReadError]],
+) -> list[ReadError]:
+    keyed = sorted(keyed, key=lambda p: p[0])
+    if not keyed:
+        return list(index_errors)
+    if not index_errors:
+        return [err for _key, err in keyed]
+    if is_tcp is None:
+        from sse_forensics.ingest.packet_index import index_captures
+
+        with index_captures(sources) as idx:
+            is_tcp = idx.is_tcp.copy()
+    placed = index_error_keys(sources, is_tcp)
+    if [err for _k, err in placed] != list(index_errors):  # pragma: no cover - a reader bug
+        placed = [((-1.0, 0, 0, i), err) for i, err in enumerate(index_errors)]
+    return [err for _key, err in sorted(placed + keyed, key=lambda p: p[0])]
+
+
+class _Clock:
+    """Seconds spent per stage (``FastReassembly.timings``)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.times[stage] = self.times.get(stage, 0.0) + now - self._last
+        self._last = now
+
+
+# -- the sink side -----------------------------------------------------------------------------
+
+
+class _Forward:
+    """An ``EvidenceStore`` look-alike for :class:`CaptureEvidence`: batches go to ``sink``."""
+
+    def __init__(self, sink: RowSink) -> None:
+        self.sink = sink
+
+    def add(self, connections: pl.DataFrame, exchanges: pl.DataFrame, events: pl.DataFrame) -> None:
+        self.sink(connections, exchanges, events)
+
+
+# -- the entry point ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Context:
+    """What the fast path shares across batches of candidates."""
+
+    index: PacketIndex
+    groups: FlowGroups
+    check: GroupCheck
+    config: AnalysisConfig
+    capture_end: float
+    sink: RowSink
+    clock: _Clock
+    connections: list[Connection] = field(default_factory=list)
+    late: list[tuple[int, int, str]] = field(default_factory=list)  # (group, id, reason)
+    fast: int = 0
+
+
+def reassemble_fast(
+    index: PacketIndex,
+    sink: RowSink,
+    config: AnalysisConfig | None = None,
+    *,
+    shard: tuple[int, int] = (0, 1),
+) -> FastReassembly:
+    """Evidence rows of every TCP connection of ``index`` whose id ``% shard[1] ==
+    shard[0]``, to ``sink``; see the module docstring. Rows, connections, errors, counters and
+    loss equal the exact path's (a sharded run: its part of them; :func:`combine` joins the
+    parts of all shards into the unsharded result)."""
+    config = config or AnalysisConfig()
+    part, parts = shard
+    if not 0 <= part < parts:
+        raise ValueError(f"shard {shard}: want 0 <= k < n")
+
+    def own(conn_id: int) -> bool:
+        return conn_id % parts == part
+
+    clock = _Clock()
+    capture_end = float(index.ts[-1]) if len(index) else None
+    groups = group_flows(index)
+    check = classify_groups(index, groups, capture_end if capture_end is not None else 0.0)
+    cand = np.flatnonzero(check.candidate)
+    cand_first = groups.first_row[cand]
+    evidence = CaptureEvidence(_Forward(sink), config)  # type: ignore[arg-type]
+    fallbacks: Counter[str] = Counter()
+    clock.lap("tcp")
+
+    # Flow-table position (first row of the 4-tuple) of a connection, for errors at the end.
+    positions: dict[Any, int] = {}
+
+    def flow_position(conn: Connection) -> int:
+        if not positions:
+            addr = index.addresses
+            for r in groups.first_row.tolist():
+                a = (addr[int(index.src[r])], int(index.sport[r]))
+                b = (addr[int(index.dst[r])], int(index.dport[r]))
+                positions[flow_key(a, b)] = r
+        return positions[flow_key(conn.client, conn.server)]
+
+    # 2. The exact path for the groups that are not candidates.
+    main_decided: list[float] = []
+
+    def main_id(row: float, _conn: Connection) -> int:
+        before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
+        main_decided.append(row)
+        return before + len(main_decided)
+
+    main = ExactDriver(index, main_id, flow_position, evidence, own)
+    others = np.flatnonzero(~check.candidate)
+    if len(others):
+        main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
+    main.close(capture_end)
+    for _row, conn in main.decided:
+        if own(conn.id):
+            g = int(np.searchsorted(groups.first_row, flow_position(conn)))
+            fallbacks[check.reason[g] or "?"] += 1
+    clock.lap("exact")
+
+    # 3. Candidates: ids, then this shard's through the fast path, in batches.
+    decided_rows = np.array(main_decided, dtype=np.float64)
+    cand_ids = 1 + np.arange(len(cand)) + np.searchsorted(decided_rows, cand_first)
+    ctx = _Context(
+        index,
+        groups,
+        check,
+        config,
+        capture_end if capture_end is not None else 0.0,
+        sink,
+        clock,
+        connections=[conn for _r, conn in main.decided if own(conn.id)],
+    )
+    mine = np.flatnonzero(cand_ids % parts == part)
+    sizes = (
+        np.add.reduceat(index.payload_len[groups.rows], groups.starts[:-1])
+        if len(groups)
+        else np.zeros(0, dtype=np.int64)
+    )
+    batch: list[tuple[int, int]] = []
+    batch_bytes = 0
+    for i in mine.tolist():
+        g = int(cand[i])
+        batch.append((g, int(cand_ids[i])))
+        batch_bytes += int(sizes[g])
+        if batch_bytes >= BATCH_BYTES:
+            _Batch(ctx, batch).run()
+            batch, batch_bytes = [], 0
+    if batch:
+        _Batch(ctx, batch).run()
+
+    # Refused candidates: the exact path, under their ids.
+    keyed = list(main.keyed)
+    if ctx.late:
+        ids_by_row = {int(groups.first_row[g]): cid for g, cid, _why in ctx.late}
+        driver = ExactDriver(
+            index, lambda row, _conn: ids_by_row[int(row)], flow_position, evidence
+        )
+        late_rows = [groups.group_rows(g) for g, _c, _w in ctx.late]
+        driver.feed_rows(np.sort(np.concatenate(late_rows)))
+        driver.close(capture_end)
+        ctx.connections.extend(conn for _r, conn in driver.decided)
+        keyed.extend(driver.keyed)
+        for _g, _cid, why in ctx.late:
+            fallbacks[why] += 1
+    evidence.flush()
+    clock.lap("exact")
+
+    connections = sorted(ctx.connections, key=lambda c: c.id)
+    stats = dict(index.stats)
+    index_errors = list(index.errors) if part == 0 else []
+    errors = _merge_errors(list(index.sources), index.is_tcp, index_errors, keyed)
+    clock.lap("errors")
+    return FastReassembly(
+        connections=connections,
+        errors=errors,
+        frames=len(index),
+        tcp_segments=index.tcp_segments,
+        capture_stats=stats,
+        loss=_capture_loss(connections, stats if part == 0 else {}),
+        shard=shard,
+        fast=ctx.fast,
+        fallbacks=fallbacks,
+        sources=list(index.sources),
+        keyed_errors=keyed,
+        index_errors=index_errors,
+        timings=clock.times,
+    )
+
+
+def combine(parts: list[FastReassembly]) -> FastReassembly:
+    """The results of every shard of one capture, as one unsharded result."""
+    if not parts:
+        raise ValueError("no parts")
+    first = next((p for p in parts if p.shard[0] == 0), parts[0])
+    connections = sorted((c for p in parts for c in p.connections), key=lambda c: c.id)
+    keyed = [k for p in parts for k in p.keyed_errors]
+    errors = _merge_errors(first.sources, None, first.index_errors, keyed)
+    fallbacks: Counter[str] = Counter()
+    timings: dict[str, float] = {}
+    for p in parts:
+        fallbacks.update(p.fallbacks)
+        for stage, seconds in p.timings.items():
+            timings[stage] = timings.get(stage, 0.0) + seconds
+    return FastReassembly(
+        connections=connections,
+        errors=errors,
+        frames=first.frames,
+        tcp_segments=first.tcp_segments,
+        capture_stats=first.capture_stats,
+        loss=_capture_loss(connections, first.capture_stats),
+        shard=(0, 1),
+        fast=sum(p.fast for p in parts),
+        fallbacks=fallbacks,
+        sources=first.sources,
+        keyed_errors=keyed,
+        index_errors=first.index_errors,
+        timings=timings,
+    )
+
+
+# -- the fast path proper --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Conn:
+    """One candidate being framed."""
+
+    group: int
+    conn_id: int
+    c_lo: int
+    c_hi: int
+    s_lo: int
+    s_hi: int
+    requests: list[fhttp.Message] = field(default_factory=list)
+    responses: list[fhttp.Message] = field(default_factory=list)
+    reason: str | None = None
+    conn: Connection | None = None  # as at the end of the capture
+    final: Connection | None = None  # as when finalised (what the sink pickles)
+
+
+def _join(
+    index: PacketIndex, rows: np.ndarray, skip: np.ndarray, lengths: np.ndarray
+) -> tuple[bytes, np.ndarray]:
+    """The new bytes of ``rows`` (``lengths`` of them after ``skip`` payload bytes each)
+    concatenated, and where each row's start in the result."""
+    offsets = index.payload_offset[rows] + skip
+    starts = np.zeros(len(rows), dtype=np.int64)
+    if len(rows):
+        np.cumsum(lengths[:-1], out=starts[1:])
+    views = [memoryview(b) for b in index.buffers]
+    try:
+        ends = (offsets + lengths).tolist()
+        if len(views) == 1:
+            data = b"".join(map(views[0].__getitem__, map(slice, offsets.tolist(), ends)))
+        else:
+            files = index.file[rows].tolist()
+            data = b"".join(
+                [views[f][o:e] for f, o, e in zip(files, offsets.tolist(), ends, strict=True)]
+            )
+    finally:
+        for v in views:
+            v.release()
+    return data, starts
+
+
+class _Batch:
+    """Candidates framed together: their payloads joined per direction, their event-stream
+    bodies parsed in one pass, their rows sent as one batch."""
+
+    def __init__(self, ctx: _Context, members: list[tuple[int, int]]) -> None:
+        self.ctx = ctx
+        index, groups, check = ctx.index, ctx.groups, ctx.check
+        parts: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
+            False: [],
+            True: [],
+        }
+        self.conns: list[_Conn] = []
+        c_at = s_at = 0
+        for g, conn_id in members:
+            lo, hi = int(groups.starts[g]), int(groups.starts[g + 1])
+            rows = groups.rows[lo:hi]
+            server = check.server[lo:hi]
+            fresh = check.fresh[lo:hi]
+            skip = check.skip[lo:hi]
+            lens = []
+            for side in (False, True):
+                has = (fresh > 0) & (server == side)
+                parts[side].append((rows[has], skip[has], fresh[has]))
+                lens.append(int(fresh[has].sum()))
+            self.conns.append(_Conn(g, conn_id, c_at, c_at + lens[0], s_at, s_at + lens[1]))
+            c_at += lens[0]
+            s_at += lens[1]
+        empty = np.zeros(0, dtype=np.int64)
+
+        def cat(side: bool, k: int) -> np.ndarray:
+            return np.concatenate([p[k] for p in parts[side]]) if parts[side] else empty
+
+        self.c_rows, self.s_rows = cat(False, 0), cat(True, 0)
+        self.c_fresh = cat(False, 2)
+        self.c_buf, self.c_start = _join(index, self.c_rows, cat(False, 1), self.c_fresh)
+        self.s_buf, self.s_start = _join(index, self.s_rows, cat(True, 1), cat(True, 2))
+        ctx.clock.lap("join")
+
+    # -- positions to frames ---------------------------------------------------------------
+
+    def _rows(self, server: bool, pos: list[int] | np.ndarray) -> np.ndarray:
+        starts, rows = (self.s_start, self.s_rows) if server else (self.c_start, self.c_rows)
+        return rows[_seg(starts, pos)]
+
+    def _origins(self, server: bool, pos: list[int]) -> list[Origin]:
+        return _origins(self.ctx.index, self._rows(server, pos)) if pos else []
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        ctx = self.ctx
+        self.frame_http()
+        ctx.clock.lap("http")
+        self.parse_sse()
+        ctx.clock.lap("sse")
+        kept = [c for c in self.conns if not c.reason]
+        ctx.late.extend((c.group, c.conn_id, c.reason) for c in self.conns if c.reason)
+        if not kept:
+            return
+        for c in kept:
+            c.conn, c.final = build_connection(
+                ctx.index, ctx.groups, ctx.check, c.group, c.conn_id, ctx.capture_end
+            )
+            ctx.connections.append(c.conn)
+        ctx.fast += len(kept)
+        ctx.clock.lap("connections")
+        self.send(kept)
+
+    def frame_http(self) -> None:
+        chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
+        c_buf, s_buf = self.c_buf, self.s_buf
+        for c in self.conns:
+            try:
+                if c.c_hi > c.c_lo:
+                    first_len = int(self.c_fresh[int(np.searchsorted(self.c_start, c.c_lo))])
+                    if foreign_protocol(c_buf[c.c_lo : c.c_lo + first_len]) is not None:
+                        raise fhttp.Fallback(R_FOREIGN)
+                c.requests = fhttp.parse_requests(c_buf, c.c_lo, c.c_hi)
+                c.responses = fhttp.parse_responses(s_buf, c.s_lo, c.s_hi, c.requests, chunk_index)
+            except fhttp.Fallback as exc:
+                c.reason = exc.reason
+        # Each response's request was parsed before it: its head ended in an earlier frame.
+        ok = [c for c in self.conns if not c.reason]
+        c_pos = [m.head_end - 1 for c in ok for m in c.requests[: len(c.responses)]]
+        s_pos = [m.head_end - 1 for c in ok for m in c.responses]
+        if not s_pos:
+            return
+        before = self._rows(False, c_pos) < self._rows(True, s_pos)
+        at = 0
+        for c in ok:
+            k = len(c.responses)
+            if not bool(before[at : at + k].all()):
+                c.reason = fhttp.R_ORPHAN
+            at += k
+
+    def parse_sse(self) -> None:
+        """Every event-stream body of the batch, parsed in one pass."""
+        owners: list[tuple[_Conn, int]] = []
+        starts, sizes = [], []
+        for c in self.conns:
+            if c.reason:
+                continue
+            for k, msg in enumerate(c.responses):
+                if msg.body is not None and fhttp.framing(msg.headers).event_stream:
+                    owners.append((c, k))
+                    body_starts, body_sizes = msg.body.arrays()
+                    starts.append(body_starts)
+                    sizes.append(body_sizes)
+        lens = np.array([c.responses[k].body.nbytes for c, k in owners], dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        source = BodySource(
+            self.s_buf,
+            np.concatenate(starts) if starts else empty,
+            np.concatenate(sizes) if sizes else empty,
+            lens,
+        )
+        parsed = parse_bodies(source)
+        for b, why in parsed.refused.items():
+            c = owners[b][0]
+            c.reason = c.reason or why
+        self.owners = owners
+        self.parsed = parsed
+        self.body_start = source.body_start
+        self.ch_v, self.ch_s = source.offsets, source.starts
+
+    def send(self, kept: list[_Conn]) -> None:
+        """Rows of the kept connections to the sink."""
+        ctx = self.ctx
+        config = ctx.config
+        owners, parsed = self.owners, self.parsed
+        body_of = {(id(c), k): b for b, (c, k) in enumerate(owners)}
+
+        # Events of kept bodies, with their position and the frames of their bytes.
+        keep_body = np.array([not c.reason for c, _k in owners], dtype=bool)
+        events = parsed.events
+        body = events["body"].to_numpy()
+        if len(body) and not bool(keep_body.all()):
+            mask = keep_body[body]
+            events = events.filter(pl.Series(mask))
+            body = body[mask]
+        endpoint_data: dict[int, list[str]] = {}
+        versions: dict[int, list[str]] = {}
+        if events.height:
+            at = np.arange(len(body), dtype=np.int64)
+            first = np.maximum.accumulate(np.where(np.diff(body, prepend=-1) != 0, at, 0))
+            events = events.with_columns(position=pl.Series(at - first, dtype=pl.Int64))
+            endpoints = events.filter((pl.col("position") < 2) & (pl.col("event") == "endpoint"))
+            for b, data in endpoints.select("body", "data").iter_rows():
+                endpoint_data.setdefault(b, []).append(data)
+        classes, marked = classify_events(events)
+        if marked:
+            for b, data in events.select("body", "data")[marked].iter_rows():
+                versions.setdefault(b, []).append(data)
+        first_row, last_row = self._event_rows(events, body)
+        ctx.clock.lap("events")
+
+        # Exchanges: the exact row builder, on Exchange objects whose events stand in only
+        # as far as it reads them.
+        req_origin = iter(self._origins(False, [m.pos for c in kept for m in c.requests]))
+        resp_pos, end_pos, last_pos = [], [], []
+        for c in kept:
+            for m in c.responses:
+                resp_pos.append(m.pos)
+                if m.end_pos >= 0:
+                    end_pos.append(m.end_pos)
+                if m.body is not None and m.body.last >= 0:
+                    last_pos.append(m.body.last)
+        resp_origin = iter(self._origins(True, resp_pos))
+        end_origin = iter(self._origins(True, end_pos))
+        body_origin = iter(self._origins(True, last_pos))
+        conn_buf = ConnectionColumns.buffer()
+        ex_buf = ExchangeColumns.buffer()
+        body_session: dict[int, str] = {}
+        body_ex: dict[int, tuple[int, int]] = {}
+        for c in kept:
+            conn = c.final
+            assert conn is not None
+            exchanges = self._exchanges(
+                c, conn, body_of, versions, req_origin, resp_origin, end_origin, body_origin
+            )
+            if not exchanges:
+                continue
+            explicit = []
+            for ex in exchanges:
+                value = header(ex.request_headers, config.session_header) or header(
+                    ex.response_headers, config.session_header
+                )
+                b = body_of.get((id(c), ex.index))
+                endpoint = endpoint_data.get(b, []) if b is not None else []
+                target = ex.request.target if ex.request is not None else None
+                explicit.append(explicit_session(value, target, endpoint, config))
+            keys = attribute_connection(
+                explicit, inferred_session(conn.client[0], conn.server[0], conn.server[1])
+            )
+            connection_row(conn, conn_buf)
+            for ex, key in zip(exchanges, keys, strict=True):
+                _exchange_row(ex, key.session, key.how, key.inferred, config, ex_buf)
+                b = body_of.get((id(c), ex.index))
+                if b is not None:
+                    body_session[b] = key.session
+                    body_ex[b] = (conn.id, ex.index)
+        ctx.clock.lap("exchanges")
+        ev_frame = _event_frame(
+            ctx.index,
+            events,
+            classes,
+            body,
+            len(owners),
+            body_session,
+            body_ex,
+            first_row,
+            last_row,
+        )
+        ctx.clock.lap("event-rows")
+        ctx.sink(ConnectionColumns.frame(conn_buf), ExchangeColumns.frame(ex_buf), ev_frame)
+        ctx.clock.lap("sink")
+
+    def _event_rows(self, events: pl.DataFrame, body: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows (frames) holding each event's first and last byte."""
+        if not events.height:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        base = self.body_start[body]
+        ch_v, ch_s = self.ch_v, self.ch_s
+
+        def rows_at(offsets: np.ndarray) -> np.ndarray:
+            v = base + offsets
+            k = np.searchsorted(ch_v, v, side="right") - 1
+            return self._rows(True, ch_s[k] + (v - ch_v[k]))
+
+        return rows_at(events["start"].to_numpy()), rows_at(events["end"].to_numpy() - 1)
+
+    def _exchanges(
+        self,
+        c: _Conn,
+        conn: Connection,
+        body_of: dict[tuple[int, int], int],
+        versions: dict[int, list[str]],
+        req_origin: Any,
+        resp_origin: Any,
+        end_origin: Any,
+        body_origin: Any,
+    ) -> list[Exchange]:
+        """The connection's exchanges as ``_ConnectionAnalyzer`` leaves them at
+        finalisation (``conn``: the connection as it was then)."""
+        parsed = self.parsed
+        out: list[Exchange] = []
+        server_fin = conn.fin.get("server")
+        if server_fin is not None:
+            end_reason, conn_end = "fin", server_fin
+        elif conn.rst is not None:
+            end_reason, conn_end = "rst", conn.rst
+        else:
+            end_reason, conn_end = "capture-end", conn.last
+        for k, req in enumerate(c.requests):
+            ex = Exchange(connection_id=conn.id, index=k)
+            method, target, version = req.line
+            ex.request = RequestHead(k, method, target, version, req.headers, next(req_origin))
+            if req.body is not None:
+                ex.request_body = bytearray(fhttp.kept_body(self.c_buf, req.body))
+            ex.request_complete = req.complete
+            if k < len(c.responses):
+                resp = c.responses[k]
+                rversion, status, reason = resp.line
+                ex.response = ResponseHead(
+                    k, int(status), reason, rversion, resp.headers, next(resp_origin)
+                )
+                if resp.complete:
+                    ex.response_complete = True
+                    ex.response_end_reason = "complete"
+                    ex.response_end = next(end_origin)
+                else:
+                    ex.response_end_reason = end_reason
+                    ex.response_end = conn_end
+                body = resp.body
+                if body is not None and body.last >= 0:
+                    ex.last_body_origin = next(body_origin)
+                    ex.body_bytes = body.nbytes
+                    b = body_of.get((id(c), k))
+                    if b is None:
+                        ex.response_body = bytearray(fhttp.kept_body(self.s_buf, body))
+                    else:
+                        ex.events = [_EventData(d) for d in versions.get(b, [])]
+                        ex.comments = [None] * int(parsed.comments[b])
+                        ex.trailing = parsed.trailing[b]
+            out.append(ex)
+        return out
+
+
+def _seg(starts: np.ndarray, pos: list[int] | np.ndarray) -> np.ndarray:
+    """Index of the segment holding each byte position."""
+    return np.searchsorted(starts, np.asarray(pos, dtype=np.int64), side="right") - 1
+
+
+def _origins(index: PacketIndex, rows: np.ndarray) -> list[Origin]:
+    sources = index.sources
+    files = index.file[rows].tolist()
+    frames = index.frame[rows].tolist()
+    stamps = index.ts[rows].tolist()
+    return [Origin(sources[f], n, t) for f, n, t in zip(files, frames, stamps, strict=True)]
+
+
+class _EventData:
+    """What ``_exchange_row`` reads of an event: its data (for the protocol version)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: str) -> None:
+        self.data = data
+
+
+def _event_frame(
+    index: PacketIndex,
+    events: pl.DataFrame,
+    classes: dict[str, pl.Series],
+    body: np.ndarray,
+    n_bodies: int,
+    body_session: dict[int, str],
+    body_ex: dict[int, tuple[int, int]],
+    first_row: np.ndarray,
+    last_row: np.ndarray,
+) -> pl.DataFrame:
+    """The events table's rows (``EventColumns``) of ``events`` (``body``: each one's body)."""
+    if not events.height:
+        return EventColumns.frame()
+    conn_of = np.zeros(n_bodies, dtype=np.int64)
+    ex_of = np.zeros(n_bodies, dtype=np.int64)
+    session_of: list[str | None] = [None] * n_bodies
+    for b, (cid, k) in body_ex.items():
+        conn_of[b], ex_of[b] = cid, k
+        session_of[b] = body_session[b]
+    schema = EventColumns.schema()
+    sources = pl.Series(index.sources, dtype=pl.String)
+    frame_kind = pl.repeat("frame", events.height, dtype=pl.String, eager=True)
+
+    def origin_cols(prefix: str, rows: np.ndarray) -> dict[str, Any]:
+        return {
+            f"{prefix}_src": sources.gather(index.file[rows].astype(np.int64)),
+            f"{prefix}_num": pl.Series(index.frame[rows], dtype=pl.Int64),
+            f"{prefix}_ts": pl.Series(index.ts[rows], dtype=pl.Float64),
+            f"{prefix}_kind": frame_kind,
+        }
+
+    cols: dict[str, Any] = {
+        "conn_id": pl.Series(conn_of[body], dtype=pl.Int64),
+        "ex_index": pl.Series(ex_of[body], dtype=pl.Int64),
+        "session": pl.Series(session_of, dtype=pl.String).gather(body),
+        "position": events["position"].cast(pl.Int64),
+        "id": events["id"],
+        "id_field": events["id_field"],
+        "event": events["event"],
+        "data": events["data"],
+        "retry": events["retry"],
+        "start": events["start"],
+        "end": events["end"],
+        "dispatched": events["dispatched"],
+        **{name: column.cast(schema[name]) for name, column in classes.items()},
+        **origin_cols("first", first_row),
+        **origin_cols("last", last_row),
+    }
+    missing = set(schema) - set(cols)
+    if missing:
+        raise ValueError(f"fast path: event columns {sorted(missing)} not built")
+    return pl.DataFrame({n: cols[n] for n in schema}, schema=schema)
+
+
+__all__ = ["FastReassembly", "RowSink", "combine", "reassemble_fast"]

@@ -1,0 +1,141 @@
+"""The exact path, run on a subset of the capture's TCP flows.
+
+:class:`ExactDriver` is :func:`~sse_forensics.reassembly.capture.reassemble`'s loop (the same
+:class:`ConnectionTracker`, :class:`_ConnectionAnalyzer` and finalisation order) fed only the
+segments of the 4-tuples the fast path does not take, straight from the packet index. Flows
+are independent in the tracker, so each connection comes out as in a full run; only what
+depends on the other flows is supplied from outside:
+
+- connection ids (order of decision over *all* flows): ``assign_id(row, conn)`` is asked as
+  soon as the tracker decides a connection;
+- error order: every error is returned with a sort key — the row whose processing reported
+  it, or, at the end of the capture, the flow-table position of its flow (the order in which
+  ``ConnectionTracker.close`` releases flows) — so errors of several drivers and of the
+  packet index merge into the order ``reassemble`` reports them in.
+
+With ``own`` (sharding), HTTP/SSE analysis runs only for the connections it accepts; the
+others are still tracked (their ids count) but produce nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from sse_forensics.errors import ReadError
+from sse_forensics.ingest.packet_index import PacketIndex
+from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer
+from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+
+ErrorKey = tuple[float, int, int, int]
+"""(row, phase, flow position, sequence): ``row`` is ``inf`` for the end of the capture,
+where phase 0 is the release of held bytes and phase 1 the finalisation of connections."""
+
+END = math.inf
+
+
+def flow_key(a: tuple[str, int], b: tuple[str, int]) -> tuple[tuple[str, int], tuple[str, int]]:
+    return (a, b) if a <= b else (b, a)
+
+
+class ExactDriver:
+    """``reassemble``'s loop over the rows of some flows (see the module docstring)."""
+
+    def __init__(
+        self,
+        index: PacketIndex,
+        assign_id: Callable[[float, Connection], int],
+        flow_position: Callable[[Connection], int],
+        sink: ConnectionSink,
+        own: Callable[[int], bool] = lambda _id: True,
+    ) -> None:
+        self.index = index
+        self.assign_id = assign_id
+        self.flow_position = flow_position
+        self.sink = sink
+        self.own = own
+        self.tracker = ConnectionTracker()
+        self.analyzers: dict[int, _ConnectionAnalyzer] = {}
+        self.errors: list[ReadError] = []
+        self.keyed: list[tuple[ErrorKey, ReadError]] = []
+        self.decided: list[tuple[float, Connection]] = []  # (row or END, connection)
+        self._seq = 0
+
+    # -- reassemble's route/finalise -------------------------------------------------------
+
+    def _route(self, pieces: list) -> None:
+        errors = self.errors
+        analyzers = self.analyzers
+        own = self.own
+        for conn, direction, piece in pieces:
+            if not own(conn.id):
+                continue
+            analyzer = analyzers.get(conn.id)
+            if analyzer is None:
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors)
+            analyzer.data(direction, piece)
+
+    def _finalise(self, conn: Connection) -> None:
+        analyzer = self.analyzers.pop(conn.id, None)
+        if analyzer is None:
+            return
+        for direction in ("client", "server"):
+            fin = conn.fin.get(direction)  # type: ignore[call-overload]
+            if fin is not None:
+                analyzer.end(direction, fin, "fin")  # type: ignore[arg-type]
+            elif conn.rst is not None:
+                analyzer.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+            else:
+                analyzer.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+        analyzer.finish()
+        self.sink(conn, list(analyzer.exchanges.values()))
+
+    def _new_connections(self, row: float) -> None:
+        conns = self.tracker.connections
+        for conn in conns[len(self.decided) :]:
+            conn.id = self.assign_id(row, conn)
+            self.decided.append((row, conn))
+
+    def _keep_errors(self, row: float, phase: int, position: int) -> None:
+        errors = self.errors
+        if errors:
+            for err in errors:
+                self.keyed.append(((row, phase, position, self._seq), err))
+                self._seq += 1
+            errors.clear()
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def feed_rows(self, rows: np.ndarray) -> None:
+        """Feed these TCP rows (ascending) of the index."""
+        tracker = self.tracker
+        feed = tracker.feed
+        segment = self.index.segment
+        conns = tracker.connections
+        for row in rows.tolist():
+            seg = segment(row)
+            pieces = feed(seg)  # type: ignore[arg-type]
+            if len(conns) > len(self.decided):
+                self._new_connections(row)
+            if pieces:
+                self._route(pieces)
+            for conn in tracker.take_finished():
+                self._finalise(conn)
+            if self.errors:
+                self._keep_errors(row, 0, 0)
+
+    def close(self, end_ts: float | None) -> None:
+        """End of the capture (its last frame at ``end_ts``)."""
+        tracker = self.tracker
+        pieces = tracker.close(end_ts)
+        self._new_connections(END)
+        for piece in pieces:
+            self._route([piece])
+            if self.errors:
+                self._keep_errors(END, 0, self.flow_position(piece[0]))
+        for conn in tracker.take_finished():
+            self._finalise(conn)
+            if self.errors:
+                self._keep_errors(END, 1, self.flow_position(conn))

@@ -1,0 +1,323 @@
+"""SSE parsing of many whole event-stream bodies at once, for the fast path.
+
+The exact path feeds one :class:`~sse_forensics.reassembly.sse.SSEParser`
+(``report_empty=True``) per response, body piece by body piece; its events do not depend on
+how the body is split. Here the bodies are read where they lie — chunk data ranges of the
+joined server bytes (:class:`BodySource`) — and every body is split at its *last
+LF-terminated blank line*:
+
+- the heads (everything up to that point) of all bodies are gathered into one buffer and
+  parsed in one call of the columnar :func:`~sse_forensics.reassembly.sse_columns.parse_body`.
+  At each junction the parser is where a fresh parser starts — after a blank line that a
+  later byte cannot extend (LF), no block open — except for the last-event-ID buffer, which
+  is recomputed per body (it is the last valid ``id`` field so far, every block with one
+  being an event), and a byte order mark, which only a stream's start drops (a body whose
+  head starts with one is refused);
+- each tail (the unterminated last block, often empty) is parsed by an ``SSEParser`` of its
+  own, which also gives the body's ``trailing`` bytes.
+
+A body whose bytes the exact path would report (invalid UTF-8, an ``id`` with NUL) is
+refused: its connection takes the exact path, which words those errors.
+
+Without ``sse_columns``, the heads are parsed by ``SSEParser`` too (one feed).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from sse_forensics.reassembly.capture import REPORTED_SSE_ANOMALIES
+from sse_forensics.reassembly.sse import UTF8_BOM, SSEParser
+
+try:  # the columnar parser; SSEParser is the definition and the stand-in
+    from sse_forensics.reassembly.sse_columns import EVENT_SCHEMA, RETRY_MAX, parse_body
+except ImportError:  # pragma: no cover - only while sse_columns is absent
+    parse_body = None  # type: ignore[assignment]
+    EVENT_SCHEMA = {
+        "start": pl.Int64(),
+        "end": pl.Int64(),
+        "id": pl.String(),
+        "id_field": pl.String(),
+        "event": pl.String(),
+        "data": pl.String(),
+        "retry": pl.Int64(),
+        "dispatched": pl.Boolean(),
+    }
+    RETRY_MAX = (1 << 63) - 1
+
+R_SSE_REPORTED = "sse: bytes the parser reports (invalid UTF-8, id with NUL)"
+R_SSE_BOM = "sse: byte order mark after the start of a body"
+R_SSE_RETRY = "sse: retry value beyond Int64"
+
+_BLANK_ENDS = (b"\n\n", b"\n\r\n", b"\r\r\n")
+
+
+def _last_blank(buf: bytes, lo: int, hi: int) -> int:
+    """End of the last ``\n\n``, ``\n\r\n`` or ``\r\r\n`` in ``buf[lo:hi]``, or -1."""
+    best = -1
+    for pattern in _BLANK_ENDS:
+        found = buf.rfind(pattern, lo, hi)
+        if found >= 0:
+            best = max(best, found + len(pattern))
+    return best
+
+
+def _first_line_blank(head: bytes, start: int) -> int:
+    """End of a blank first line at ``start`` (LF or CRLF), or -1."""
+    if head[start : start + 1] == b"\n":
+        return start + 1
+    if head[start : start + 2] == b"\r\n":
+        return start + 2
+    return -1
+
+
+def head_end(buf: bytes, lo: int, hi: int, bom: int) -> int:
+    """Offset just after the last LF-terminated blank line of ``buf[lo:hi]`` (``lo`` when
+    there is none). ``bom``: bytes of a leading byte order mark (the body's first line starts
+    after it). Searched backwards in growing windows: a stream's last blank line is near its
+    end."""
+    window = 4096
+    while True:
+        at = max(lo, hi - window)
+        best = _last_blank(buf, at, hi)
+        # A match that starts before ``at`` ends before at + 3: anything later was seen.
+        if best >= at + 3 or at == lo:
+            break
+        window *= 4
+    if best < 0:
+        best = _first_line_blank(buf[lo : lo + bom + 2], bom)
+        best = best + lo if best >= 0 else lo
+    return max(best, lo)
+
+
+class BodySource:
+    """Decoded bodies as ranges of a buffer: body ``i`` is the concatenation of chunks
+    (``starts``/``sizes`` in ``buf``) numbered ``first[i]`` to ``first[i + 1]``; offsets are
+    *virtual*, in the concatenation of all bodies (``body_start``)."""
+
+    def __init__(
+        self, buf: bytes, starts: np.ndarray, sizes: np.ndarray, body_lens: np.ndarray
+    ) -> None:
+        self.buf = buf
+        self.starts = starts
+        self.sizes = sizes
+        self.offsets = np.zeros(len(sizes), dtype=np.int64)  # virtual offset of each chunk
+        if len(sizes):
+            np.cumsum(sizes[:-1], out=self.offsets[1:])
+        self.body_start = np.zeros(len(body_lens), dtype=np.int64)
+        if len(body_lens):
+            np.cumsum(body_lens[:-1], out=self.body_start[1:])
+        self.body_end = self.body_start + body_lens
+        self._lists: tuple[list[int], list[int], list[int]] | None = None
+
+    def read(self, lo: int, hi: int) -> bytes:
+        """Virtual bytes ``[lo, hi)``."""
+        if hi <= lo:
+            return b""
+        if self._lists is None:
+            self._lists = (self.offsets.tolist(), self.starts.tolist(), self.sizes.tolist())
+        offsets, starts, sizes = self._lists
+        i = bisect_right(offsets, lo) - 1
+        buf = self.buf
+        parts = []
+        while lo < hi:
+            skip = lo - offsets[i]
+            take = min(sizes[i] - skip, hi - lo)
+            at = starts[i] + skip
+            parts.append(buf[at : at + take])
+            lo += take
+            i += 1
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def gather(self, ends: np.ndarray) -> bytes:
+        """Every body ``i`` up to virtual offset ``ends[i]``, concatenated."""
+        body = np.searchsorted(self.body_start, self.offsets, side="right") - 1
+        room = ends[body] - self.offsets if len(body) else self.offsets
+        keep = room > 0
+        return gather(self.buf, self.starts[keep], np.minimum(self.sizes, room)[keep])
+
+
+def gather(buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
+    """``buf[starts[i]:starts[i] + sizes[i]]`` for every i, concatenated (ranges ascending
+    and disjoint: one boolean mask, no Python step per range)."""
+    n = len(starts)
+    if not n:
+        return b""
+    gaps = np.empty(n + 1, dtype=np.int64)
+    gaps[0] = starts[0]
+    gaps[1:-1] = starts[1:] - (starts[:-1] + sizes[:-1])
+    gaps[-1] = len(buf) - (starts[-1] + sizes[-1])
+    if n < 64 or bool((gaps < 0).any()):
+        view = memoryview(buf)
+        try:
+            ends = (starts + sizes).tolist()
+            return b"".join(map(view.__getitem__, map(slice, starts.tolist(), ends)))
+        finally:
+            view.release()
+    runs = np.empty(2 * n + 1, dtype=np.int64)
+    runs[0::2] = gaps
+    runs[1::2] = sizes
+    pattern = np.zeros(2 * n + 1, dtype=bool)
+    pattern[1::2] = True
+    keep = np.repeat(pattern, runs)
+    return np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
+
+
+def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:
+    """:func:`head_end` of the virtual body ``[lo, hi)``, reading only its end."""
+    window = 256
+    while True:
+        at = max(lo, hi - window)
+        piece = source.read(at, hi)
+        best = _last_blank(piece, 0, len(piece))
+        if best >= 3 or at == lo:
+            break
+        window *= 4
+    if best >= 0:
+        return at + best
+    found = _first_line_blank(source.read(lo, min(hi, lo + bom + 2)), bom)
+    return lo + found if found >= 0 else lo
+
+
+@dataclass(slots=True)
+class ParsedBodies:
+    """Events of every body (``body``: its index; ``start``/``end``: body offsets; ``id``
+    recomputed per body), and per body: comment count, trailing bytes, refusal reason."""
+
+    events: pl.DataFrame
+    comments: np.ndarray
+    trailing: list[bytes]
+    refused: dict[int, str]
+
+
+def _parse_heads(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """(events, comment starts, anomalies as kind/start) of the concatenated heads."""
+    if parse_body is not None:
+        cols = parse_body(heads, stream_start=False)
+        return cols.events, cols.comments["start"].to_numpy(), cols.anomalies
+    parser = SSEParser(report_empty=True)
+    parser._bom_head = None  # not a stream start: a leading BOM is content
+    evs = parser.feed(heads) + parser.close()
+    events = pl.DataFrame(
+        {
+            "start": [e.start for e in evs],
+            "end": [e.end for e in evs],
+            "id": [e.id for e in evs],
+            "id_field": [e.id_field for e in evs],
+            "event": [e.event for e in evs],
+            "data": [e.data for e in evs],
+            "retry": [min(e.retry, RETRY_MAX) if e.retry is not None else None for e in evs],
+            "dispatched": [e.dispatched for e in evs],
+        },
+        schema=EVENT_SCHEMA,
+    )
+    comments = np.array([c.start for c in parser.take_comments()], dtype=np.int64)
+    found = parser.take_anomalies()
+    anomalies = pl.DataFrame(
+        {"kind": [a.kind for a in found], "start": [a.start for a in found]},
+        schema={"kind": pl.String, "start": pl.Int64},
+    )
+    return events, comments, anomalies
+
+
+def _body_of(head_start: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    if not len(offsets):
+        return np.zeros(0, dtype=np.int64)
+    return np.searchsorted(head_start, offsets, side="right").astype(np.int64) - 1
+
+
+_TAIL_SCHEMA = {
+    "body": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "id_field": pl.String,
+    "event": pl.String,
+    "data": pl.String,
+    "retry": pl.Int64,
+    "dispatched": pl.Boolean,
+}
+
+
+def parse_bodies(source: BodySource) -> ParsedBodies:
+    """Parse every body of ``source`` (each a whole decoded body)."""
+    starts, ends = source.body_start, source.body_end
+    n = len(starts)
+    refused: dict[int, str] = {}
+    heads_end = np.empty(n, dtype=np.int64)
+    for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        bom = len(UTF8_BOM) if source.read(lo, min(hi, lo + 3)) == UTF8_BOM else 0
+        h = _body_head_end(source, lo, hi, bom)
+        heads_end[i] = h
+        # Only a stream's start drops a BOM: the concatenated heads keep every one, and a
+        # tail parsed on its own would drop one that is not at the start.
+        if (bom and h > lo) or (lo < h < hi and source.read(h, min(hi, h + 3)) == UTF8_BOM):
+            refused[i] = R_SSE_BOM
+    head_len = heads_end - starts
+    heads = source.gather(heads_end)
+    head_start = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(head_len[:-1], out=head_start[1:])
+
+    events, comment_starts, anomalies = _parse_heads(heads)
+    ev_start = events["start"].to_numpy()
+    ev_body = _body_of(head_start, ev_start)
+    base = head_start[ev_body]
+    comments = np.bincount(_body_of(head_start, comment_starts), minlength=n).astype(np.int64)
+    if anomalies.height:
+        reported = anomalies.filter(pl.col("kind").is_in(list(REPORTED_SSE_ANOMALIES)))
+        for b in np.unique(_body_of(head_start, reported["start"].to_numpy())).tolist():
+            refused.setdefault(int(b), R_SSE_REPORTED)
+    if events.height:
+        capped = (events["retry"] == RETRY_MAX).fill_null(False).to_numpy()
+        for b in np.unique(ev_body[capped]).tolist():
+            refused.setdefault(int(b), R_SSE_RETRY)
+    events = events.drop("id").with_columns(
+        body=pl.Series(ev_body, dtype=pl.Int64),
+        start=pl.Series(ev_start - base, dtype=pl.Int64),
+        end=pl.Series(events["end"].to_numpy() - base, dtype=pl.Int64),
+    )
+
+    # Tails: one SSEParser each (usually none: a finished stream ends with a blank line).
+    trailing = [b""] * n
+    tails = []
+    for i in np.flatnonzero(heads_end < ends).tolist():
+        if i in refused:
+            continue
+        parser = SSEParser(report_empty=True)
+        tail = source.read(int(heads_end[i]), int(ends[i]))
+        evs = parser.feed(tail) + parser.close()
+        if any(a.kind in REPORTED_SSE_ANOMALIES for a in parser.take_anomalies()):
+            refused[i] = R_SSE_REPORTED
+            continue
+        comments[i] += len(parser.take_comments())
+        trailing[i] = parser.trailing
+        shift = int(head_len[i])
+        for e in evs:
+            if e.retry is not None and e.retry >= RETRY_MAX:
+                refused[i] = R_SSE_RETRY
+                break
+            tails.append(
+                (
+                    i,
+                    e.start + shift,
+                    e.end + shift,
+                    e.id_field,
+                    e.event,
+                    e.data,
+                    e.retry,
+                    e.dispatched,
+                )
+            )
+    if tails:
+        tail_frame = pl.DataFrame(tails, schema=_TAIL_SCHEMA, orient="row")
+        events = pl.concat([events, tail_frame], how="diagonal_relaxed").sort(
+            "body", "start", maintain_order=True
+        )
+    # WHATWG: the ID buffer at dispatch is the last valid id field so far in the stream
+    # (every block with one is an event here: report_empty=True).
+    events = events.with_columns(id=pl.col("id_field").forward_fill().over("body").fill_null(""))
+    return ParsedBodies(events, comments, trailing, refused)

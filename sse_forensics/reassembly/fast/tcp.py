@@ -1,0 +1,426 @@
+"""TCP layer of the fast path: the capture's TCP rows grouped by 4-tuple, and for each group
+the vectorized proof that :class:`~sse_forensics.reassembly.flows.ConnectionTracker` would
+see one clean connection in it.
+
+A group is a *candidate* when, read as the tracker and its
+:class:`~sse_forensics.reassembly.tcp.TCPStreamReassembler` read it, it holds exactly one
+connection whose two byte streams never miss a byte, so that each stream is the new bytes
+of its segments in capture order:
+
+- the first segment is the client's SYN (no ACK), the second the server's SYN+ACK, and no
+  other segment carries SYN (one connection: no port reuse);
+- sequence numbers are unwrapped per direction, each from the previous segment's; no
+  segment up to its sender's FIN starts beyond the bytes delivered so far (no hole, no
+  reordering). Retransmissions and overlaps are fine: the first copy of a byte wins, as in
+  the reassembler; bytes after a FIN carry nothing;
+- no payload on a SYN or an RST, none cut by the snap length;
+- no ACK, up to the end of the connection, acknowledges bytes of the other direction that
+  the capture did not hold before it (the reassembler would report them ``acked-unseen``);
+- the connection ends at the later of the first FINs of both sides, or at an RST before
+  that, which must lie within ``RST_WINDOW`` of its sender's bytes (else the tracker
+  ignores it). Later segments only count (packets, last frame) and reach the analyzer.
+
+Such a connection's TCP expert analysis records only its FIN/RST notes and window scale,
+unless a zero window, a full window, a keep-alive or a silence of :data:`STALL_SECONDS`
+after a payload segment shows up; :func:`classify_groups` finds those vectorized, and the
+connection's state is then computed by the exact :class:`TCPAnalyzer` over its segments
+(the bytes stay on the fast path).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from sse_forensics.ingest.packet_index import PacketIndex
+from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
+from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.flows import Connection, community_id
+from sse_forensics.reassembly.loss import DirectionLoss
+from sse_forensics.reassembly.stream import Direction
+from sse_forensics.reassembly.tcp import RST_WINDOW
+from sse_forensics.reassembly.tcp_analysis import (
+    STALL_SECONDS,
+    TCPAnalyzer,
+    TCPNote,
+    TCPState,
+)
+
+SEQ_MOD = 1 << 32
+_HALF = 1 << 31
+_CONTROL = TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN
+
+# Fallback reasons of the TCP layer, in the order they are checked.
+R_HANDSHAKE = "tcp: no clean handshake first"
+R_SYN = "tcp: another SYN (retransmission or port reuse)"
+R_RST = "tcp: RST with payload, or one the tracker ignores"
+R_SNAPLEN = "tcp: payload cut by the snap length"
+R_SEQUENCE = "tcp: retransmission, overlap, hole or reordering"
+R_ACKED_UNSEEN = "tcp: ACK of bytes the capture lacks"
+
+
+@dataclass(slots=True)
+class FlowGroups:
+    """The TCP rows of a capture grouped by 4-tuple (either direction), groups in order of
+    their first row (the order of ``ConnectionTracker``'s flow table), rows ascending."""
+
+    rows: np.ndarray  # int64, all TCP rows, grouped
+    starts: np.ndarray  # int64 [G + 1]: group g is rows[starts[g]:starts[g + 1]]
+    first_row: np.ndarray  # int64 [G]
+
+    def __len__(self) -> int:
+        return len(self.first_row)
+
+    def group_rows(self, g: int) -> np.ndarray:
+        return self.rows[self.starts[g] : self.starts[g + 1]]
+
+
+def group_flows(index: PacketIndex) -> FlowGroups:
+    tcp_rows = np.flatnonzero(index.is_tcp).astype(np.int64)
+    n = len(tcp_rows)
+    if not n:
+        empty = np.zeros(0, dtype=np.int64)
+        return FlowGroups(empty, np.zeros(1, dtype=np.int64), empty)
+    a = (index.src[tcp_rows].astype(np.int64) << 16) | index.sport[tcp_rows].astype(np.int64)
+    b = (index.dst[tcp_rows].astype(np.int64) << 16) | index.dport[tcp_rows].astype(np.int64)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    if int(hi.max()) < 1 << 31:  # addresses below 2**15: the pair fits one int64
+        key = (lo << 31) | hi
+    else:
+        endpoints, inverse = np.unique(np.concatenate([lo, hi]), return_inverse=True)
+        inverse = inverse.reshape(-1).astype(np.int64)
+        key = inverse[:n] * len(endpoints) + inverse[n:]
+    _keys, first_idx, key_group = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(len(first_idx), dtype=np.int64)
+    rank[np.argsort(first_idx, kind="stable")] = np.arange(len(first_idx))
+    group = rank[key_group.reshape(-1)]
+    if len(first_idx) <= 1 << 16:  # numpy sorts 16-bit keys by radix
+        group = group.astype(np.uint16)
+    order = np.argsort(group, kind="stable")
+    rows = tcp_rows[order]
+    counts = np.bincount(group, minlength=len(first_idx)).astype(np.int64)
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return FlowGroups(rows, starts, rows[starts[:-1]])
+
+
+def _group_cummax(values: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Running maximum of ``values`` (each >= -1 and < 2**41) restarting at each group."""
+    out = np.empty_like(values)
+    span = 1 << 20  # groups per pass: g * 2**42 stays below 2**62
+    lo = 0
+    n = len(values)
+    while lo < n:
+        g0 = int(g[lo])
+        hi = int(np.searchsorted(g, g0 + span))
+        shift = (g[lo:hi] - g0) << 42
+        out[lo:hi] = np.maximum.accumulate(values[lo:hi] + 1 + shift) - shift - 1
+        lo = hi
+    return out
+
+
+def _signed32(x: np.ndarray) -> np.ndarray:
+    return ((x + _HALF) % SEQ_MOD) - _HALF
+
+
+@dataclass(slots=True)
+class GroupCheck:
+    """Per group: the fallback reason (``None``: candidate) and what the fast path needs."""
+
+    reason: list[str | None]
+    candidate: np.ndarray  # bool [G]
+    exact_tcp: np.ndarray  # bool [G]: TCP expert analysis needs the exact analyzer
+    server: np.ndarray  # bool per grouped row: sent by the server
+    offset: np.ndarray  # int64 per grouped row: stream offset of its new bytes
+    fresh: np.ndarray  # int64 per grouped row: bytes it adds to its stream (first copy)
+    skip: np.ndarray  # int64 per grouped row: payload bytes before them (already seen)
+    final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
+    first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
+    shift: np.ndarray  # int64 [G, 2]: window scale of client, server
+
+
+def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
+    rows = groups.rows
+    starts = groups.starts
+    n_groups = len(groups)
+    n = len(rows)
+    counts = np.diff(starts)
+    g = np.repeat(np.arange(n_groups, dtype=np.int64), counts)
+    gs = starts[:-1]
+    gstart = np.repeat(gs, counts)
+    flags = index.flags[rows].astype(np.int64)
+    seq = index.seq[rows].astype(np.int64)
+    ack = index.ack[rows].astype(np.int64)
+    plen = index.payload_len[rows].astype(np.int64)
+    tail = index.claimed_len[rows].astype(np.int64) - plen
+    window = index.window[rows].astype(np.int64)
+    ts = index.ts[rows]
+    src = index.src[rows].astype(np.int64)
+    sport = index.sport[rows].astype(np.int64)
+    server = (src != src[gstart]) | (sport != sport[gstart])
+    client = ~server
+    syn = (flags & TCP_SYN) != 0
+    fin = (flags & TCP_FIN) != 0
+    rst = (flags & TCP_RST) != 0
+    has_ack = (flags & TCP_ACK) != 0
+
+    def any_per_group(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(g[mask], minlength=n_groups) > 0
+
+    reason: list[str | None] = [None] * n_groups
+    bad = np.zeros(n_groups, dtype=bool)
+
+    def mark(mask_groups: np.ndarray, why: str) -> None:
+        for gi in np.flatnonzero(mask_groups & ~bad).tolist():
+            reason[gi] = why
+        bad[mask_groups] = True
+
+    two = counts >= 2
+    second = np.where(two, gs + 1, gs)
+    handshake = (
+        two
+        & ((flags[gs] & _CONTROL) == TCP_SYN)
+        & ((flags[second] & _CONTROL) == (TCP_SYN | TCP_ACK))
+        & server[second]
+    )
+    mark(~handshake, R_HANDSHAKE)
+    mark(np.bincount(g[syn], minlength=n_groups) != 2, R_SYN)
+    mark(any_per_group(rst & (plen > 0)), R_RST)
+    mark(any_per_group(tail != 0), R_SNAPLEN)
+    mark(any_per_group(syn & (plen > 0)), R_SEQUENCE)
+
+    # Sequence numbers unwrapped per direction (offsets from ISN + 1), each from the one
+    # before it in that direction; RSTs stay out of the chain (they are judged apart).
+    base_c = (seq[gs] + 1) % SEQ_MOD
+    base_s = (seq[second] + 1) % SEQ_MOD
+    base_own = np.where(server, base_s[g], base_c[g])
+    base_peer = np.where(server, base_c[g], base_s[g])
+    idx = np.arange(n, dtype=np.int64)
+    off = np.zeros(n, dtype=np.int64)
+    for side_mask in (client, server):
+        pos = idx[side_mask & ~rst]
+        if not len(pos):
+            continue
+        lane_first = np.ones(len(pos), dtype=bool)
+        lane_first[1:] = g[pos[1:]] != g[pos[:-1]]
+        step = np.zeros(len(pos), dtype=np.int64)
+        step[1:] = _signed32(seq[pos[1:]] - seq[pos[:-1]])
+        step[lane_first] = 0
+        total = np.cumsum(step)
+        lane_start = np.maximum.accumulate(np.where(lane_first, np.arange(len(pos)), 0))
+        off[pos] = total - total[lane_start] - 1
+
+    # First FIN of each side, first RST.
+    first = np.full((n_groups, 3), n, dtype=np.int64)  # first FIN client, server; first RST
+    for col, mask in ((0, fin & client), (1, fin & server), (2, rst)):
+        pos = idx[mask]
+        if len(pos):
+            head = np.ones(len(pos), dtype=bool)
+            head[1:] = g[pos[1:]] != g[pos[:-1]]
+            first[g[pos[head]], col] = pos[head]
+    own_fin = np.where(server, first[g, 1], first[g, 0])
+    peer_fin = np.where(server, first[g, 0], first[g, 1])
+
+    # Bytes delivered in each direction after each row: segments up to the sender's FIN
+    # (later ones carry nothing new), first copy of each byte wins.
+    reach = np.where(~rst & (idx <= own_fin), np.maximum(off + plen, 0), 0)
+    delivered = np.zeros((2, n), dtype=np.int64)  # [side, row]: after the rows up to it
+    for side, side_mask in ((0, client), (1, server)):
+        delivered[side] = _group_cummax(np.where(side_mask, reach, 0), g)
+    before = np.zeros((2, n), dtype=np.int64)  # ... after the rows before it
+    before[:, 1:] = delivered[:, :-1]
+    before[:, gs] = 0
+    side_of = server.astype(np.int64)
+    got_own = before[side_of, idx]
+    got_peer = before[1 - side_of, idx]
+
+    # Finalisation: at the later of the two first FINs (the connection is finished and, no
+    # byte being missing, settled there), or at an RST before it. An RST must be one the
+    # tracker believes (RST_WINDOW of the bytes its sender sent), or it would be ignored.
+    fin_final = np.where((first[:, :2] < n).all(axis=1), first[:, :2].max(axis=1), n)
+    first_rst = first[:, 2]
+    by_rst = first_rst <= fin_final  # (equal: FIN and RST on one segment, judged as an RST)
+    at = np.minimum(first_rst, n - 1)
+    delta = _signed32(seq[at] - base_own[at] - got_own[at])
+    mark(by_rst & (np.abs(delta) > RST_WINDOW), R_RST)
+    final_at = np.minimum(fin_final, first_rst)
+    final = np.where(final_at < n, final_at, -1)
+    read = ~rst & ((final[g] < 0) | (idx <= final[g]))  # rows the reassembler reads
+
+    live = ~syn & ~rst
+    mark(any_per_group(live & (np.abs(off - got_own) >= _HALF >> 1)), R_SEQUENCE)
+    carries = live & read & (idx <= own_fin) & ((plen > 0) | fin)
+    hole = carries & (off > got_own)
+    hole |= live & read & fin & (idx == own_fin) & (off + plen < got_own)
+    mark(any_per_group(hole), R_SEQUENCE)
+    unseen = has_ack & read & (idx <= peer_fin) & (_signed32(ack - base_peer - got_peer) > 0)
+    mark(any_per_group(unseen), R_ACKED_UNSEEN)
+    fresh = np.where(carries & ~hole, np.maximum(off + plen - got_own, 0), 0)
+    fresh = np.minimum(fresh, plen)
+
+    # Window scale (RFC 7323 §2.2: only when both SYNs offered it).
+    ws_c = index.wscale[rows[gs]].astype(np.int64)
+    ws_s = index.wscale[rows[second]].astype(np.int64)
+    scaled = (ws_c >= 0) & (ws_s >= 0)
+    shift = np.stack([np.where(scaled, ws_c, 0), np.where(scaled, ws_s, 0)], axis=1)
+
+    # Would the expert analysis record more than FIN notes? Zero windows, a full window,
+    # or a silence the stall rule judges: then its exact analyzer runs on the connection.
+    zero = has_ack & ~rst & (window == 0) & ~syn & ~fin
+    exact_tcp = any_per_group(zero)
+    # Keep-alives: at most one byte at the sender's next sequence number minus one.
+    sent = np.where(rst, -1, off + plen + fin)
+    sent[syn] = 0
+    nxt = np.zeros((2, n), dtype=np.int64)
+    for side, side_mask in ((0, client), (1, server)):
+        nxt[side] = _group_cummax(np.where(side_mask, sent, -1), g)
+    nxt_before = np.full(n, -(1 << 40), dtype=np.int64)
+    nxt_before[1:] = nxt[side_of[1:], idx[1:] - 1]
+    nxt_before[gs] = -(1 << 40)
+    keep_alive = ~syn & ~fin & ~rst & (plen <= 1) & (off == nxt_before - 1)
+    exact_tcp |= any_per_group(keep_alive)
+    data = (plen > 0) & ~syn & ~rst
+    for side_mask, peer_mask, peer_col in ((client, server, 1), (server, client, 0)):
+        # The peer's last ACK-bearing segment before each row: its ack and window (an RST's
+        # say nothing).
+        marks = np.where(peer_mask & has_ack & ~rst, idx, -1)
+        last = np.maximum.accumulate(marks)
+        prev = np.empty(n, dtype=np.int64)
+        if n:
+            prev[0] = -1
+            prev[1:] = last[:-1]
+        known = prev >= gstart
+        j = np.where(known, prev, 0)
+        win = np.where(syn[j], window[j], window[j] << shift[g, peer_col])
+        end = (seq + plen + fin) % SEQ_MOD
+        d = (ack[j] + win - end) % SEQ_MOD
+        full = data & side_mask & known & (win != 0) & ((d == 0) | (d >= _HALF))
+        exact_tcp |= any_per_group(full)
+    # Stall judgement: a later row STALL_SECONDS after a payload row of a side, before that
+    # side's next payload row (or the end). Exact with timestamps ascending in the group.
+    step_back = np.zeros(n, dtype=bool)
+    if n > 1:
+        step_back[1:] = ts[1:] < ts[:-1]
+    step_back[gs] = False
+    exact_tcp |= any_per_group(step_back)
+    gend = starts[1:] - 1
+    end_ts = np.where(final >= 0, ts[np.maximum(final, 0)], capture_end)
+    for side_mask in (client, server):
+        dpos = idx[data & side_mask]
+        if not len(dpos):
+            continue
+        dg = g[dpos]
+        nxt = np.empty(len(dpos), dtype=np.int64)
+        nxt[:-1] = dpos[1:]
+        last_of_side = np.ones(len(dpos), dtype=bool)
+        last_of_side[:-1] = dg[1:] != dg[:-1]
+        nxt[last_of_side] = gend[dg[last_of_side]]
+        judged = (ts[nxt] - ts[dpos]) >= STALL_SECONDS
+        judged |= last_of_side & ((end_ts[dg] - ts[dpos]) >= STALL_SECONDS)
+        exact_tcp |= np.bincount(dg[judged], minlength=n_groups) > 0
+
+    return GroupCheck(
+        reason, ~bad, exact_tcp, server, got_own, fresh, plen - fresh, final, first_rst, shift
+    )
+
+
+def _origin(index: PacketIndex, row: int) -> Origin:
+    return Origin(index.sources[int(index.file[row])], int(index.frame[row]), float(index.ts[row]))
+
+
+def build_connection(
+    index: PacketIndex,
+    groups: FlowGroups,
+    check: GroupCheck,
+    gi: int,
+    conn_id: int,
+    capture_end: float,
+) -> tuple[Connection, Connection]:
+    """The :class:`Connection` the tracker would build for candidate group ``gi``: as it is
+    at the end of the capture, and as it was when finalised (what the sink pickles; the
+    segments after it, such as the last ACK, still count in the first)."""
+    lo, hi = int(groups.starts[gi]), int(groups.starts[gi + 1])
+    rows = groups.rows[lo:hi]
+    server = check.server[lo:hi]
+    first_row = int(rows[0])
+    addresses = index.addresses
+    client = (addresses[int(index.src[first_row])], int(index.sport[first_row]))
+    server_ep = (addresses[int(index.dst[first_row])], int(index.dport[first_row]))
+    first = _origin(index, first_row)
+    conn = Connection(
+        id=conn_id,
+        client=client,
+        server=server_ep,
+        community_id=community_id(client, server_ep),
+        first=first,
+        last=_origin(index, int(rows[-1])),
+        handshake_seen=True,
+        mid_stream=False,
+    )
+    conn.packets = len(rows)
+    final = int(check.final[gi]) - lo if check.final[gi] >= 0 else -1
+    flags = index.flags[rows]
+    # The tracker records each side's first FIN up to the end of the connection; the
+    # analyzer notes each side's first FIN and RST in every segment.
+    notes: list[TCPNote] = []
+    note_at: list[int] = []
+    noted: set[tuple[str, bool]] = set()
+    for p in np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0).tolist():
+        side = bool(server[p])
+        direction: Direction = "server" if side else "client"
+        for kind, bit in (("fin", TCP_FIN), ("rst", TCP_RST)):
+            if flags[p] & bit and (kind, side) not in noted:
+                noted.add((kind, side))
+                notes.append(TCPNote(kind, direction, _origin(index, int(rows[p]))))  # type: ignore[arg-type]
+                note_at.append(p)
+                if kind == "fin" and (final < 0 or p <= final):
+                    conn.fin[direction] = notes[-1].origin
+    rst_p = int(check.first_rst[gi]) - lo
+    if rst_p < len(rows):
+        conn.rst = _origin(index, int(rows[rst_p]))
+        conn.rst_by = "server" if server[rst_p] else "client"
+    fresh = check.fresh[lo:hi]
+    conn.loss = {
+        "client": DirectionLoss(bytes_seen=int(fresh[~server].sum())),
+        "server": DirectionLoss(bytes_seen=int(fresh[server].sum())),
+    }
+    if check.exact_tcp[gi]:
+        conn.tcp, at_final = _exact_tcp_state(index, rows, server, final, capture_end)
+    else:
+        shift_c, shift_s = (int(x) for x in check.shift[gi])
+        state = TCPState(window_scale={"client": shift_c, "server": shift_s})
+        state.tcp_notes = notes
+        conn.tcp = state
+        at_final = TCPState(
+            window_scale=dict(state.window_scale),
+            tcp_notes=[n for n, p in zip(notes, note_at, strict=True) if final < 0 or p <= final],
+        )
+    if final < 0 or final == len(rows) - 1:
+        return conn, conn
+    snapshot = copy.copy(conn)
+    snapshot.packets = final + 1
+    snapshot.last = _origin(index, int(rows[final]))
+    snapshot.tcp = at_final
+    if rst_p > final:
+        snapshot.rst = snapshot.rst_by = None
+    return conn, snapshot
+
+
+def _exact_tcp_state(
+    index: PacketIndex, rows: np.ndarray, server: np.ndarray, final: int, capture_end: float
+) -> tuple[TCPState, TCPState]:
+    """The analyzer's state at the end, and as it was when the connection was finalised."""
+    analyzer = TCPAnalyzer()
+    at_final = None
+    for p, row in enumerate(rows.tolist()):
+        seg = index.segment(row)
+        analyzer.segment("server" if server[p] else "client", seg)  # type: ignore[arg-type]
+        if p == final:
+            analyzer.close(seg.origin.ts)  # type: ignore[union-attr]
+            at_final = copy.deepcopy(analyzer.state)
+    if at_final is None:
+        analyzer.close(capture_end)
+        return analyzer.state, analyzer.state
+    return analyzer.state, at_final
