@@ -190,3 +190,18 @@ def test_reset_at_the_next_sequence_number_ends_the_stream(tmp_path: Path):
     (exchange,) = result.facts.exchanges
     assert exchange.response_end_reason == "rst" and not exchange.response_complete
     assert result.connections[0].rst_by == "server"
+
+
+def test_retry_beyond_64_bits_does_not_stop_the_scan(tmp_path: Path):
+    """WHATWG: ``retry`` is any run of ASCII digits. One wider than a 64-bit column is kept
+    at the column's maximum; the events around it are read as usual."""
+    huge = b"retry: " + b"9" * 30 + b"\n\n"
+    body = chunk(EVENT_1 + huge + EVENT_2) + b"0\r\n\r\n"
+    pcap = capture(
+        tmp_path / "retry.pcap",
+        [("c", GET), ("s", sse_head("Transfer-Encoding: chunked") + body)],
+    )
+    result = scan_paths(keep_records=True, paths=[str(pcap)])
+    assert events(result) == [("1", "a"), ("1", ""), ("2", "b")]
+    (retry,) = [ev.retry for ex in result.facts.exchanges for ev in ex.events if ev.retry]
+    assert retry == (1 << 63) - 1

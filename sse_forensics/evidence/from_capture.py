@@ -29,6 +29,7 @@ from sse_forensics.facts.requests import call_signature
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
+from sse_forensics.reassembly.sse_columns import RETRY_MAX
 
 LAST_EVENT_ID = "Last-Event-ID"
 _VERSION_KEY = "protocolVersion"
@@ -210,7 +211,8 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
         buf["id_field"].append(sse.id_field)
         buf["event"].append(sse.event)
         buf["data"].append(sse.data)
-        buf["retry"].append(sse.retry)
+        # WHATWG allows any number of digits; a column holds 64 bits (sse_columns does so).
+        buf["retry"].append(None if sse.retry is None else min(sse.retry, RETRY_MAX))
         buf["start"].append(sse.start)
         buf["end"].append(sse.end)
         buf["dispatched"].append(sse.dispatched)
