@@ -171,6 +171,7 @@ def _reassemble_captures(
         result = combine([summary for _, _, summary in parts])
     else:
         index = index_captures(inputs)
+        index.release()  # the index pass touched every page: only the batches' come back
         try:
             result = reassemble_fast(index, store.add, config)
         finally:
@@ -191,6 +192,7 @@ def _reassemble_shard(
     ``scratch`` (the parent removes them), its summary returned."""
     store = EvidenceStore(buckets, scratch=scratch)
     index = index_captures(inputs)
+    index.release()
     try:
         with _scan_gc():
             summary = reassemble_fast(index, store.add, config, shard=shard)
@@ -239,8 +241,9 @@ def ingest(
 
 @dataclass(slots=True)
 class PartitionResult:
-    tables: dict[str, pl.DataFrame]
+    tables: dict[str, pl.DataFrame]  # all fact tables, or only ``sessions`` (keep_tables)
     findings: list[Finding]
+    counts: dict[str, int]  # rows of every fact table
     facts: Facts | None = None
 
 
@@ -252,10 +255,12 @@ def analyze_partition(
     rules: RuleSet,
     provided: frozenset[str],
     keep_records: bool = False,
+    keep_tables: bool = True,
 ) -> PartitionResult:
     """Facts and rules over one partition's evidence: a pure function (partition tables and
     the scan's cross-session facts in, fact tables and findings out) that a worker process —
-    or a cluster task — can run."""
+    or a cluster task — can run. Without ``keep_tables`` only the ``sessions`` table comes
+    back (the others are counted): a scan's memory then does not grow with its events."""
     with _scan_gc():
         sessions, latest_post = session_table(exchanges, front.dropped)
         if not keep_records:
@@ -285,7 +290,9 @@ def analyze_partition(
             records, load_connections(connections), front, events, sessions, latest_post
         )
         findings, _ = evaluate(rules, facts.tables, provided)
-    return PartitionResult(facts.tables, findings, facts if keep_records else None)
+    counts = {name: df.height for name, df in facts.tables.items()}
+    tables = facts.tables if keep_tables else {"sessions": facts.tables["sessions"]}
+    return PartitionResult(tables, findings, counts, facts if keep_records else None)
 
 
 def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
@@ -313,12 +320,17 @@ def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:
 
 
 def _analyze_files(
-    files: dict[str, list[Path]], front: Front, rules: RuleSet, provided: frozenset[str]
+    files: dict[str, list[Path]],
+    front: Front,
+    rules: RuleSet,
+    provided: frozenset[str],
+    keep_tables: bool,
 ) -> PartitionResult:
     """One task in a worker process: its Parquet files in, its facts and findings out."""
     connections, exchanges, events = read_files(files)
+    front = _task_front(front, exchanges)
     return analyze_partition(
-        connections, exchanges, events, _task_front(front, exchanges), rules, provided
+        connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
     )
 
 
@@ -329,6 +341,7 @@ def analyze_store(
     provided: frozenset[str],
     keep_records: bool = False,
     jobs: int = 1,
+    keep_tables: bool = True,
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
@@ -342,7 +355,9 @@ def analyze_store(
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
             futures = [
-                pool.submit(_analyze_files, store.task_files(t), front, rules, provided)
+                pool.submit(
+                    _analyze_files, store.task_files(t), front, rules, provided, keep_tables
+                )
                 for t in tasks
             ]
             return [f.result() for f in futures]
@@ -358,6 +373,7 @@ def analyze_store(
                 rules,
                 provided,
                 keep_records,
+                keep_tables,
             )
         )
     return out
@@ -366,7 +382,7 @@ def analyze_store(
 def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
     out: dict[str, pl.DataFrame] = {}
     for name, schema in TABLE_SCHEMAS.items():
-        frames = [p[name] for p in parts if p[name].height]
+        frames = [p[name] for p in parts if name in p and p[name].height]
         out[name] = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
     # gap_id numbers the gaps of the whole scan (docs/facts.md): in time order, whatever
     # partition judged them.
@@ -406,6 +422,7 @@ def scan_paths(
     jobs: int = 1,
     keep_records: bool = False,
     buckets: int | None = None,
+    keep_tables: bool = True,
 ) -> ScanResult:
     """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``."""
     config = config or AnalysisConfig()
@@ -416,7 +433,9 @@ def scan_paths(
         ingested = ingest(paths, store, config, logs, progress, jobs)
         if progress is not None:
             progress("facts", 0, 1)
-        results = analyze_store(store, config, rules, ingested.provided, keep_records, jobs=jobs)
+        results = analyze_store(
+            store, config, rules, ingested.provided, keep_records, jobs, keep_tables
+        )
         first_seen = (
             store.columns(ExchangeColumns, ["session", "conn_id", "index"])
             .sort("conn_id", "index")
@@ -441,9 +460,9 @@ def scan_paths(
         tcp_segments=reassembly.tcp_segments,
         connections=len(reassembly.connections) + ingested.log_connections,
         http_exchanges=ingested.exchanges,
-        streams=tables["streams"].height,
-        events=tables["events"].height,
-        resumes=tables["resumes"].height,
+        streams=sum(r.counts["streams"] for r in results),
+        events=sum(r.counts["events"] for r in results),
+        resumes=sum(r.counts["resumes"] for r in results),
         partitions=len(results),
     )
     facts = results[0].facts if keep_records and len(results) == 1 else None

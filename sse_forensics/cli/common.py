@@ -166,6 +166,7 @@ def run_scan(
                 progress=progress,
                 logs=logs,
                 keep_records=keep_records,
+                keep_tables=keep_records,  # a scan reports counts and the sessions table
                 jobs=jobs or os.cpu_count() or 1,
             )
     except UnreadableInput as exc:

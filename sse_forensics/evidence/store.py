@@ -30,7 +30,7 @@ from sse_forensics.evidence.tables import (
 # Batches held in memory before the store writes them to its scratch directory. Parquet
 # (zstd) files are a quarter of the in-memory size or less; reading one partition back
 # costs one sequential read.
-DEFAULT_MEMORY_BUDGET = 256 << 20
+DEFAULT_MEMORY_BUDGET = 96 << 20
 
 
 def bucket_of(session: str, buckets: int) -> int:

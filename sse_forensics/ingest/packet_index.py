@@ -190,6 +190,15 @@ class PacketIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def release(self) -> None:
+        """Let the pages of the mapped files read so far leave this process's memory (they
+        stay in the page cache; a later read maps them again). A multi-GB capture read
+        front to back then costs the pages in use, not the file's size."""
+        for buf in self.buffers:
+            if isinstance(buf, mmap.mmap) and len(buf):
+                with contextlib.suppress(OSError, ValueError):
+                    buf.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         """Unmap the files; the columns stay usable, the byte accessors do not."""
         for buf in self.buffers:

@@ -196,8 +196,8 @@ def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{len(result.inputs)} file(s), {result.stats.frames} frames, "
         f"{len(result.connections)} TCP connections, {tables['sessions'].height} "
-        f"session(s), {tables['streams'].height} event stream(s), {tables['events'].height} "
-        f"SSE events, {tables['resumes'].height} resume(s).</p>"
+        f"session(s), {result.stats.streams} event stream(s), {result.stats.events} "
+        f"SSE events, {result.stats.resumes} resume(s).</p>"
         f"<p>Verdicts: {verdicts}</p><details><summary>Inputs</summary><ul>{inputs}</ul>"
         f"</details><h3>Findings, most severe first</h3>{findings}</section>"
     )

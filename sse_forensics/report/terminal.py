@@ -137,8 +137,8 @@ def render_scan(console: Console, result: ScanResult) -> None:
             ("Scanned ", "bold"),
             f"{len(result.inputs)} file(s): {_read_summary(result)}, "
             f"{tables['sessions'].height} session(s) ({len(affected)} with findings), "
-            f"{tables['streams'].height} event stream(s), "
-            f"{tables['events'].height} SSE events, {tables['resumes'].height} resume(s).",
+            f"{result.stats.streams} event stream(s), "
+            f"{result.stats.events} SSE events, {result.stats.resumes} resume(s).",
         )
     )
     verdicts = Text("Verdicts: ", style="bold")

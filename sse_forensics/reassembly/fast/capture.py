@@ -273,6 +273,7 @@ def reassemble_fast(
         batch_bytes += int(sizes[g])
         if batch_bytes >= BATCH_BYTES:
             _Batch(ctx, batch).run()
+            index.release()  # the batch's payload pages are done with
             batch, batch_bytes = [], 0
     if batch:
         _Batch(ctx, batch).run()
