@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,17 +32,16 @@ from sse_forensics.evidence.tables import (
 DEFAULT_MEMORY_BUDGET = 96 << 20
 
 
-def bucket_of(session: str, buckets: int) -> int:
-    """Stable across runs, processes and machines (never Python's salted ``hash``)."""
-    return zlib.crc32(session.encode("utf-8", "surrogatepass")) % buckets
+def bucket_expr(buckets: int, column: str = "session") -> pl.Expr:
+    """The bucket of each session: a hash of the session ID, the same in every process of a
+    scan (one polars version, fixed seeds; never Python's salted ``hash``)."""
+    return (pl.col(column).hash(seed=0) % buckets).cast(pl.Int64)
 
 
-def bucket_expr(buckets: int) -> pl.Expr:
-    """:func:`bucket_of` as a polars expression over the ``session`` column."""
-    return pl.col("session").map_batches(
-        lambda s: pl.Series([bucket_of(v, buckets) for v in s.to_list()], dtype=pl.Int64),
-        return_dtype=pl.Int64,
-    )
+def buckets_of(sessions: list[str], buckets: int) -> dict[str, int]:
+    """:func:`bucket_expr` for a list of session IDs."""
+    df = pl.DataFrame({"session": sessions}, schema={"session": pl.String})
+    return dict(df.with_columns(bucket_expr(buckets).alias("b")).iter_rows())
 
 
 @dataclass

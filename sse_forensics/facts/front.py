@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from sse_forensics.evidence.store import bucket_of
+from sse_forensics.evidence.store import buckets_of
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import COUNTER_FIRST, INT_ID, IdCodec
 from sse_forensics.facts.taken import CounterGroup
@@ -531,9 +531,10 @@ def compute_front(
             b = parent[b]
         return b
 
+    bucket = buckets_of(list(set(session_of_rank.values())), buckets)
     for rk, (p_rank, *_rest) in picks.items():
-        a = find(bucket_of(session_of_rank[rk], buckets))
-        b = find(bucket_of(session_of_rank[p_rank], buckets))
+        a = find(bucket[session_of_rank[rk]])
+        b = find(bucket[session_of_rank[p_rank]])
         if a != b:
             parent[max(a, b)] = min(a, b)
     groups: dict[int, list[int]] = {}
@@ -673,9 +674,13 @@ def _foreign(
         .iter_rows()
     }
     out: dict[tuple[Key, int], ForeignEvent] = {}
-    for row in replayed.join(first, on=["id_field", "h"], how="inner").iter_rows(named=True):
-        mine = task_of[bucket_of(row["session"], buckets)]
-        theirs = task_of[bucket_of(row["f_session"], buckets)]
+    pairs = replayed.join(first, on=["id_field", "h"], how="inner")
+    bucket = buckets_of(
+        pairs.get_column("session").to_list() + pairs.get_column("f_session").to_list(), buckets
+    )
+    for row in pairs.iter_rows(named=True):
+        mine = task_of[bucket[row["session"]]]
+        theirs = task_of[bucket[row["f_session"]]]
         if mine == theirs:
             continue  # the task sees the first sighting itself
         origin = (

@@ -8,6 +8,8 @@ connection.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import polars as pl
 
 from sse_forensics.facts.front import label_of
@@ -133,6 +135,7 @@ class CounterExclusions:
         self._keyed = keyed
         self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
+        self._own_keys: dict[str, dict[tuple[int, int], frozenset]] = {}
         self._taken: dict[int, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
@@ -144,11 +147,18 @@ class CounterExclusions:
         return self._by_session.get(session_id, self._keyed.clear())
 
     def _own(self, root: StreamRecord) -> frozenset:
-        rows = self._session_keys(root.session.session_id).filter(
-            (pl.col("root_conn") == root.exchange.connection_id)
-            & (pl.col("root_index") == root.exchange.index)
-        )
-        return frozenset(IdKey(p, q) for p, q in rows.select("prefix", "seq").iter_rows())
+        session_id = root.session.session_id
+        own = self._own_keys.get(session_id)
+        if own is None:  # every logical stream of the session at once
+            grouped: dict[tuple[int, int], set[IdKey]] = defaultdict(set)
+            for rc, ri, p, q in (
+                self._session_keys(session_id)
+                .select("root_conn", "root_index", "prefix", "seq")
+                .iter_rows()
+            ):
+                grouped[(rc, ri)].add(IdKey(p, q))
+            own = self._own_keys[session_id] = {k: frozenset(v) for k, v in grouped.items()}
+        return own.get((root.exchange.connection_id, root.exchange.index), frozenset())
 
     def get(self, root_id: int, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
         taken = self._taken.get(root_id)
