@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
-from sse_forensics.ingest.logs.access import parse_access_chunk
+from sse_forensics.ingest.logs.access import (
+    _read_fields,
+    _read_segments,
+    field_plan,
+    parse_access_chunk,
+)
 from sse_forensics.ingest.logs.formats import PRESETS, compile_format
 
 MCP_LINE = (
@@ -153,3 +159,179 @@ def test_random_lines_never_raise(lines):
             compile_format(spec), "\n".join(lines).encode("utf-8", "surrogatepass"), source="x"
         )
         assert out.rows.height + out.unreadable == out.lines
+
+
+# The fields path (space-separated CSV, proven laid out) and the segments path must give
+# the same rows, line numbers, counts and samples; every line the fields path cannot prove
+# sends its whole chunk to the segments path.
+
+
+def both_paths(spec: str, text: str | bytes, *, max_samples: int = 20):
+    """(what parse_access_chunk gives, what the segments path alone gives, whether the
+    fields path read the chunk)."""
+    fmt = compile_format(spec)
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    data = raw
+    if fmt.dialect == "apache" and b"\\" in data:  # as parse_access_chunk does first
+        data = data.replace(b"\\\\", b"\\x5C").replace(b'\\"', b"\\x22")
+    rows = data.count(b"\n") + (not data.endswith(b"\n"))
+    plan = field_plan(fmt)
+    fast = plan is not None and bool(data)
+    if fast:
+        fast = _read_fields(plan, fmt, data, source="a", first_line=7, rows=rows) is not None
+    got = parse_access_chunk(fmt, raw, source="a", first_line=7, max_samples=max_samples)
+    slow = _read_segments(fmt, data, source="a", first_line=7, max_samples=max_samples, rows=rows)
+    return got, slow, fast
+
+
+def assert_same(got, slow) -> None:
+    assert_frame_equal(got.rows, slow.rows, check_exact=True)
+    assert (got.lines, got.unreadable, got.samples) == (slow.lines, slow.unreadable, slow.samples)
+
+
+GOOD = [
+    MCP_LINE,
+    '2001:db8::1 - - [01/Dec/2026:00:04:51 +0000] "POST /mcp?x=1 HTTP/2.0" 202 0 "-" '
+    '"curl/8 \\x22q\\x22 \\x5Cpath" "-" "abc" "abc" 0.001',
+    '10.0.0.1 - bob [29/Feb/2024:23:59:59 -0800] "DELETE /mcp HTTP/1.1" 410 5 '
+    '"https://x.example/a b" "" "s1_9" "-" "-" 12',
+]
+
+
+def test_fields_path_reads_clean_chunks_as_the_segments_path():
+    got, slow, fast = both_paths("mcp", "\n".join(GOOD * 50) + "\n")
+    assert fast
+    assert got.rows.height == 150 and got.rows["line"].to_list() == list(range(7, 157))
+    assert_same(got, slow)
+    row = got.rows.row(1, named=True)
+    assert row["user_agent"] == 'curl/8 "q" \\path'
+    assert got.rows.row(2, named=True)["user_agent"] is None  # "" reads as no value
+
+
+@pytest.mark.parametrize(
+    "zone", ["+0000", "-0000", "+0530", "-0800", "+2359", "-2359", "+1400", "-1200"]
+)
+def test_time_zones_read_alike(zone):
+    text = "\n".join(line.replace("+0100", zone) for line in [MCP_LINE] * 3)
+    got, slow, fast = both_paths("mcp", text)
+    assert fast
+    assert_same(got, slow)
+
+
+def test_two_zones_in_a_chunk_and_zones_strptime_refuses():
+    lines = [MCP_LINE, MCP_LINE.replace("+0100", "-0330")] * 5
+    got, slow, fast = both_paths("mcp", "\n".join(lines))
+    assert fast and got.rows["ts"].n_unique() == 2
+    assert_same(got, slow)
+    # Zones other than ±hhmm take strptime itself: what it refuses is unreadable.
+    for zone in ("+2400", "+0060", "+00:00", "0000", "Z", "−0100", "+01"):
+        text = "\n".join([MCP_LINE, MCP_LINE.replace("+0100", zone)])
+        got, slow, fast = both_paths("mcp", text)
+        assert_same(got, slow)
+        assert fast == (got.unreadable == 0), zone
+
+
+BAD = [
+    "",  # blank
+    "garbage",
+    MCP_LINE.replace('"-"', '"x\\"y"', 1),  # a raw quote escaped Apache-style, in nginx
+    MCP_LINE.replace('" 200', " 200", 1),  # unbalanced quotes
+    MCP_LINE + ' "extra"',
+    MCP_LINE.replace('"-"', '"a""b"', 1),
+    '"' + MCP_LINE.replace(' "-" ', " - ", 1),  # quotes moved, count unchanged
+    MCP_LINE.replace(" - ", "  - ", 1),  # two spaces
+    MCP_LINE.replace(" - alice", " - -", 1).replace(" - ", " -\t", 1),
+    MCP_LINE.rsplit(" ", 1)[0],  # no $request_time
+    MCP_LINE.replace(" 200 ", " OK ", 1),
+    MCP_LINE.replace("[", "", 1),
+    MCP_LINE.replace("14/Nov", "31/Feb", 1),
+    MCP_LINE + "\r",
+]
+ODD_BUT_FINE = [MCP_LINE.replace("14/Nov", "1/Nov", 1), MCP_LINE.replace("alice", "al\u00e9ce")]
+
+
+@pytest.mark.parametrize("bad", BAD + ODD_BUT_FINE)
+def test_a_line_the_fields_path_cannot_prove_sends_its_chunk_to_the_segments_path(bad):
+    text = "\n".join([MCP_LINE, bad, MCP_LINE, GOOD[1]])
+    got, slow, fast = both_paths("mcp", text)
+    assert_same(got, slow)
+    assert fast == (bad in ODD_BUT_FINE)
+    # ... and the chunk as a whole, or line by line, reads the same.
+    alone = [both_paths("mcp", line)[0] for line in text.split("\n")]
+    assert sum(p.unreadable for p in alone) == got.unreadable
+    assert sum(p.rows.height for p in alone) == got.rows.height
+
+
+def test_invalid_utf8_and_a_last_line_without_newline():
+    data = (MCP_LINE + "\n").encode() + MCP_LINE.replace("alice", "al\xe9ce").encode("latin-1")
+    got, slow, fast = both_paths("mcp", data)
+    assert_same(got, slow)
+    got, slow, fast = both_paths("mcp", "\n".join([MCP_LINE] * 3))
+    assert fast and got.rows["line"].to_list() == [7, 8, 9]
+
+
+def test_apache_escapes_and_other_formats():
+    apache = 'apache:%h %l %u %t \\"%r\\" %>s %b \\"%{User-Agent}i\\" \\"%{Last-Event-ID}i\\" %D'
+    line = (
+        '192.0.2.1 - - [10/Oct/2000:13:55:36 -0700] "GET /mcp HTTP/1.1" 200 2326 '
+        '"agent \\"x\\" \\\\ y" "17" 1500000'
+    )
+    got, slow, fast = both_paths(apache, "\n".join([line] * 4))
+    assert fast and got.rows["user_agent"][0] == 'agent "x" \\ y'
+    assert_same(got, slow)
+    for spec, text in [
+        ("combined", '::1 - - [01/Jan/2024:00:00:00 +0000] "POST /mcp HTTP/1.1" 202 0 "-" "node"'),
+        ("common", '10.0.0.1 - - [01/Jan/2024:00:00:01 +0000] "GET / HTTP/1.0" 404 -'),
+        (
+            "apache-mcp",
+            '1.1.1.1 - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "s" "-"',
+        ),
+        (
+            'nginx:"$request" $status [$time_local] $remote_addr',
+            '"GET / H" 200 [01/Jan/2024:00:00:00 +0000] ::1',
+        ),
+        (
+            'nginx:$remote_addr $msec "$request" rt=$request_time $bytes_sent',
+            '::1 1700000000.5 "GET / H" rt=0.5 9',
+        ),
+        (
+            'nginx:$remote_addr [$time_iso8601] "$request" $status',
+            '::1 [2024-03-01T10:00:00+00:00] "GET / H" 200',
+        ),
+    ]:
+        got, slow, fast = both_paths(spec, "\n".join([text] * 3))
+        assert fast, spec
+        assert got.rows.height == 3, spec
+        assert_same(got, slow)
+
+
+def test_formats_the_fields_path_does_not_take():
+    for spec in (
+        "apache:%h %U%q %>s",  # %U needs its regex
+        'nginx:$remote_addr "$request_method $uri" $status',  # two variables in quotes
+        'nginx:$remote_addr"$request" $status',  # text glued to a quote
+        "nginx:$remote_addr  $status",  # two spaces
+    ):
+        assert field_plan(compile_format(spec)) is None, spec
+
+
+_LINE_PARTS = st.sampled_from(
+    [" ", '"', "-", "\\", "\\x22", "[", "]", "\t", "\r", "a", "/", ":", "+0000", "é", "\x00"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(MCP_LINE)), st.integers(0, 3), _LINE_PARTS),
+        max_size=3,
+    ),
+    st.integers(1, 4),
+)
+def test_mutated_lines_read_alike_on_both_paths(edits, copies):
+    line = MCP_LINE
+    for at, cut, piece in edits:
+        line = line[:at] + piece + line[at + cut :]
+    text = "\n".join([MCP_LINE, line] * copies + [GOOD[1]])
+    got, slow, _ = both_paths("mcp", text)
+    assert_same(got, slow)

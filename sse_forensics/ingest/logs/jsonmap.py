@@ -16,14 +16,21 @@ variables, Envoy and Traefik; a user's ``--log-map`` TOML file overrides or exte
     session = "sid"
     kind = { path = "what", values = { sent = "written", dropped = "evicted" } }
 
-Decoding is vectorised: polars decodes a chunk of lines into one struct column with the
-union schema of its records (``str.json_decode``), and each map entry becomes an
-expression over it. Only a chunk holding a line that is not JSON goes through orjson line
-by line, to find which.
+Decoding is vectorised: polars decodes a chunk of lines into one struct column and each
+map entry becomes an expression over it. A chunk of *plain* records (the map's keys only,
+each once and in one order, strings without escapes, small integers, numbers for number
+columns: what a server writing the canonical schema with ``json.dumps`` gives) is decoded
+with a schema of the map's keys, after one regex pass proves every line plain
+(:func:`_decode_plain`); any other chunk with the union schema of its records, as
+inferred (``str.json_decode``), which costs more than the decoding itself. Both give the
+same rows. Only a chunk holding a line that is not JSON goes through orjson line by line,
+to find which.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -293,16 +300,48 @@ class DecodedChunk:
     bad: list[tuple[int, str]]
 
 
-def decode_json_lines(data: bytes, first_line: int, rows: int | None = None) -> DecodedChunk:
+def decode_json_lines(
+    data: bytes,
+    first_line: int,
+    rows: int | None = None,
+    fmap: FieldMap | None = None,
+    schema: Mapping[str, pl.DataType] | None = None,
+) -> DecodedChunk:
     """Decode every line of ``data`` that is a JSON object. ``rows``: the number of lines
-    in ``data`` (blank ones and a last one without newline included), when known."""
+    in ``data`` (blank ones and a last one without newline included), when known.
+    ``fmap`` and ``schema``: the map the records are for and the table it fills; when
+    every line is a plain record of the map's keys (:func:`_decode_plain`), the lines are
+    decoded with a schema of those keys, else with the union schema of the chunk, as
+    inferred (the same rows either way, as :func:`apply_map` makes them)."""
     frame = split_lines(data, _NO_SEPARATOR, 1, rows=rows)
+    lines = pl.int_range(first_line, first_line + frame.height, eager=True)
+    if fmap is not None and schema is not None and frame["s1"].null_count() == frame.height:
+        # Every line plain (blank ones are null here): nothing to strip, nothing to drop.
+        records = _decode_plain(frame["s0"], fmap, schema)
+        if records is not None:
+            out = pl.DataFrame({"line": lines, "__rec": records})
+            if records.null_count():
+                out = out.filter(pl.col("__rec").is_not_null())
+            return DecodedChunk(out, out.height, [])
     text = frame["s0"].str.strip_chars()
     blank = text.is_null() | (text == "")
     candidate = ~blank & text.str.starts_with("{") & frame["s1"].is_null()
     bad: list[tuple[int, str]] = [
         (i, "not a JSON object") for i in (~blank & ~candidate).arg_true().to_list()
     ]
+    records, candidate = _decode_inferred(text, candidate, bad)
+    out = pl.DataFrame({"line": lines, "__rec": records}).filter(candidate)
+    if not isinstance(records.dtype, pl.Struct):
+        out = out.clear()
+    return DecodedChunk(out, int((~blank).sum()), sorted(bad))
+
+
+def _decode_inferred(
+    text: pl.Series, candidate: pl.Series, bad: list[tuple[int, str]]
+) -> tuple[pl.Series, pl.Series]:
+    """The candidate lines decoded with the union schema of the chunk; a line polars
+    cannot decode is found (orjson, only for this chunk), added to ``bad`` and dropped
+    from ``candidate``."""
     try:
         records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
     except pl.exceptions.PolarsError:
@@ -331,12 +370,155 @@ def decode_json_lines(data: bytes, first_line: int, rows: int | None = None) -> 
                     refused.append(i)
             candidate = candidate.scatter(refused, False) if refused else candidate
             records = text.set(~candidate, None).str.json_decode(infer_schema_length=None)
-    out = pl.DataFrame(
-        {"line": pl.int_range(first_line, first_line + frame.height, eager=True), "__rec": records}
-    ).filter(candidate)
-    if not isinstance(records.dtype, pl.Struct):
-        out = out.clear()
-    return DecodedChunk(out, int((~blank).sum()), sorted(bad))
+    return records, candidate
+
+
+# The plain decoding (_decode_plain). A record is "plain" when its text matches the
+# grammar below: the map's keys, each at most once and in one order, a string without
+# escapes (its text is its value), an integer small enough to be exact as a float, null,
+# a number for a numeric column, or an object of the map's subkeys, plain too; between
+# tokens nothing or one space, as json.dumps writes with either separator setting.
+_STR = r'"[^"\\]*"'
+_INT = r"(?:0|-?[1-9][0-9]{0,14})"
+_NUM = r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_SAMPLE = 2000
+"""Lines whose key order is learned (orjson) before a chunk is checked against it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PlainShape:
+    """What a map reads from a plain record: ``leaves`` (top-level key → True when it is
+    a number column) and ``objects`` (key → its subkeys, one level down)."""
+
+    leaves: dict[str, bool]
+    objects: dict[str, tuple[str, ...]]
+
+    def dtype(self) -> pl.Struct:
+        fields: dict[str, pl.DataType] = {}
+        for key, number in self.leaves.items():
+            fields[key] = pl.Float64 if number else pl.String
+        for key, subkeys in self.objects.items():
+            fields[key] = pl.Struct(dict.fromkeys(subkeys, pl.String))
+        return pl.Struct(fields)
+
+
+def _plain_shape(fmap: FieldMap, schema: Mapping[str, pl.DataType]) -> _PlainShape | None:
+    leaves: dict[str, bool] = {}
+    objects: dict[str, list[str]] = {}
+    for column, rule in fmap.fields.items():
+        if column not in schema:
+            continue
+        for path in rule.paths:
+            if not all(isinstance(step, str) for step in path) or len(path) > 2:
+                return None
+            key = str(path[0])
+            if len(path) == 1:
+                number = schema[column] != pl.String
+                if key in objects or leaves.get(key, number) != number:
+                    return None
+                leaves[key] = number
+            else:
+                if key in leaves or schema[column] != pl.String:
+                    return None
+                objects.setdefault(key, []).append(str(path[1]))
+    return _PlainShape(leaves, {k: tuple(dict.fromkeys(v)) for k, v in objects.items()})
+
+
+def _merged_order(sequences: list[list[str]], default: list[str]) -> list[str] | None:
+    """One order of ``default``'s keys that every sequence follows (keys no sequence has
+    come last, in ``default``'s order); None when the sequences disagree."""
+    after: dict[str, set[str]] = {k: set() for k in default}
+    before = dict.fromkeys(default, 0)
+    seen: set[str] = set()
+    for sequence in sequences:
+        seen.update(sequence)
+        for a, b in itertools.pairwise(sequence):
+            if b not in after[a]:
+                after[a].add(b)
+                before[b] += 1
+    rank = {k: i for i, k in enumerate(default)}
+    ready = sorted((k for k in seen if not before[k]), key=rank.__getitem__)
+    order: list[str] = []
+    while ready:
+        key = ready.pop(0)
+        order.append(key)
+        for b in after[key]:
+            before[b] -= 1
+            if not before[b]:
+                ready.append(b)
+                ready.sort(key=rank.__getitem__)
+    if len(order) != len(seen):  # a cycle: two orders
+        return None
+    return order + [k for k in default if k not in seen]
+
+
+def _object_regex(items: list[tuple[str, str]]) -> str:
+    """``{`` any of ``items`` (key, value regex), each at most once and in this order,
+    ``}``."""
+    pairs = [f'"{re.escape(key)}": ?(?:{value})' for key, value in items]
+    branches = [
+        pairs[i] + "".join(f"(?:, ?{p})?" for p in pairs[i + 1 :]) for i in range(len(pairs))
+    ]
+    return r"\{(?:" + "|".join(branches) + r")?\}"
+
+
+def _plain_regex(shape: _PlainShape, top: list[str], subs: dict[str, list[str]]) -> str:
+    items = []
+    for key in top:
+        if key in shape.objects:
+            inner = _object_regex([(k, f"{_STR}|{_INT}|null") for k in subs[key]])
+            items.append((key, f"{inner}|null"))
+        else:
+            items.append((key, f"{_NUM}|null" if shape.leaves[key] else f"{_STR}|{_INT}|null"))
+    return "^" + _object_regex(items) + "$"
+
+
+def _decode_plain(
+    text: pl.Series, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+) -> pl.Series | None:
+    """The lines of ``text`` (nulls: blank lines) decoded with the schema of ``fmap``'s
+    keys, when every line is a plain record (see above): the result is then, field by
+    field, what :func:`apply_map` makes of the inferred decoding (strings are their
+    text, an integer in a string column reads as its decimal text whatever else the
+    column holds, numbers in a number column as floats). None otherwise. Several times
+    faster than inferring the schema, which costs more than the decoding itself."""
+    shape = _plain_shape(fmap, schema)
+    if shape is None or not shape.leaves:
+        return None
+    # Learn the writer's key order from the first lines; keys they lack go last.
+    top_seqs: list[list[str]] = []
+    sub_seqs: dict[str, list[list[str]]] = {k: [] for k in shape.objects}
+    known = set(shape.leaves) | set(shape.objects)
+    for line in text.drop_nulls().head(_SAMPLE).to_list():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(record, dict) or not known.issuperset(record):
+            return None
+        top_seqs.append(list(record))
+        for key, subkeys in shape.objects.items():
+            value = record.get(key)
+            if isinstance(value, dict):
+                if not set(subkeys).issuperset(value):
+                    return None
+                sub_seqs[key].append(list(value))
+    top = _merged_order(top_seqs, [*shape.leaves, *shape.objects])
+    subs = {k: _merged_order(sub_seqs[k], list(v)) for k, v in shape.objects.items()}
+    if top is None or any(v is None for v in subs.values()):
+        return None
+    # Blanks around a record are JSON whitespace: the inferred path strips them.
+    record_regex = _plain_regex(shape, top, subs)  # type: ignore[arg-type]
+    regex = f"^[ \\t\\r]*{record_regex[1:-1]}[ \\t\\r]*$"
+    # Two selects: decoded beside another expression (or as a Series), polars takes the
+    # column whole and needs ~3x the memory it needs for it alone, chunk by chunk.
+    frame = text.to_frame("t")
+    if not frame.select((pl.col("t").str.contains(regex) | pl.col("t").is_null()).all()).item():
+        return None
+    try:
+        return frame.select(pl.col("t").str.json_decode(shape.dtype())).to_series()
+    except pl.exceptions.PolarsError:
+        return None
 
 
 def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | None:

@@ -20,6 +20,10 @@ def split_lines(
         "schema": names,
         "truncate_ragged_lines": True,
         "missing_columns": "insert",
+        # Without it, polars refuses a chunk whose *first* line has more separators than
+        # the schema has columns (later such lines are truncated): that line is to read
+        # as any other, the sentinel column telling it apart.
+        "extra_columns": "ignore",
         "raise_if_empty": False,
     }
     try:

@@ -1,12 +1,18 @@
-"""Reading a set of log files into a :class:`~.model.LogSet`: detection, chunking, and
-the per-file bookkeeping (line numbers, error samples, stats).
+"""Reading a set of log files: detection, chunking, and the per-file bookkeeping (line
+numbers, error samples, stats).
 
-Memory stays bounded by the chunk size, not the file size: each file is decompressed and
-parsed :data:`~.files.CHUNK_BYTES` at a time (the next chunk is read while polars, which
-releases the GIL and uses both cores, parses the last one), and only the parsed columns
-are kept. The tables themselves
-grow with the number of requests; :func:`iter_log_chunks` hands them over chunk by chunk
-for a caller that aggregates instead of keeping every row.
+:func:`iter_log_batches` is the primitive: one :class:`LogBatch` per chunk of each file
+(rows of the ``access`` or ``events`` table, with their errors), in reading order, the
+per-file stats complete once a file's last batch is out. :func:`read_logs` concatenates
+the batches into a :class:`~.model.LogSet` (and attaches null event-log sessions,
+:class:`StreamSessions`).
+
+Memory stays bounded by the chunk size, not the file size: each file is decompressed
+:data:`~.files.CHUNK_BYTES` at a time and only the parsed columns are kept. Chunks are
+parsed ``workers`` at a time on threads (polars and numpy release the GIL) while the next
+one is read, and handed over in order. A caller that consumes the batches as they come
+(aggregates, writes partitions) holds a few chunks at once; :func:`read_logs` holds the
+whole tables.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 import orjson
 import polars as pl
@@ -144,21 +151,75 @@ def sniff_log(path: str, *, access_format: str | None = None) -> LogKind | None:
 
 
 @dataclass(slots=True)
-class ChunkRows:
-    """What one chunk of one file gave: rows for the ``access`` or ``events`` table."""
+class LogBatch:
+    """One parsed chunk of one file: ``rows`` of the ``access`` table
+    (:data:`~.model.ACCESS_SCHEMA`; kinds ``access-text`` and ``access-json``) or of the
+    ``events`` table (:data:`~.model.EVENTS_SCHEMA`; kind ``event-log``), in line order.
+
+    ``lines``: the chunk's non-blank lines, ``unreadable`` of them could not be read;
+    ``errors``: the sample of those the file's budget still allowed (``max_samples`` per
+    file) and, on the file's ``last`` batch, what went wrong with the file itself (a
+    truncated ``.gz``). Event rows come as read: a record written before its session
+    existed still has ``session`` null (:class:`StreamSessions` attaches it).
+    """
 
     source: str
     kind: LogKind
     rows: pl.DataFrame
     lines: int
     unreadable: int
+    errors: list[ReadError]
+    first_line: int = 1
+    last: bool = False
+
+    @property
+    def table(self) -> Literal["access", "events"]:
+        """``"access"`` or ``"events"``: the table the rows belong to."""
+        return "events" if self.kind == "event-log" else "access"
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """What parsing one chunk gave, before the file's bookkeeping: ``samples`` are the
+    first ``max_samples`` unreadable lines of the chunk (the file's budget cuts them)."""
+
+    rows: pl.DataFrame
+    lines: int
+    unreadable: int
     samples: list[ReadError]
 
 
-def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> ChunkRows:
-    decoded = decode_json_lines(chunk.data, chunk.first_line, _rows(chunk))
-    schema = EVENTS_SCHEMA if found.kind == "event-log" else ACCESS_SCHEMA
+def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
+    """The chunk's records mapped to rows. When polars cannot put them in one schema
+    (a field that is an object in one record and a string in another), each half of the
+    chunk is read on its own, down to single lines: a line polars refuses even alone is
+    unreadable ("unusable JSON object")."""
+    try:
+        return _parse_json_lines(chunk, source, found, max_samples)
+    except pl.exceptions.PolarsError as exc:
+        lines = chunk.rows if chunk.rows >= 0 else len(chunk.data.splitlines())
+        if lines <= 1:
+            raw = chunk.data.split(b"\n", 1)[0].rstrip(b"\r")
+            why = f"unusable JSON object: {str(exc).splitlines()[0][:120]}"
+            error = ReadError(source, f"{why}: {escape_sample(raw)}", line=chunk.first_line)
+            empty = _empty(found.kind)
+            return _Parsed(empty, 1, 1, [error][:max_samples])
+    lines = chunk.data.split(b"\n")
+    half = len(lines) // 2
+    first = Chunk(b"\n".join(lines[:half]) + b"\n", chunk.first_line, half)
+    rest = b"\n".join(lines[half:])
+    second = Chunk(rest, chunk.first_line + half, rest.count(b"\n") + (not rest.endswith(b"\n")))
+    a = _parse_json_chunk(first, source, found, max_samples)
+    b = _parse_json_chunk(second, source, found, max_samples)
+    samples = sorted(a.samples + b.samples, key=lambda e: e.line or 0)[:max_samples]
+    rows = pl.concat([a.rows, b.rows])
+    return _Parsed(rows, a.lines + b.lines, a.unreadable + b.unreadable, samples)
+
+
+def _parse_json_lines(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
     assert found.field_map is not None
+    schema = EVENTS_SCHEMA if found.kind == "event-log" else ACCESS_SCHEMA
+    decoded = decode_json_lines(chunk.data, chunk.first_line, _rows(chunk), found.field_map, schema)
     mapped, checks = apply_map(decoded.records, found.field_map, schema)
     bad = [(chunk.first_line + i, why) for i, why in decoded.bad]
     if checks:
@@ -167,14 +228,19 @@ def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: i
             names = [c.removeprefix("__bad_") for c, f in zip(checks, flags, strict=True) if f]
             bad.append((line, f"unreadable {', '.join(names)}"))
         mapped = mapped.filter(~pl.any_horizontal(checks))
+    # A column with no value in this chunk leaves as a literal null (one value, not 16
+    # bytes a row: a plain chunk decodes every key of the map, present or not).
+    # (Not with no row at all: a select of literals only gives one row.)
+    present = {n for n in mapped.columns if mapped[n].null_count() < mapped.height}
+    present.add("line")
     rows = mapped.select(
         pl.lit(source, pl.String).alias("source"),
         *(
-            (pl.col(n) if n in mapped.columns else pl.lit(None)).cast(t).alias(n)
+            (pl.col(n) if n in present else pl.lit(None)).cast(t).alias(n)
             for n, t in schema.items()
             if n != "source"
         ),
-    )
+    ).rechunk()  # `line` is one chunk, the decoded columns are not
     bad.sort()
     samples = []
     if bad and max_samples > 0:
@@ -182,14 +248,17 @@ def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: i
         for line, why in bad[:max_samples]:
             raw = lines[line - chunk.first_line].rstrip(b"\r")
             samples.append(ReadError(source, f"{why}: {escape_sample(raw)}", line=line))
-    return ChunkRows(source, found.kind, rows, decoded.lines, len(bad), samples)
+    return _Parsed(rows, decoded.lines, len(bad), samples)
 
 
 def _rows(chunk: Chunk) -> int | None:
     return chunk.rows if chunk.rows >= 0 else None
 
 
-def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> ChunkRows:
+def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
+    """The rows of one chunk, all columns chunked alike (polars copies every column of a
+    frame whose columns are chunked apart at its next select: in the caller's hands, or
+    when read_logs attaches sessions)."""
     if found.kind != "access-text":
         return _parse_json_chunk(chunk, source, found, max_samples)
     assert found.access_format is not None
@@ -206,7 +275,88 @@ def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -
         ReadError(source, f"does not match {fmt.name}: {why}: {text}", line=line)
         for line, why, text in parsed.samples
     ]
-    return ChunkRows(source, found.kind, parsed.rows, parsed.lines, parsed.unreadable, samples)
+    return _Parsed(parsed.rows, parsed.lines, parsed.unreadable, samples)
+
+
+WORKERS = 1
+"""Chunks parsed at once by :func:`iter_log_batches` (a batch reader wants bounded memory:
+each chunk in flight holds ~6x its size at its peak). One chunk already keeps both cores
+busy most of the time (polars splits its work; an access chunk's layout proof runs on a
+thread beside its conversions). :func:`read_logs`, whose tables dwarf that, parses
+:data:`READ_LOGS_WORKERS` at once to fill the rest."""
+READ_LOGS_WORKERS = 2
+READ_LOGS_CHUNK_BYTES = 2 * CHUNK_BYTES
+""":func:`read_logs`'s chunks: larger, as its tables dwarf them (a little faster)."""
+
+
+class LogBatches(Iterator[LogBatch]):
+    """The batches of :func:`iter_log_batches`, with the bookkeeping of the files read so
+    far: ``files`` has one :class:`~.model.FileStats` per file begun (a file's entry is
+    final once its ``last`` batch is out; all are final once the iteration ends) and
+    ``errors`` every error of the batches out, in order (``read_logs``'s ``errors``)."""
+
+    def __init__(self, batches: Iterator[LogBatch], files: list[FileStats]) -> None:
+        self._batches = batches
+        self.files = files
+        self.errors: list[ReadError] = []
+
+    def __iter__(self) -> LogBatches:
+        return self
+
+    def __next__(self) -> LogBatch:
+        batch = next(self._batches)
+        self.errors.extend(batch.errors)
+        return batch
+
+    def close(self) -> None:
+        """Stop reading (the files are closed and the parsing threads end)."""
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+
+
+def iter_log_batches(
+    paths: list[str],
+    *,
+    access_format: str | F.AccessFormat | None = None,
+    log_map: str | LogMap | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_samples: int = MAX_SAMPLES_PER_FILE,
+    progress: Callable[[int], None] | None = None,
+    workers: int = WORKERS,
+) -> LogBatches:
+    """The logs at ``paths`` chunk by chunk: one :class:`LogBatch` per chunk of each file,
+    files in :func:`read_logs`'s order (as given; a directory's or glob's rotated sets
+    oldest first) and chunks in line order. ``progress`` gets the decompressed bytes of each
+    chunk as it is read. Arguments as :func:`read_logs`'s.
+
+    Every file is detected before anything is read: a file that is no log this reader
+    knows raises :class:`UnreadableInput` here. A file whose first chunk has lines but none
+    in its format raises it when that chunk is reached (a wrong ``--log-format`` names the
+    field where the first line stops matching). A batch's rows are final; only event-log
+    ``session`` nulls are left for the caller to fill (:class:`StreamSessions`), since the
+    record naming a stream's session may come later. Batches are parsed on threads while
+    the caller holds the last one; :meth:`LogBatches.close` stops early.
+    """
+    files: list[FileStats] = []
+    lmap = load_log_map(log_map) if isinstance(log_map, str) else log_map
+    if isinstance(access_format, str):
+        access_format = F.compile_format(access_format)
+    plans: list[tuple[str, Detected]] = []
+    for path in expand_log_paths(paths):  # all detected first: a wrong file fails at once
+        found = detect(path, access_format=access_format, log_map=lmap)
+        if isinstance(found, str):
+            raise UnreadableInput(path, found)
+        plans.append((path, found))
+    batches = _batches(
+        plans,
+        files,
+        chunk_bytes=chunk_bytes,
+        max_samples=max_samples,
+        progress=progress,
+        workers=max(1, workers),
+    )
+    return LogBatches(batches, files)
 
 
 def iter_log_chunks(
@@ -219,37 +369,47 @@ def iter_log_chunks(
     chunk_bytes: int = CHUNK_BYTES,
     max_samples: int = MAX_SAMPLES_PER_FILE,
     progress: Callable[[int], None] | None = None,
-    workers: int = 1,
-) -> Iterator[ChunkRows]:
-    """Parsed chunks of every file, in file order (rotated sets oldest first) and line
-    order. ``errors`` and ``stats`` are filled in as files are read; ``progress`` gets the
-    decompressed bytes of each chunk.
+    workers: int = WORKERS,
+) -> Iterator[LogBatch]:
+    """:func:`iter_log_batches`, filling ``errors`` and ``stats`` (lists) as it goes."""
+    batches = iter_log_batches(
+        paths,
+        access_format=access_format,
+        log_map=log_map,
+        chunk_bytes=chunk_bytes,
+        max_samples=max_samples,
+        progress=progress,
+        workers=workers,
+    )
+    seen = 0
+    for batch in batches:
+        if errors is not None:
+            errors.extend(batch.errors)
+        if stats is not None:
+            stats.extend(batches.files[seen:])
+            seen = len(batches.files)
+        yield batch
 
-    Raises :class:`UnreadableInput` for a file that is no log this reader knows, or whose
-    first chunk has lines but none matching its format (a wrong ``--log-format`` fails
-    at once, naming the field where the first line stops matching).
-    """
-    errors = errors if errors is not None else []
-    stats = stats if stats is not None else []
-    lmap = load_log_map(log_map) if isinstance(log_map, str) else log_map
-    files = expand_log_paths(paths)
-    plans: list[Detected] = []
-    for path in files:  # all detected first: a wrong file fails before any work
-        found = detect(path, access_format=access_format, log_map=lmap)
-        if isinstance(found, str):
-            raise UnreadableInput(path, found)
-        plans.append(found)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for path, found in zip(files, plans, strict=True):
+
+def _batches(
+    plans: list[tuple[str, Detected]],
+    files: list[FileStats],
+    *,
+    chunk_bytes: int,
+    max_samples: int,
+    progress: Callable[[int], None] | None,
+    workers: int,
+) -> Iterator[LogBatch]:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for path, found in plans:
             file_stats = FileStats(path, found.kind, found.format_name)
-            stats.append(file_stats)
+            files.append(file_stats)
             yield from _read_file(
                 pool,
                 path,
                 found,
                 file_stats,
-                errors,
-                in_flight=max(1, workers),
+                in_flight=workers,
                 chunk_bytes=chunk_bytes,
                 max_samples=max_samples,
                 progress=progress,
@@ -261,62 +421,121 @@ def _read_file(
     path: str,
     found: Detected,
     file_stats: FileStats,
-    errors: list[ReadError],
     *,
     in_flight: int,
     chunk_bytes: int,
     max_samples: int,
     progress: Callable[[int], None] | None,
-) -> Iterator[ChunkRows]:
-    """Chunks of one file parsed ``in_flight`` at a time, yielded in order. The first
-    chunk is awaited alone: if none of its lines match, the format is wrong."""
+) -> Iterator[LogBatch]:
+    """Batches of one file, its chunks parsed ``in_flight`` at a time while the next one
+    is read, yielded in order. The first chunk is awaited alone: if none of its lines
+    match, the format is wrong (and nothing more is read)."""
     file_errors: list[ReadError] = []
-    pending: deque[Future[ChunkRows]] = deque()
+    pending: deque[tuple[Chunk, Future[_Parsed]]] = deque()
     chunks = iter_chunks(path, file_errors, chunk_bytes=chunk_bytes)
     budget = max_samples
     checked = False
-    while True:
+    ended = False
+    done = 0
+
+    def read_one() -> None:
+        nonlocal ended
         chunk = next(chunks, None)
-        if chunk is not None:
-            file_stats.bytes += len(chunk.data)
-            pending.append(pool.submit(_parse_chunk, chunk, path, found, budget))
-            if progress is not None:
-                progress(len(chunk.data))
-            if checked and len(pending) <= in_flight:
-                continue
-        if not pending:
-            break
-        result = pending.popleft().result()
-        file_stats.lines += result.lines
-        file_stats.rows += result.rows.height
-        file_stats.unreadable += result.unreadable
-        if not checked and result.lines and not result.rows.height:
-            why = result.samples[0].what if result.samples else "no line matches"
-            raise UnreadableInput(path, f"no line is {found.format_name}: {why}")
-        checked = True
-        kept = result.samples[:budget]
-        budget -= len(kept)
-        errors.extend(kept)
-        yield result
-    file_stats.truncated = bool(file_errors)
-    errors.extend(file_errors)
+        if chunk is None:
+            ended = True
+            return
+        file_stats.bytes += len(chunk.data)
+        pending.append((chunk, pool.submit(_parse_chunk, chunk, path, found, budget)))
+        if progress is not None:
+            progress(len(chunk.data))
+
+    try:
+        while True:
+            while not ended and (not pending or (checked and len(pending) <= in_flight)):
+                read_one()
+            if not pending:
+                break
+            chunk, future = pending.popleft()
+            result = future.result()
+            file_stats.lines += result.lines
+            file_stats.rows += result.rows.height
+            file_stats.unreadable += result.unreadable
+            if not checked and result.lines and not result.rows.height:
+                why = result.samples[0].what if result.samples else "no line matches"
+                raise UnreadableInput(path, f"no line is {found.format_name}: {why}")
+            checked = True
+            if not pending and not ended:
+                read_one()  # to know whether this batch is the file's last
+            kept = result.samples[:budget]
+            budget -= len(kept)
+            last = ended and not pending
+            if last:
+                file_stats.truncated = bool(file_errors)
+                kept = kept + file_errors
+            done += 1
+            yield LogBatch(
+                path,
+                found.kind,
+                result.rows,
+                result.lines,
+                result.unreadable,
+                kept,
+                chunk.first_line,
+                last,
+            )
+        if not done:  # nothing decompressed at all: the file's errors still count
+            file_stats.truncated = bool(file_errors)
+            yield LogBatch(path, found.kind, _empty(found.kind), 0, 0, file_errors, 1, True)
+    finally:
+        for _, future in pending:
+            future.cancel()
 
 
-def _attach_sessions(events: pl.DataFrame) -> pl.DataFrame:
-    """A record written before its session existed has ``session`` null: it takes the
-    session of its stream, as the other records of that stream name it."""
+def _empty(kind: LogKind) -> pl.DataFrame:
+    return empty_events() if kind == "event-log" else empty_access()
+
+
+class StreamSessions:
+    """Which session each event-log stream belongs to, learned batch by batch: a record
+    written before its session existed has ``session`` null and takes the session of its
+    stream, as the stream's first record naming one (in reading order) says.
+
+    :func:`read_logs` does this on the whole ``events`` table. A caller of
+    :func:`iter_log_batches` that keeps batches apart calls :meth:`learn` on every event
+    batch, then :meth:`attach` on each (the naming record may come after a null one)."""
+
+    def __init__(self) -> None:
+        self.known = pl.DataFrame(schema={"stream": pl.String, "__session": pl.String})
+
+    def learn(self, events: pl.DataFrame) -> None:
+        found = (
+            events.select("stream", "session")  # (a filter of all the columns copies them)
+            .filter(pl.col("session").is_not_null() & pl.col("stream").is_not_null())
+            .group_by("stream", maintain_order=True)
+            .agg(pl.col("session").first().alias("__session"))
+        )
+        if found.height:
+            found = found.join(self.known, on="stream", how="anti")
+            self.known = pl.concat([self.known, found])
+
+    def attach(self, events: pl.DataFrame) -> pl.DataFrame:
+        """``events`` with each null ``session`` taken from its stream, when known."""
+        if events.is_empty() or events["session"].null_count() == 0:
+            return events
+        # A lookup rather than a join: only the session column is new (a join copies all).
+        session = pl.col("stream").replace_strict(
+            self.known["stream"], self.known["__session"], default=None, return_dtype=pl.String
+        )
+        return events.with_columns(pl.coalesce("session", session).alias("session"))
+
+
+def attach_sessions(events: pl.DataFrame) -> pl.DataFrame:
+    """A whole ``events`` table with null sessions attached (:class:`StreamSessions`)."""
     if events.is_empty() or events["session"].null_count() == 0:
         return events
-    known = (
-        events.filter(pl.col("session").is_not_null() & pl.col("stream").is_not_null())
-        .group_by("stream")
-        .agg(pl.col("session").first().alias("__session"))
-    )
-    return (
-        events.join(known, on="stream", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("session", "__session").alias("session"))
-        .drop("__session")
-    )
+    sessions = StreamSessions()
+    sessions.learn(events)
+    return sessions.attach(events)
 
 
 def read_logs(
@@ -324,7 +543,7 @@ def read_logs(
     *,
     access_format: str | F.AccessFormat | None = None,
     log_map: str | LogMap | None = None,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int = READ_LOGS_CHUNK_BYTES,
     max_samples: int = MAX_SAMPLES_PER_FILE,
     progress: Callable[[int], None] | None = None,
 ) -> LogSet:
@@ -334,28 +553,26 @@ def read_logs(
     log in ``access_format`` or a preset, JSON access log, event log) and may be plain,
     ``.gz`` or ``.zst``. ``access_format``: ``'nginx:<log_format>'``, ``'apache:<LogFormat>'``
     or a preset name (raises ``ValueError`` when it cannot be compiled). ``log_map``: a
-    ``--log-map`` TOML path or a :class:`~.jsonmap.LogMap`.
+    ``--log-map`` TOML path or a :class:`~.jsonmap.LogMap`. The concatenation of
+    :func:`iter_log_batches`.
     """
     started = time.perf_counter()
-    errors: list[ReadError] = []
-    stats: list[FileStats] = []
-    if isinstance(access_format, str):
-        access_format = F.compile_format(access_format)
-    access: list[pl.DataFrame] = []
-    events: list[pl.DataFrame] = []
-    for part in iter_log_chunks(
+    batches = iter_log_batches(
         paths,
         access_format=access_format,
         log_map=log_map,
-        errors=errors,
-        stats=stats,
         chunk_bytes=chunk_bytes,
         max_samples=max_samples,
         progress=progress,
-    ):
-        (events if part.kind == "event-log" else access).append(part.rows)
+        workers=READ_LOGS_WORKERS,
+    )
+    access: list[pl.DataFrame] = []
+    events: list[pl.DataFrame] = []
+    for batch in batches:
+        (events if batch.table == "events" else access).append(batch.rows)
     access_table = pl.concat(access, rechunk=False) if access else empty_access()
-    events_table = _attach_sessions(pl.concat(events)) if events else empty_events()
+    events_table = attach_sessions(pl.concat(events)) if events else empty_events()
+    stats = batches.files
     total = {
         "files": [s.as_dict() for s in stats],
         "bytes": sum(s.bytes for s in stats),
@@ -365,4 +582,4 @@ def read_logs(
         "unreadable_lines": sum(s.unreadable for s in stats),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    return LogSet(access_table, events_table, errors, total)
+    return LogSet(access_table, events_table, batches.errors, total)
