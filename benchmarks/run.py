@@ -69,6 +69,13 @@ def sse_forensics_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "sse_forensics"]
 
 
+def flat_finding(line: bytes | str) -> dict:
+    """A JSONL finding (an ECS document, docs/findings.md) as the flat dict the checks here
+    read: its ``sse_forensics`` fields, ``rule`` (the rule id) and ``message``."""
+    doc = json.loads(line)
+    return {**doc["sse_forensics"], "rule": doc["rule"]["id"], "message": doc["message"]}
+
+
 def gap_key(finding: dict) -> tuple[str, str, str]:
     gap = finding.get("gap") or {}
     return (finding.get("session_id") or "", str(gap.get("first")), str(gap.get("last")))
@@ -84,7 +91,7 @@ def check_sse_forensics(
     Each planted gap must be reported once by ``missing-stream-gap`` as silent corruption;
     other rules may report the same gap from another angle (e.g. the client kept consuming),
     but no finding may name a gap that was not planted."""
-    findings = [json.loads(line) for line in findings_jsonl.read_text().splitlines() if line]
+    findings = [flat_finding(line) for line in findings_jsonl.read_text().splitlines() if line]
     live_jumps = [
         gap_key(f)
         for f in findings

@@ -56,7 +56,7 @@ OUT = HERE / "out" / "scale"
 sys.path.insert(0, str(HERE))
 
 from make_capture import SERVER_PORT, write_capture  # noqa: E402
-from run import gap_key, machine, sse_forensics_cmd, tool_version  # noqa: E402
+from run import flat_finding, gap_key, machine, sse_forensics_cmd, tool_version  # noqa: E402
 
 GEN_MCP_LOGS = Path("/work/shared/bench/gen_mcp_logs.py")
 # gen_mcp_logs.py writes combined + "$http_last_event_id" "$sent_http_mcp_session_id"
@@ -180,8 +180,8 @@ def findings_of(stdout: bytes) -> list[dict]:
     for line in stdout.splitlines():
         if line.strip():
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
+                out.append(flat_finding(line))
+            except (json.JSONDecodeError, KeyError, TypeError):
                 out.append({"rule": "<unparseable line>", "classification": "?"})
     return out
 

@@ -701,6 +701,21 @@ def garbage_chunk(incident: Incident) -> Capture:
     return capture
 
 
+ODD_ID = b"prime-7f3a"
+
+
+def odd_id_live_jump(incident: Incident) -> Capture:
+    """Integer IDs after a priming event whose ID is not one; 8–12 dropped, no stream-gap."""
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    _open_call(conn, incident)
+    priming = sse_event(ODD_ID, b"", event=None)  # PROFILE.md: an ID, empty data
+    events = [priming, *call_events([*range(1, 8), *range(13, 21)], 20)]
+    _stream_chunks(conn, [chunk(e) for e in events] + [LAST_CHUNK])
+    conn.close()
+    return capture
+
+
 # --- the sample set -------------------------------------------------------------------------
 
 
@@ -713,7 +728,7 @@ class Sample:
     pcapng_if_name: bytes | None = None  # set: write pcapng with this interface name
 
 
-def _gap(rule: str, classification: str, first: str, last: str | None) -> dict:
+def _gap(rule: str, classification: str, first: str | None, last: str | None) -> dict:
     return {"rule": rule, "classification": classification, "gap": {"first": first, "last": last}}
 
 
@@ -811,6 +826,19 @@ SAMPLES = [
         "A chunked event stream whose sixth chunk-size line is not hex: events 1-5 are "
         "readable, the rest of the body cannot be framed, so no jump is observable.",
         [],
+    ),
+    Sample(
+        "crafted-odd-id-live-jump",
+        odd_id_live_jump,
+        "Integer IDs, but the stream's priming event is `id: prime-7f3a`; the live stream then "
+        "sends 1-7 and 13-20 with no stream-gap. The one odd ID is an outlier of the stream's "
+        "int scheme, not a reason to read every ID as opaque and miss the jump.",
+        [
+            _gap("missing-stream-gap", "silent_corruption", "8", "12"),
+            _gap("resumable-while-evicting", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),
+            _gap("id-scheme-outlier", "contract_violation", None, None),  # lost nothing
+        ],
     ),
 ]
 

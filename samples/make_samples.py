@@ -68,7 +68,7 @@ class Scenario:
     verify_tcp: Callable[[Path, int], list[str]] | None = None  # checks on the TCP segments
 
 
-def finding(rule: str, classification: str, first: str, last: str | None) -> dict:
+def finding(rule: str, classification: str, first: str | None, last: str | None) -> dict:
     return {"rule": rule, "classification": classification, "gap": {"first": first, "last": last}}
 
 
@@ -281,14 +281,19 @@ def scenarios() -> list[Scenario]:
             "backpressure-disconnect-resume",
             "After event 7 the server sends event: backpressure-disconnect "
             '{"last_written_id": 7} and closes; 8-12 were discarded; the client resumes '
-            "with Last-Event-ID 7 and the replay starts at 13.",
+            "with Last-Event-ID 7 and the replay starts at 13, with no resume-gap and no 410. "
+            "A backpressure-disconnect signals no gap (it promises that a resume from W "
+            "continues at W's successor): the jump is silent.",
             profile(
                 knobs(
                     "backpressure-disconnect-resume", backpressure_after=7, replay_evicted=EVICTED
                 ),
                 ClientPlan(resume=True),
             ),
-            [finding("backpressure-gap-signalled", "expected_gap", "8", "12")],
+            [
+                finding(rule, "silent_corruption", "8", "12")
+                for rule in ("silent-resume-jump", "resume-in-gap-2xx", "client-accepted-gap")
+            ],
             wire_ids=ints(0, 7) + ints(13, 20),
             exchanges=session(call(2, 7), resume("7", 200, 8)),
         ),
@@ -505,7 +510,8 @@ def new_rule_scenarios(knobs: Callable[..., ServerKnobs], drop7: ClientPlan) -> 
                 knobs("resume-in-stateless-era", live_stop_after=7),
                 ClientPlan(disconnect_after=7, resume=True, protocol_version="2026-07-28"),
             ),
-            [finding("resume-in-stateless-era", "silent_corruption", after_7, None)],
+            # A contract violation, not a loss: the replay continues at 8, no gap is named.
+            [finding("resume-in-stateless-era", "contract_violation", None, None)],
             wire_ids=ints(0, 20),
             exchanges=session(call(2, 7), resume("7", 200, 13)),
             verify=negotiated("2026-07-28"),
@@ -1064,6 +1070,18 @@ def capture(
     return pcap, seen
 
 
+def write_expected(scenario: Scenario, out_dir: Path) -> Path:
+    """``<name>.expected.json``: the scenario's description and its findings by construction."""
+    expected = {
+        "description": scenario.description,
+        "made_by": scenario.made_by,
+        "findings": scenario.findings,
+    }
+    expected_path = out_dir / f"{scenario.name}.expected.json"
+    expected_path.write_text(json.dumps(expected, indent=2) + "\n")
+    return expected_path
+
+
 def make(scenario: Scenario, port: int, out_dir: Path) -> None:
     log_dir = out_dir / "logs" / scenario.name if scenario.name in LOG_SAMPLES else None
     if log_dir is not None:
@@ -1074,13 +1092,7 @@ def make(scenario: Scenario, port: int, out_dir: Path) -> None:
         if problems:
             raise RuntimeError(f"{scenario.name} logs: " + "; ".join(problems))
         package_logs(log_dir, LOG_SAMPLES[scenario.name])
-    expected = {
-        "description": scenario.description,
-        "made_by": scenario.made_by,
-        "findings": scenario.findings,
-    }
-    expected_path = out_dir / f"{scenario.name}.expected.json"
-    expected_path.write_text(json.dumps(expected, indent=2) + "\n")
+    write_expected(scenario, out_dir)
     print(f"{scenario.name:32} {pcap.stat().st_size:>7} bytes  port {port}")
 
 
@@ -1094,6 +1106,7 @@ everything (as root: tcpdump records `lo`) with
 
     python samples/make_samples.py            # all samples, about 30 s
     python samples/make_samples.py --only resume-410 mcp-sdk-resume
+    python samples/make_samples.py --expected-only    # expectations and this README only
 
 Loopback samples come from real servers and clients over 127.0.0.1: `profile_server.py`
 (Starlette on uvicorn, speaking shared/PROFILE.md, each misbehaviour a knob),
@@ -1113,8 +1126,8 @@ version, an event sent twice with the same data, the body of an empty replay).
 matched on (rule, classification, gap.first, gap.last); a rule that fires several times in a
 sample is listed several times. In the table below `?` stands for a null `last`.
 - Gap rules (`missing-stream-gap`, `stream-gap-signalled`, `gap-signal-late`,
-  `silent-resume-jump`, `resume-in-gap-2xx`, `resume-gap-signalled`,
-  `backpressure-gap-signalled`): the first and last missing ID.
+  `silent-resume-jump`, `resume-in-gap-2xx`, `resume-gap-signalled`): the first and last
+  missing ID.
 - `gap-client-reissued`, `client-accepted-gap`: the gap of the unsignalled gap they judge
   (the same first/last as its `missing-stream-gap` / `gap-signal-late` /
   `silent-resume-jump` / `backpressure-disconnect-resume-mismatch` finding), classification
@@ -1129,9 +1142,10 @@ sample is listed several times. In the table below `?` stands for a null `last`.
 - `non-monotonic-id`: first = last = the ID that repeated or went backwards.
 - Every other resume-level rule (`resume-refused-410`, `no-reissue-after-410`,
   `empty-replay-2xx`, `replay-from-oldest`, `replay-duplicate`, `replay-crossed-streams`,
-  `replay-crossed-sessions`, `resume-in-stateless-era`, `resume-storm`,
-  `resume-lost-cursor`): first = the successor of the resume's Last-Event-ID (of the failed
-  resume for `resume-lost-cursor`), last = null.
+  `replay-crossed-sessions`, `resume-storm`, `resume-lost-cursor`): first = the successor of
+  the resume's Last-Event-ID (of the failed resume for `resume-lost-cursor`), last = null.
+- A `contract_violation` (`resume-in-stateless-era`, `id-scheme-outlier`) lost nothing and
+  names no gap: first = last = null.
 
 What the official Python SDK (mcp 2.3.0, sse-starlette) writes, as seen in `mcp-sdk-*`:
 - CRLF line endings; every event is its own HTTP chunk; data events carry `event: message`.
@@ -1155,7 +1169,10 @@ def describe_findings(findings: list[dict]) -> str:
     rows = []
     for f in findings:
         first, last = f["gap"]["first"], f["gap"]["last"]
-        span = first if last == first else f"{first}–{'?' if last is None else last}"
+        if first is None and last is None:
+            span = "(no gap)"
+        else:
+            span = first if last == first else f"{first}–{'?' if last is None else last}"
         rows.append(f"`{f['rule']}` ({f['classification']}) {span}")
     return "<br>".join(rows)
 
@@ -1226,7 +1243,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="scenarios to make")
     parser.add_argument("--out", type=Path, default=SAMPLES_DIR, help="output folder")
+    parser.add_argument(
+        "--expected-only",
+        action="store_true",
+        help="rewrite the loopback scenarios' expected.json and README.md from the table "
+        "above, capturing nothing (when the ground truth changes, not the traffic)",
+    )
     args = parser.parse_args(argv)
+    if args.expected_only:
+        for scenario in scenarios():
+            if args.only is None or scenario.name in args.only:
+                write_expected(scenario, args.out)
+        write_readme(args.out)
+        return 0
     if os.geteuid() != 0:
         print("make_samples.py needs root: tcpdump captures on lo", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -129,10 +130,16 @@ class StreamLog:
 class McpClient:
     """One MCP session over a pooled httpx client."""
 
-    def __init__(self, url: str, protocol_version: str = PROTOCOL_VERSION) -> None:
+    def __init__(
+        self,
+        url: str,
+        protocol_version: str = PROTOCOL_VERSION,
+        http: Callable[[], httpx.Client] | None = None,
+    ) -> None:
         self.url = url
         self.protocol_version = protocol_version
-        self.http = httpx.Client(timeout=10.0)
+        # ``http``: how to make the httpx client (HTTP/2, TLS); default plain HTTP/1.1.
+        self.http = http() if http is not None else httpx.Client(timeout=10.0)
         self.session_id = ""
 
     def headers(self, accept: str = "application/json, text/event-stream") -> dict[str, str]:
@@ -293,15 +300,18 @@ def trim_after_data_event(events: list[SseEvent], k: int) -> list[SseEvent]:
     return events
 
 
-def run_plan(url: str, plan: ClientPlan) -> list[StreamLog]:
-    """Play ``plan`` against the server at ``url``; return every stream the client read."""
+def run_plan(
+    url: str, plan: ClientPlan, http: Callable[[], httpx.Client] | None = None
+) -> list[StreamLog]:
+    """Play ``plan`` against the server at ``url`` (``http`` makes the httpx client, see
+    :class:`McpClient`); return every stream the client read."""
     logs: list[StreamLog] = []
     prior = None
     if plan.prior_session_steps is not None:  # another session, kept open to the end
-        prior = McpClient(url, plan.protocol_version)
+        prior = McpClient(url, plan.protocol_version, http)
         prior.initialize()
         logs.append(prior.call_tool(2, tool_params(2, plan.prior_session_steps)))
-    client = McpClient(url, plan.protocol_version)
+    client = McpClient(url, plan.protocol_version, http)
     try:
         client.initialize()
         logs += play_session(client, plan)

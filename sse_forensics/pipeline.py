@@ -15,7 +15,7 @@ import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,19 +148,20 @@ def _reassemble_captures(
     config: AnalysisConfig,
     jobs: int,
     progress: ScanProgress | None,
+    executor: Executor | None = None,
 ) -> Reassembly:
     """The captures' connections as evidence rows in ``store`` (the fast path, falling back
     to the exact one connection by connection; :mod:`sse_forensics.reassembly.fast`). With
-    ``jobs`` > 1 and a large capture, each worker process reassembles the connections whose
-    id falls to its shard and writes its own partition files."""
+    ``jobs`` > 1 and a large capture, or an ``executor`` (a cluster's), each of ``jobs``
+    workers reassembles the connections whose id falls to its shard and writes its own
+    partition files."""
     total = sum(os.path.getsize(p) for p in inputs)
     if not inputs:
         return Reassembly()
-    if jobs > 1 and total >= SHARD_BYTES:
+    if executor is not None or (jobs > 1 and total >= SHARD_BYTES):
         store.spill()  # the workers' files join the parent's scratch directory
-        context = multiprocessing.get_context("spawn")
         scratch = str(store.scratch_dir())
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        with _worker_pool(executor, jobs) as pool:
             futures = [
                 pool.submit(_reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs))
                 for k in range(jobs)
@@ -179,6 +180,15 @@ def _reassemble_captures(
     if progress is not None:
         progress("read", total, total)
     return result.reassembly()
+
+
+def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager:
+    """``executor`` as it is (its owner shuts it down), else ``workers`` spawned processes."""
+    if executor is not None:
+        return contextlib.nullcontext(executor)
+    # spawn, not fork: polars' thread pool must not be copied mid-flight.
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
 def _reassemble_shard(
@@ -209,6 +219,7 @@ def ingest(
     logs: LogOptions | None = None,
     progress: ScanProgress | None = None,
     jobs: int = 1,
+    executor: Executor | None = None,
 ) -> Ingested:
     """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
     a path that is neither a capture nor a log, or a log format that does not fit."""
@@ -217,7 +228,7 @@ def ingest(
     logs = logs or LogOptions()
     inputs, log_files = classify_inputs(paths, logs.access_format)
     with _scan_gc():
-        reassembly = _reassemble_captures(inputs, store, config, jobs, progress)
+        reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor)
     exchanges = store.rows["exchanges"]
     log_connections = 0
     if log_files:
@@ -342,18 +353,18 @@ def analyze_store(
     keep_records: bool = False,
     jobs: int = 1,
     keep_tables: bool = True,
+    executor: Executor | None = None,
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
-    processes when there is more than one task."""
+    processes when there is more than one task, or on ``executor`` (a cluster's)."""
     front = cross_session_front(store, config)
     nonempty = set(store.nonempty())
     tasks = [t for t in front.tasks if nonempty.intersection(t)]
-    if jobs > 1 and len(tasks) > 1 and not keep_records:
+    parallel = executor is not None or (jobs > 1 and len(tasks) > 1)
+    if parallel and tasks and not keep_records:
         store.spill()  # workers read the partitions from disk, not through a pipe
-        # spawn, not fork: polars' thread pool must not be copied mid-flight.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+        with _worker_pool(executor, min(jobs, len(tasks))) as pool:
             futures = [
                 pool.submit(
                     _analyze_files, store.task_files(t), front, rules, provided, keep_tables
@@ -423,18 +434,23 @@ def scan_paths(
     keep_records: bool = False,
     buckets: int | None = None,
     keep_tables: bool = True,
+    executor: Executor | None = None,
+    scratch: str | None = None,
 ) -> ScanResult:
-    """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``."""
+    """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``.
+    ``executor`` (a cluster's, :mod:`sse_forensics.cluster`) runs the capture shards and the
+    partition tasks instead of ``jobs`` local processes; they exchange Parquet files under
+    ``scratch`` (default: the system's temp directory), which it must be able to read."""
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
     if buckets is None:
         buckets = 1 if keep_records else partition_count(paths, jobs)
-    with EvidenceStore(buckets) as store:
-        ingested = ingest(paths, store, config, logs, progress, jobs)
+    with EvidenceStore(buckets, scratch=scratch) as store:
+        ingested = ingest(paths, store, config, logs, progress, jobs, executor)
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(
-            store, config, rules, ingested.provided, keep_records, jobs, keep_tables
+            store, config, rules, ingested.provided, keep_records, jobs, keep_tables, executor
         )
         first_seen = (
             store.columns(ExchangeColumns, ["session", "conn_id", "index"])

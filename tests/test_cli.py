@@ -52,23 +52,15 @@ def test_exit_codes_follow_fail_on(capture: Path, fail_on: str, code: int) -> No
 def test_jsonl_has_the_finding_fields() -> None:
     proc = run("scan", str(SILENT), "--format", "jsonl")
     findings = [json.loads(line) for line in proc.stdout.decode().splitlines()]
-    (finding,) = [f for f in findings if f["rule"] == "missing-stream-gap"]
-    for key in (
-        "rule",
-        "classification",
-        "severity",
-        "session_id",
-        "session_inferred",
-        "stream",
-        "id_scheme",
-        "gap",
-        "evidence",
-        "message",
-        "fingerprint",
-    ):
+    (finding,) = [f for f in findings if f["rule"]["id"] == "missing-stream-gap"]
+    for key in ("@timestamp", "ecs", "message", "event", "rule", "network", "sse_forensics"):
         assert key in finding
-    assert finding["gap"] == {"first": "8", "last": "12", "count": 5}
-    assert {"source", "frame", "ts", "what"} <= set(finding["evidence"][0])
+    assert {"id", "name", "description", "reference", "category", "ruleset"} <= set(finding["rule"])
+    ours = finding["sse_forensics"]
+    for key in ("classification", "severity", "session_id", "session_inferred", "stream"):
+        assert key in ours
+    assert ours["gap"] == {"first": "8", "last": "12", "count": 5}
+    assert {"source", "frame", "ts", "what"} <= set(ours["evidence"][0])
 
 
 def test_json_document_lists_inputs_sessions_findings_errors() -> None:
@@ -109,7 +101,7 @@ def test_hostile_bytes_never_reach_the_terminal_raw() -> None:
         assert b"Traceback" not in out
         assert b"[bold red]" in out or args[0] == "timeline"  # markup printed literally
     doc = json.loads(run("scan", str(HOSTILE), "--format", "json").stdout)
-    session = doc["findings"][0]["session_id"]
+    session = doc["findings"][0]["sse_forensics"]["session_id"]
     assert "\x1b" in session and "<script>" in session  # JSON keeps the real bytes, escaped
 
 
@@ -147,7 +139,7 @@ def test_bad_user_rule_is_reported_and_others_still_run(tmp_path: Path) -> None:
     )
     proc = run("scan", str(SILENT), "--rules", str(tmp_path), "--format", "json")
     doc = json.loads(proc.stdout)
-    assert {f["rule"] for f in doc["findings"]} == {
+    assert {f["rule"]["id"] for f in doc["findings"]} == {
         "missing-stream-gap",
         "client-accepted-gap",
         "resumable-while-evicting",

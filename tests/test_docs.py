@@ -166,15 +166,27 @@ def test_index_links_every_page() -> None:
 
 
 def test_findings_md_example_is_a_current_finding() -> None:
-    """The JSON pasted in findings.md has exactly today's fields and values (except the
-    capture's own times and ports, which change when the sample is re-recorded)."""
-    pasted = json.loads(_fenced(_text(DOCS / "findings.md"), "json")[0])
+    """The ECS and OCSF JSON pasted in findings.md have exactly today's fields and values
+    (except the capture's own times and ports, which change when the sample is re-recorded)."""
+    from sse_forensics.report.jsonout import ecs_finding
+    from sse_forensics.report.ocsf import ocsf_record
+
+    fenced = _fenced(_text(DOCS / "findings.md"), "json")
+    pasted, pasted_ocsf = json.loads(fenced[0]), json.loads(fenced[1])
     result = scan_paths([str(SAMPLES / "live-jump-unsignalled.pcap")])
-    current = next(f.as_dict() for f in result.findings if f.rule == pasted["rule"])
+    finding = next(f for f in result.findings if f.rule == pasted["rule"]["id"])
+    current = ecs_finding(finding)
     assert list(pasted) == list(current)
-    for key in ("classification", "severity", "session_id", "gap", "message", "location"):
-        assert pasted[key] == current[key], key
-    assert [e["what"] for e in pasted["evidence"]] == [e["what"] for e in current["evidence"]]
+    assert pasted["rule"] == current["rule"] and pasted["message"] == current["message"]
+    ours, now = pasted["sse_forensics"], current["sse_forensics"]
+    assert list(ours) == list(now)
+    for key in ("classification", "severity", "session_id", "gap", "location"):
+        assert ours[key] == now[key], key
+    assert [e["what"] for e in ours["evidence"]] == [e["what"] for e in now["evidence"]]
+    record = ocsf_record(finding)
+    assert list(pasted_ocsf) == list(record)
+    assert pasted_ocsf["finding_info"]["analytic"] == record["finding_info"]["analytic"]
+    assert pasted_ocsf["unmapped"]["sse_forensics"]["gap"] == finding.gap
 
 
 def test_worked_example_matches_a_scan_of_its_sample() -> None:

@@ -1,5 +1,5 @@
-"""Connections the tool cannot read as HTTP/1.1 are named once, clearly, in ``errors``:
-TLS (the capture was taken in front of the TLS terminator) and HTTP/2 prior knowledge."""
+"""A TLS connection the tool cannot decrypt (no key log) is named once, clearly, in
+``errors``; HTTP/2 with prior knowledge is read (tests/test_tls_samples.py, test_h2.py)."""
 
 from __future__ import annotations
 
@@ -36,17 +36,18 @@ def _capture(path: Path, sport: int, payload: bytes, reply: bytes) -> None:
     scapy.wrpcap(str(path), packets)
 
 
-@pytest.mark.parametrize(
-    ("payload", "reply", "said"),
-    [
-        (CLIENT_HELLO, b"\x16\x03\x03\x00\x10" + b"\x02" * 16, "TLS-encrypted"),
-        (H2_PREFACE, b"\x00\x00\x00\x04\x00\x00\x00\x00\x00", "HTTP/2"),
-    ],
-)
-def test_foreign_protocol_is_named_once(tmp_path: Path, payload: bytes, reply: bytes, said: str):
+def test_undecryptable_tls_is_named_once(tmp_path: Path):
     pcap = tmp_path / "foreign.pcap"
-    _capture(pcap, 40001, payload, reply)
+    _capture(pcap, 40001, CLIENT_HELLO, b"\x16\x03\x03\x00\x10" + b"\x02" * 16)
     result = scan_paths([str(pcap)])
     (error,) = result.errors
-    assert said in error.what and error.frame == 3 and "10.0.0.2:443" in error.what
+    assert "TLS-encrypted" in error.what and error.frame == 3 and "10.0.0.2:443" in error.what
     assert result.findings == [] and result.stats.http_exchanges == 0
+
+
+def test_h2_prior_knowledge_is_read_not_refused(tmp_path: Path):
+    pcap = tmp_path / "h2c.pcap"
+    _capture(pcap, 40001, H2_PREFACE, b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    result = scan_paths([str(pcap)])
+    assert result.errors == [] and result.findings == []
+    assert [c.application for c in result.connections] == ["h2"]

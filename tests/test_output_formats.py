@@ -57,7 +57,7 @@ def test_json_document_matches_schema() -> None:
 def test_schema_rejects_a_broken_finding() -> None:
     line = _run("scan", str(SAMPLES / "live-jump-unsignalled.pcap"), "--format", "jsonl")
     finding = json.loads(line.splitlines()[0])
-    finding["classification"] = "probably_fine"
+    finding["sse_forensics"]["classification"] = "probably_fine"
     with pytest.raises(jsonschema.ValidationError):
         _validator("finding.schema.json").validate(finding)
 
@@ -72,7 +72,7 @@ def test_jsonl_is_byte_identical_across_runs_directories_and_order(tmp_path: Pat
 
     def key(out: bytes) -> list[tuple]:
         rows = [json.loads(x) for x in out.splitlines()]
-        return sorted((r["fingerprint"], r["rule"], r["message"]) for r in rows)
+        return sorted((r["event"]["id"], r["rule"]["id"], r["message"]) for r in rows)
 
     assert key(first) == key(elsewhere)
     assert len({r[0] for r in key(first)}) == len(key(first))
@@ -91,8 +91,10 @@ def test_ocsf_records_are_detection_findings() -> None:
             "client-accepted-gap",
         }
         assert r["finding_info"]["uid"] == r["metadata"]["uid"]
-        assert r["src_endpoint"]["ip"] and r["dst_endpoint"]["port"]
-        assert r["unmapped"]["classification"] in (
+        (evidence,) = r["evidences"]  # tests/test_siem_schemas.py checks the whole schema
+        assert evidence["src_endpoint"]["ip"] and evidence["dst_endpoint"]["port"]
+        assert evidence["connection_info"]["community_uid"].startswith("1:")
+        assert r["unmapped"]["sse_forensics"]["classification"] in (
             "silent_corruption",
             "indeterminate",
             "expected_gap",

@@ -48,7 +48,7 @@ def test_cross_session_replay_is_found_across_partitions() -> None:
     for buckets in (1, 2, 3, 5, 8):
         result = scan_paths([capture], buckets=buckets)
         found = [json.loads(line) for line in findings_jsonl(result).splitlines()]
-        assert [(f["rule"], f["gap"]["first"]) for f in found] == [
+        assert [(f["rule"]["id"], f["sse_forensics"]["gap"]["first"]) for f in found] == [
             ("replay-crossed-sessions", "s2_8")
         ], buckets
 

@@ -57,8 +57,11 @@ GROUPS: list[tuple[str, list[str]]] = [
             "replay-crossed-streams",
             "replay-crossed-sessions",
             "backpressure-disconnect-resume-mismatch",
-            "resume-in-stateless-era",
         ],
+    ),
+    (
+        "Contract violations (nothing lost, no gap)",
+        ["resume-in-stateless-era", "id-scheme-outlier"],
     ),
     (
         "Client behaviour",
@@ -76,7 +79,6 @@ GROUPS: list[tuple[str, list[str]]] = [
             "stream-gap-signalled",
             "resume-gap-signalled",
             "resume-refused-410",
-            "backpressure-gap-signalled",
             "gap-client-reissued",
         ],
     ),
@@ -86,6 +88,7 @@ SAMPLES_SHOWN = 3  # per rule; the rest are counted ("and N more")
 LIVE_JUMP = "samples/live-jump-unsignalled.pcap"
 RESUME_JUMP = "samples/resume-jump-unsignalled.pcap"
 GARBAGE_CHUNK = "samples/crafted-garbage-chunk.pcap"
+LOG_410 = "samples/logs/resume-410/"
 LIVE_GAP = "samples/live-gap-signalled.pcap"
 
 
@@ -138,6 +141,11 @@ def _jq(value: object, depth: int = 0) -> str:
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
+def _jq_compact(value: object) -> str:
+    """``value`` as ``jq -c`` prints it: no blanks between tokens."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("\x7f", "\\u007f")
+
+
 def _jq_raw(value: object) -> str:
     """``value`` as ``jq -r`` prints it (and as ``\\(…)`` interpolates a scalar)."""
     return value if isinstance(value, str) else _jq(value)
@@ -170,9 +178,10 @@ def _fired() -> dict[str, list[tuple[str, str]]]:
         sample = pcap.relative_to(REPO).as_posix()
         scan = _cli("scan", sample, "-f", "jsonl", "--fail-on", "never")
         for finding in _jsonl(scan.stdout):
-            seen = fired.setdefault(finding["rule"], [])
-            if (sample, finding["classification"]) not in seen:
-                seen.append((sample, finding["classification"]))
+            seen = fired.setdefault(finding["rule"]["id"], [])
+            verdict = finding["sse_forensics"]["classification"]
+            if (sample, verdict) not in seen:
+                seen.append((sample, verdict))
     return fired
 
 
@@ -203,6 +212,13 @@ def _rule_section(rule: dict, samples: list[tuple[str, str]]) -> list[str]:
         _prose(rule["rationale"]) + "\n",
         "**How to fix.** " + _prose(rule["remediation"]) + "\n",
     ]
+    if "indeterminate_message" in rule:
+        worded = f"`{rule['indeterminate_message']}`"
+        parts.append(
+            "When the capture lacks bytes of the stretch the finding is `indeterminate`, "
+            f"severity at most `low`, worded as capture loss ({worded}) and its remediation "
+            "is capture advice ([capturing.md](capturing.md)).\n"
+        )
     if rule.get("example", "").strip():
         parts.append("```text\n" + rule["example"].strip("\n") + "\n```\n")
     # The sample named after the rule first, then alphabetical.
@@ -237,7 +253,9 @@ def _custom_rule_walkthrough(tail: str) -> str:
         bad = _cli("scan", LIVE_GAP, "--rules", "bad-rules/", "-f", "json", cwd=work)
 
     messages = "".join(
-        f["message"] + "\n" for f in _jsonl(jsonl.stdout) if f["rule"] == "large-signalled-gap"
+        f["message"] + "\n"
+        for f in _jsonl(jsonl.stdout)
+        if f["rule"]["id"] == "large-signalled-gap"
     )
     rule_errors = "".join(_jq_raw(e) + "\n" for e in json.loads(bad.stdout)["rule_errors"])
     return _fill(
@@ -253,7 +271,7 @@ def _custom_rule_walkthrough(tail: str) -> str:
             + "\n\n"
             + _shown(
                 f"sse-forensics scan {LIVE_GAP} --rules site-rules/ -f jsonl"
-                " | jq -r 'select(.rule == \"large-signalled-gap\") | .message'",
+                " | jq -r 'select(.rule.id == \"large-signalled-gap\") | .message'",
                 messages + jsonl.stderr,
             ),
             "BAD_RULE_OUTPUT": _shown(
@@ -299,7 +317,8 @@ def render_rules() -> str:
 
 
 def render_findings() -> str:
-    """docs/findings.md: a finding, a trimmed scan document, input errors, a ticket body."""
+    """docs/findings.md: a finding as ECS and as OCSF, the flow of a finding from logs alone,
+    a trimmed scan document, input errors, a ticket body."""
     live_jump = json.loads(_cli("scan", LIVE_JUMP, "-f", "json").stdout)
     session_keys = (*SESSION_SUMMARY, "verdicts")
     trimmed = {
@@ -315,12 +334,26 @@ def render_findings() -> str:
     ticket = _jsonl(_cli("scan", RESUME_JUMP, "-f", "jsonl").stdout)[0]
     evidence = [
         f"- {_jq_raw(e.get('source'))} frame {_jq_raw(e.get('frame'))}: {_jq_raw(e.get('what'))}"
-        for e in ticket["evidence"]
+        for e in ticket["sse_forensics"]["evidence"]
     ]
+    finding = _jsonl(_cli("scan", LIVE_JUMP, "-f", "jsonl").stdout)[0]
+    record = next(
+        r
+        for r in _jsonl(_cli("scan", LIVE_JUMP, "-f", "ocsf").stdout)
+        if r["finding_info"]["uid"] == finding["event"]["id"]
+    )
+    from_log = _jsonl(_cli("scan", LOG_410, "-f", "jsonl").stdout)[0]
+    flow = {key: from_log.get(key) for key in ("network", "source", "destination")}
     return _fill(
         _template("findings_tmpl.md"),
         {
-            "FINDING_JSON": _jq(_jsonl(_cli("scan", LIVE_JUMP, "-f", "jsonl").stdout)[0]),
+            "FINDING_JSON": _jq(finding),
+            "LOG_FLOW": _shown(
+                f"sse-forensics scan {LOG_410} -f jsonl"
+                " | head -1 | jq -c '{network, source, destination}'",
+                _jq_compact(flow),
+            ),
+            "OCSF_JSON": _jq(record),
             "DOC_JSON": _jq(trimmed),
             "ERROR_JSON": _jq(garbage.get("errors")),
             "TICKET_BODY": "\n".join([ticket["message"], "", *evidence]).rstrip(),
@@ -347,17 +380,17 @@ def _frame_payload(frame: int) -> str:
 def render_worked_example() -> str:
     """docs/worked-example.md: one resume-jump incident from scan to Wireshark to ticket."""
     findings = _jsonl(_cli("scan", RESUME_JUMP, "-f", "jsonl").stdout)
-    by_rule = {f["rule"]: f for f in findings}
+    by_rule = {f["rule"]["id"]: f for f in findings}
     jump = by_rule["silent-resume-jump"]
     port = jump["destination"]["port"]
-    frames = sorted({e["frame"] for e in jump["evidence"]})
+    frames = sorted({e["frame"] for e in jump["sse_forensics"]["evidence"]})
     frame_set = ",".join(map(str, frames))
 
     # `scan` exits 1 on a silent_corruption finding; the page shows that.
     scan = _shown(f"sse-forensics scan {RESUME_JUMP}", _cli("scan", RESUME_JUMP).stdout)
     session = "resume-jump-unsignalled-0001"
     timeline = _cli("timeline", RESUME_JUMP, "--session", session).stdout
-    selected = "\n".join(_jq(f) for f in findings if f["rule"] == "silent-resume-jump")
+    selected = "\n".join(_jq(f) for f in findings if f["rule"]["id"] == "silent-resume-jump")
     tshark_list = _tshark("-d", f"tcp.port=={port},http", "-Y", f"frame.number in {{{frame_set}}}")
     payloads = [
         _shown(
@@ -376,7 +409,7 @@ def render_worked_example() -> str:
             ),
             "FINDING": _shown(
                 f"sse-forensics scan {RESUME_JUMP} -f jsonl"
-                " | jq 'select(.rule == \"silent-resume-jump\")'",
+                " | jq 'select(.rule.id == \"silent-resume-jump\")'",
                 selected,
             ),
             "TSHARK_LIST": _shown(
@@ -386,8 +419,8 @@ def render_worked_example() -> str:
             ),
             "TSHARK_PAYLOADS": "\n\n".join(payloads),
             "PORT": str(port),
-            "FP_2XX": f"`{by_rule['resume-in-gap-2xx']['fingerprint']}`",
-            "FP_JUMP": f"`{jump['fingerprint']}`",
+            "FP_2XX": f"`{by_rule['resume-in-gap-2xx']['event']['id']}`",
+            "FP_JUMP": f"`{jump['event']['id']}`",
         },
     )
 

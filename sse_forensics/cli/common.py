@@ -2,7 +2,9 @@
 
 Exit codes (``docs/exit-codes.md``): 0 nothing at or above ``--fail-on``; 1 findings at or
 above it; 2 usage error or an input that is not a capture at all; 3 no such finding, but
-part of the input could not be read (listed under ``errors``).
+part of the input could not be read (listed under ``errors``); 4 no such finding, but part
+or all of the input could not be judged (``sse_forensics.coverage``: no HTTP, no event
+stream, or streams whose bytes the capture lacks).
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
     from sse_forensics.engine.registry import RuleSet
-    from sse_forensics.pipeline import LogOptions, ScanResult
+    from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_READ_ERRORS = 3
+EXIT_NOT_JUDGED = 4
 
 
 class ScanFormat(StrEnum):
@@ -46,6 +49,7 @@ class TimelineFormat(StrEnum):
 
 class FailOn(StrEnum):
     expected_gap = "expected_gap"
+    contract_violation = "contract_violation"
     indeterminate = "indeterminate"
     silent_corruption = "silent_corruption"
     never = "never"
@@ -66,7 +70,11 @@ Paths = Annotated[
     ),
 ]
 FailOnOpt = Annotated[
-    FailOn, typer.Option(help="Exit 1 if a finding at or above this verdict exists.")
+    FailOn,
+    typer.Option(
+        help="Exit 1 if a finding at or above this classification exists (expected_gap < "
+        "contract_violation < indeterminate < silent_corruption)."
+    ),
 ]
 RulesOpt = Annotated[
     list[Path] | None,
@@ -95,6 +103,21 @@ JobsOpt = Annotated[
         help="Worker processes for the per-session analysis (default: the machine's cores).",
     ),
 ]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run on Dask: 'local' or 'local:N' (a LocalCluster of N workers here) or a "
+        "scheduler address such as tcp://scheduler:8786 (needs the cluster extra; "
+        "docs/cluster.md). PATHS may then be fsspec URLs (s3://, gs://, file://).",
+    ),
+]
+ScratchOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --cluster: directory for the partition files, shared by this machine and "
+        "every worker (default: the temp directory).",
+    ),
+]
 SessionHeader = Annotated[str, typer.Option(help="Header that carries the session ID.")]
 PathRegex = Annotated[
     str, typer.Option(help="Regex with a named group 'session' matched on the request path.")
@@ -105,9 +128,26 @@ PrefixedRegex = Annotated[
 ]
 
 
+TLSKeylogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--tls-keylog",
+        help="NSS key log (SSLKEYLOGFILE) to decrypt TLS with (repeatable); pcapng "
+        "Decryption Secrets Blocks are read without it.",
+    ),
+]
+
+
 def analysis_config(
-    session_header: str, session_path_regex: str, id_scheme: Scheme, prefixed_regex: str
+    session_header: str,
+    session_path_regex: str,
+    id_scheme: Scheme,
+    prefixed_regex: str,
+    tls_keylog: list[Path] | None = None,
 ) -> AnalysisConfig:
+    for path in tls_keylog or []:
+        if not path.is_file():
+            usage_error(f"--tls-keylog: no such file: {printable(path, 300)}")
     for name, pattern, group in (
         ("--session-path-regex", session_path_regex, "session"),
         ("--prefixed-regex", prefixed_regex, "seq"),
@@ -123,6 +163,7 @@ def analysis_config(
         session_path_regex=session_path_regex,
         id_scheme=None if id_scheme is Scheme.auto else id_scheme.value,
         prefixed_regex=prefixed_regex,
+        tls_keylog=tuple(str(p) for p in tls_keylog or []),
     )
 
 
@@ -149,16 +190,27 @@ def run_scan(
     show_progress: bool,
     keep_records: bool = False,
     jobs: int | None = None,
+    cluster: str | None = None,
+    scratch: str | None = None,
+    quiet: bool = False,
 ) -> tuple[ScanResult, RuleSet]:
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
-    be read at all (or a log format that does not fit) is a usage error, exit 2."""
+    be read at all (or a log format that does not fit) is a usage error, exit 2. With
+    ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well."""
+    from sse_forensics.cluster import ClusterUnavailable
     from sse_forensics.engine.registry import load_rules
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.terminal import scan_progress
 
+    if scratch is not None and cluster is None:
+        usage_error("--scratch is for --cluster scans")
     ruleset = load_rules(rule_dirs)
     try:
         with scan_progress(Console(stderr=True), show_progress) as progress:
+            if cluster is not None:
+                return _scan_on_cluster(
+                    paths, cluster, scratch, config, ruleset, logs, progress, quiet
+                ), ruleset
             result = scan_paths(
                 paths,
                 config,
@@ -173,14 +225,50 @@ def run_scan(
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ValueError as exc:  # a log format string or field map that does not compile
         usage_error(printable(str(exc), 400))
+    except ClusterUnavailable as exc:
+        usage_error(printable(str(exc), 400))
     return result, ruleset
 
 
+def _scan_on_cluster(
+    paths: list[str],
+    cluster: str,
+    scratch: str | None,
+    config: AnalysisConfig,
+    ruleset: RuleSet,
+    logs: LogOptions,
+    progress: ScanProgress | None,
+    quiet: bool,
+) -> ScanResult:
+    from sse_forensics.cluster import scan_on_cluster
+
+    def announce(link: str) -> None:
+        if not quiet:
+            Console(stderr=True, soft_wrap=True).print(Text(f"Dask dashboard: {link}"))
+
+    return scan_on_cluster(
+        paths,
+        cluster,
+        config=config,
+        rules=ruleset,
+        logs=logs,
+        progress=progress,
+        keep_tables=False,  # a scan reports counts and the sessions table
+        scratch=scratch,
+        on_dashboard=announce,
+    )
+
+
 def exit_code(result: ScanResult, fail_on: FailOn) -> int:
+    from sse_forensics.coverage import coverage
+
     if fail_on is not FailOn.never:
         threshold = classification_rank(fail_on.value)
         if any(classification_rank(f.classification) >= threshold for f in result.findings):
             return EXIT_FINDINGS
+    # Never "all clear" about what could not be seen: it wins over unreadable input.
+    if not coverage(result).complete:
+        return EXIT_NOT_JUDGED
     if result.errors:
         return EXIT_READ_ERRORS
     return EXIT_OK

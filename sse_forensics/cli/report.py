@@ -23,6 +23,7 @@ from sse_forensics.cli.common import (
     RulesOpt,
     Scheme,
     SessionHeader,
+    TLSKeylogOpt,
     analysis_config,
     exit_code,
     log_options,
@@ -43,6 +44,7 @@ def report(
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    tls_keylog: TLSKeylogOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: Annotated[
@@ -53,7 +55,9 @@ def report(
     remediation, a plot per affected session); it makes no network fetch when opened."""
     from sse_forensics.report.html import render_report
 
-    config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
+    config = analysis_config(
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+    )
     show_progress = not quiet and sys.stderr.isatty()
     result, ruleset = run_scan(
         paths, config, rules, log_options(log_format, log_map), show_progress, keep_records=True

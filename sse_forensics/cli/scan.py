@@ -11,6 +11,7 @@ from rich.text import Text
 
 from sse_forensics.cli.common import (
     DEFAULTS,
+    ClusterOpt,
     FailOn,
     FailOnOpt,
     IdSchemeOpt,
@@ -24,7 +25,9 @@ from sse_forensics.cli.common import (
     RulesOpt,
     ScanFormat,
     Scheme,
+    ScratchOpt,
     SessionHeader,
+    TLSKeylogOpt,
     analysis_config,
     exit_code,
     log_options,
@@ -49,10 +52,13 @@ def scan(
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    tls_keylog: TLSKeylogOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: QuietOpt = False,
     jobs: JobsOpt = None,
+    cluster: ClusterOpt = None,
+    scratch: ScratchOpt = None,
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
     or OCSF)."""
@@ -60,11 +66,21 @@ def scan(
     from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
 
-    config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
+    config = analysis_config(
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+    )
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
     show_progress = not quiet and sys.stdout.isatty()
     result, _ = run_scan(
-        paths, config, rules, log_options(log_format, log_map), show_progress, jobs=jobs
+        paths,
+        config,
+        rules,
+        log_options(log_format, log_map),
+        show_progress,
+        jobs=jobs,
+        cluster=cluster,
+        scratch=scratch,
+        quiet=quiet,
     )
     if format is ScanFormat.jsonl:
         sys.stdout.buffer.write(findings_jsonl(result))
@@ -91,3 +107,9 @@ def _report_errors_to_stderr(result) -> None:
             )
         for msg in result.rule_errors:
             err.print(Text(f"rule not loaded: {printable(msg, 300)}"))
+    from sse_forensics.coverage import coverage
+
+    for item in coverage(result).items:  # never a silent "all clear" on stdout's behalf
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            Text(f"could not judge: {printable(item.line(), 400)}")
+        )

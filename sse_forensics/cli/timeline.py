@@ -21,6 +21,7 @@ from sse_forensics.cli.common import (
     Scheme,
     SessionHeader,
     TimelineFormat,
+    TLSKeylogOpt,
     analysis_config,
     log_options,
     usage_error,
@@ -45,6 +46,7 @@ def timeline(
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
+    tls_keylog: TLSKeylogOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
 ) -> None:
@@ -53,7 +55,9 @@ def timeline(
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
-    config = analysis_config(session_header, session_path_regex, id_scheme, prefixed_regex)
+    config = analysis_config(
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+    )
     logs = log_options(log_format, log_map)
     try:
         result = scan_paths(paths, config, logs=logs, keep_records=True)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import hashlib
 import string
 from collections.abc import Mapping
+from pathlib import Path
 
 import orjson
 import polars as pl
 
 from sse_forensics.engine.finding import Finding
-from sse_forensics.engine.registry import RuleSet
+from sse_forensics.engine.registry import RuleSet, packaged_rules_dir
 from sse_forensics.engine.rule import Rule
-from sse_forensics.verdicts import EVIDENCE_KINDS
+from sse_forensics.verdicts import CONTRACT_VIOLATION, EVIDENCE_KINDS, severity_for
 
 _FORMATTER = string.Formatter()
 GAP_KEYS = ("first", "last", "count")
@@ -34,17 +35,45 @@ def render_message(template: str, row: Mapping[str, object]) -> str:
 
 
 def fingerprint(rule: Rule, row: Mapping[str, object]) -> str:
-    """Stable across runs and input order: the rule id and the row's identifying columns
-    (never timestamps or frame numbers)."""
+    """Stable across runs and input order: the rule id, the row's identifying columns
+    (never timestamps or frame numbers) and where the row was seen — its response
+    (``response_stream``), else its connection (Community ID). The last part tells apart
+    two findings that agree on every column the rule names: one resume seen on both legs of
+    a proxy, or retried on two connections, is two findings with two ids."""
     parts = [rule.id, *(f"{c}={row.get(c)!s}" for c in rule.fingerprint)]
+    parts.append(f"seen_on={row.get('response_stream') or row.get('community_id')!s}")
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def rule_summary(rule: Rule) -> str:
+    """The first paragraph of the rule's rationale ("What it does: …") on one line."""
+    first = rule.rationale.strip().split("\n\n", 1)[0]
+    text = " ".join(first.split()).removeprefix("What it does:").strip()
+    return text[:1].upper() + text[1:]
+
+
+def ruleset(rule: Rule) -> str:
+    """``sse-forensics`` for a packaged rule, else the name of the ``--rules`` folder."""
+    if not rule.path:
+        return ""
+    folder = Path(rule.path).parent
+    return "sse-forensics" if folder.resolve() == packaged_rules_dir().resolve() else folder.name
+
+
 def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
-    rows = table.filter(rule.predicate()).to_dicts()
+    matched = table.filter(rule.predicate())
+    lost_nothing = [False] * matched.height
+    if rule.contract_violation_when is not None and matched.height:
+        lost_nothing = (
+            matched.select(pl.sql_expr(rule.contract_violation_when).fill_null(False))
+            .to_series()
+            .to_list()
+        )
     findings = []
-    for row in rows:
+    for row, cost_nothing in zip(matched.to_dicts(), lost_nothing, strict=True):
         classification = rule.classification or row.get(rule.classification_from or "")
+        if cost_nothing:
+            classification = CONTRACT_VIOLATION
         evidence: list[dict] = []
         for column in rule.evidence:
             value = row.get(column)
@@ -52,13 +81,20 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 value = orjson.loads(value)  # evidence columns hold JSON arrays
             if isinstance(value, list):
                 evidence.extend(e for e in value if isinstance(e, dict))
-        evidence = [{k: v for k, v in e.items() if v is not None} for e in evidence]
+        evidence = _distinct([{k: v for k, v in e.items() if v is not None} for e in evidence])
+        classification = str(classification)
+        # A contract violation lost nothing: it names no gap, whatever the row holds.
+        gap = (
+            dict.fromkeys(GAP_KEYS)
+            if classification == CONTRACT_VIOLATION
+            else {k: row.get(c) for k, c in zip(GAP_KEYS, rule.gap_columns, strict=True)}
+        )
         findings.append(
             Finding(
                 rule=rule.id,
                 title=rule.title,
-                classification=str(classification),
-                severity=rule.severity,
+                classification=classification,
+                severity=severity_for(rule.severity, classification),
                 session_id=row.get("session_id"),
                 session_inferred=bool(row.get("session_inferred")),
                 stream=row.get("stream"),
@@ -67,9 +103,9 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 counter_scope=row.get("counter_scope"),
                 location=row.get("location") or ("resume" if rule.table == "resumes" else None),
                 last_event_id=row.get("last_event_id"),
-                gap={k: row.get(c) for k, c in zip(GAP_KEYS, rule.gap_columns, strict=True)},
+                gap=gap,
                 evidence=evidence,
-                message=render_message(rule.message, row),
+                message=render_message(rule.message_for(classification), row),
                 fingerprint=fingerprint(rule, row),
                 references=list(rule.references),
                 ts=row.get("ts", row.get("ts_first")),
@@ -77,9 +113,26 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 community_id=row.get("community_id"),
                 client=(row.get("client_ip"), row.get("client_port")),
                 server=(row.get("server_ip"), row.get("server_port")),
+                rule_description=rule_summary(rule),
+                remediation=rule.remediation_for(classification),
+                ruleset=ruleset(rule),
+                rule_table=rule.table,
             )
         )
     return findings
+
+
+def _distinct(evidence: list[dict]) -> list[dict]:
+    """Each piece of evidence once, in first-cited order: a missing span or an event a row
+    cites twice (say, as the gap's edge and as its cause) is one fact."""
+    seen: set[tuple] = set()
+    out = []
+    for e in evidence:
+        key = tuple(sorted((k, repr(v)) for k, v in e.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
 
 
 def not_judged_rules(rules: RuleSet, provided: frozenset[str]) -> list[dict[str, object]]:

@@ -1,9 +1,11 @@
 """The finding: one answer to "which session lost which events, and was it signalled?",
-shaped to drop into a ticket (``docs/findings.md`` documents the JSON; its JSON Schema is
-``docs/schemas/finding.schema.json``).
+shaped to drop into a ticket. Its JSON forms live in ``report/``: an ECS document
+(``report/jsonout.py``, schema ``docs/schemas/finding.schema.json``) and an OCSF Detection
+Finding (``report/ocsf.py``); ``docs/findings.md`` documents both.
 
-Flow fields follow ECS (``network.community_id``, ``source.ip``, ``destination.port``,
-``event.start``) so SIEMs ingest the JSONL as it is.
+``fingerprint`` is the finding's identity (ECS ``event.id``, OCSF ``finding_info.uid``):
+stable across runs, built from the rule's identifying columns and where the finding was
+seen, so that two findings of a scan never share it (``engine.evaluate.fingerprint``).
 """
 
 from __future__ import annotations
@@ -45,32 +47,11 @@ class Finding:
     community_id: str | None = None
     client: tuple[str | None, int | None] = (None, None)
     server: tuple[str | None, int | None] = (None, None)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "rule": self.rule,
-            "title": self.title,
-            "classification": self.classification,
-            "severity": self.severity,
-            "session_id": self.session_id,
-            "session_inferred": self.session_inferred,
-            "stream": self.stream,
-            "stream_label": self.stream_label,
-            "id_scheme": self.id_scheme,
-            "counter_scope": self.counter_scope,
-            "location": self.location,
-            "last_event_id": self.last_event_id,
-            "gap": self.gap,
-            "cause": self.cause,
-            "message": self.message,
-            "evidence": self.evidence,
-            "fingerprint": self.fingerprint,
-            "references": self.references,
-            "event": {"start": iso_time(self.ts), "kind": "alert", "category": ["network"]},
-            "network": {"community_id": self.community_id, "transport": "tcp", "protocol": "http"},
-            "source": {"ip": self.client[0], "port": self.client[1]},
-            "destination": {"ip": self.server[0], "port": self.server[1]},
-        }
+    # What a SIEM shows of the rule (ECS ``rule.*``, OCSF ``finding_info.analytic``).
+    rule_description: str = ""  # the rule's "What it does", one paragraph
+    remediation: str = ""
+    ruleset: str = ""  # "sse-forensics" for the packaged rules, else the --rules folder's name
+    rule_table: str = ""  # the fact table the rule reads: its category
 
     def sort_key(self) -> tuple:
         severity = SEVERITIES.index(self.severity) if self.severity in SEVERITIES else 0

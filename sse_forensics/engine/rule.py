@@ -11,7 +11,13 @@ from pathlib import Path
 import polars as pl
 
 from sse_forensics.facts.tables import TABLE_SCHEMAS
-from sse_forensics.verdicts import CLASSIFICATIONS, EVIDENCE_KINDS, SEVERITIES
+from sse_forensics.verdicts import (
+    CAPTURE_ADVICE,
+    CLASSIFICATIONS,
+    EVIDENCE_KINDS,
+    INDETERMINATE,
+    SEVERITIES,
+)
 
 _REQUIRED = ("id", "title", "severity", "table", "where", "message", "rationale", "remediation")
 
@@ -39,9 +45,27 @@ class Rule:
     example: str = ""
     references: tuple[str, ...] = ()
     path: str = ""
+    # The message of an ``indeterminate`` finding: what the capture lacks, not what the
+    # server did (capture loss is never server loss).
+    indeterminate_message: str | None = None
+    # An SQL predicate over the same table: where it holds, the fault cost no event (the
+    # stream was recovered later, say) and the finding is a contract_violation, no gap.
+    contract_violation_when: str | None = None
 
     def predicate(self) -> pl.Expr:
         return pl.sql_expr(self.where)
+
+    def message_for(self, classification: str) -> str:
+        if classification == INDETERMINATE and self.indeterminate_message:
+            return self.indeterminate_message
+        return self.message
+
+    def remediation_for(self, classification: str) -> str:
+        """What to do about a finding of this rule: capture advice when the capture, not
+        the server, is what is known to be incomplete."""
+        if classification == INDETERMINATE and self.classification != INDETERMINATE:
+            return CAPTURE_ADVICE  # a rule about the evidence itself keeps its own advice
+        return self.remediation
 
 
 def load_rule(path: Path) -> Rule:
@@ -75,6 +99,16 @@ def load_rule(path: Path) -> Rule:
         unknown = [c for c in raw.get(key, []) if c not in columns]
         if unknown:
             raise RuleError(f"{path}: {key} names unknown column(s) {', '.join(unknown)}")
+    indeterminate_message = raw.get("indeterminate_message")
+    if indeterminate_message is not None and (
+        not isinstance(indeterminate_message, str) or not indeterminate_message.strip()
+    ):
+        raise RuleError(f"{path}: 'indeterminate_message' must be a non-empty string")
+    contract_violation_when = raw.get("contract_violation_when")
+    if contract_violation_when is not None and (
+        not isinstance(contract_violation_when, str) or not contract_violation_when.strip()
+    ):
+        raise RuleError(f"{path}: 'contract_violation_when' must be a non-empty SQL predicate")
     needs = raw.get("needs", list(EVIDENCE_KINDS))
     if not isinstance(needs, list) or not set(needs) <= set(EVIDENCE_KINDS):
         raise RuleError(f"{path}: 'needs' is a list of {', '.join(EVIDENCE_KINDS)}")
@@ -103,9 +137,19 @@ def load_rule(path: Path) -> Rule:
         example=str(raw.get("example", "")).strip(),
         references=tuple(raw.get("references", [])),
         path=str(path),
+        indeterminate_message=indeterminate_message,
+        contract_violation_when=contract_violation_when,
     )
     try:  # compile against an empty table of the right schema: catches bad SQL and columns
         pl.DataFrame(schema=columns).filter(rule.predicate())
     except Exception as exc:  # polars raises several error types for bad SQL
         raise RuleError(f"{path}: predicate {rule.where!r} does not compile: {exc}") from None
+    if contract_violation_when is not None:
+        try:
+            pl.DataFrame(schema=columns).filter(pl.sql_expr(contract_violation_when))
+        except Exception as exc:
+            raise RuleError(
+                f"{path}: contract_violation_when {contract_violation_when!r} does not "
+                f"compile: {exc}"
+            ) from None
     return rule

@@ -258,7 +258,9 @@ def log_evidence(logs: LogSet, first_conn_id: int, config: AnalysisConfig) -> Lo
         for row in groups.with_columns(label.alias("label")).iter_rows(named=True):
             first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
             last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
-            _append_connection(conn_rows, row["conn_id"], row["label"], LOG_HOST, first, last)
+            arow = line_of.get(row["group"])  # the access line of this stream names its client
+            client = (access["client_ip"][arow] if arow is not None else None) or LOG_HOST
+            _append_connection(conn_rows, row["conn_id"], row["label"], client, first, last)
             log_info.append(_info_json(info_rows.get((row["session"], row["stream"])), row))
         next_id += groups.height
         groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import orjson
 import polars as pl
 
 from sse_forensics.evidence.tables import EventColumns
@@ -21,7 +22,14 @@ from sse_forensics.facts.columns import (
     stream_frame,
 )
 from sse_forensics.facts.front import Front
-from sse_forensics.facts.gaps import GapRecord, live_gaps, resume_gap, successor
+from sse_forensics.facts.gaps import (
+    GapRecord,
+    distinct_spans,
+    live_gaps,
+    missing_bytes,
+    resume_gap,
+    successor,
+)
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
@@ -82,7 +90,8 @@ def build_facts(
     by_exchange = exchange_sessions(all_exchanges, sessions)
     exchanges, disagreements = join_logs(all_exchanges, by_exchange, front.folds, front.dropped)
     streams = build_streams(exchanges, connections, by_exchange)
-    codecs = assign_ids(streams, front.codecs)  # before any event is read: keys need it
+    # Before any event is read: keys need it.
+    codecs = assign_ids(streams, front.codecs, front.stream_codecs, front.links)
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
@@ -93,20 +102,18 @@ def build_facts(
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, keyed_roots(cols, frame_)
     )
-    judge = ReplayJudge(index, codecs, requests, front.foreign, first_seen_in=_replayed_in(cols))
+    judge = ReplayJudge(index, requests, front.foreign, first_seen_in=_replayed_in(cols))
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        codec = codecs[s.session.session_id]
-        gaps.extend(live_gaps(s, codec, taken.get(id(s.logical))))
+        gaps.extend(live_gaps(s, _codec(s), taken.get(id(s.logical))))
     for s in streams:
         if s.kind != "resume":
             continue
-        codec = codecs[s.session.session_id]
-        gap = resume_gap(s, codec, taken.get(id(s.logical)), index)
+        gap = resume_gap(s, _codec(s), taken.get(id(s.logical)), index)
         if gap is not None:
             gaps.append(gap)
         resumes.append((s, gap))
@@ -119,13 +126,13 @@ def build_facts(
             live_by_stream[id(g.stream)].append(g)
             live_by_logical[id(g.stream.logical)].append(g)
     for g in gaps:
-        g.codec = codecs[g.stream.session.session_id]
+        g.codec = _codec(g.stream)
         _client_reaction(g, index, requests)
         attribute(g, live_by_stream)
     resume_rows = [
         _resume_row(
             s,
-            codecs[s.session.session_id],
+            _codec(s),
             taken.get(id(s.logical)),
             index,
             live_by_logical[id(s.logical)],
@@ -160,6 +167,12 @@ def build_facts(
     }
     assert set(tables) == set(TABLE_SCHEMAS)
     return Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
+
+
+def _codec(s: StreamRecord) -> IdCodec:
+    """The ID scheme of the stream's logical stream (set by ``assign_ids``)."""
+    assert s.codec is not None
+    return s.codec
 
 
 def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key]]:
@@ -235,7 +248,7 @@ def _common(s: StreamRecord) -> dict:
         "session_inferred": s.session.inferred,
         "stream": s.logical.key,
         "stream_label": s.logical.label,
-        "id_scheme": s.session.id_scheme,
+        "id_scheme": _codec(s).scheme,
         "counter_scope": s.session.counter_scope,
         **_endpoints(s),
     }
@@ -272,6 +285,19 @@ def _session_row(
 ) -> dict:
     """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
     silent = [g for g in gaps if _unsignalled_live(g)]
+    unjudged = [
+        {
+            "stream": s.label,
+            "response_stream": s.key,
+            "missing_bytes": missing_bytes(_lost_holes(s)),
+            "why": why,
+            # Nothing of it could be judged (fewer than two readable IDs), or only its edges.
+            "whole": sum(1 for e in s.events if e.carries_id and e.kind != "signal") < 2,
+            **_first_span_origin(s),
+        }
+        for s in mine
+        if s.exchange.is_event_stream and (why := not_judged(s)) is not None
+    ]
     offering = [
         s
         for s in mine
@@ -301,6 +327,8 @@ def _session_row(
         "data_events": sum(_counts(s, counts).data for s in mine),
         "silent_live_gaps": len(silent),
         "resumable_streams": len(offering),
+        "unjudged_streams": len(unjudged),
+        "unjudged": orjson.dumps(unjudged).decode() if unjudged else None,
         "stream": silent[0].stream.logical.key if silent else None,
         "stream_label": silent[0].stream.logical.label if silent else None,
         "first": silent[0].first if silent else None,
@@ -312,6 +340,56 @@ def _session_row(
         "evidence": evidence_json(ev),
         **_endpoints(silent[0].stream if silent else (mine[0] if mine else None)),
     }
+
+
+def _lost_holes(s: StreamRecord) -> list:
+    """The body's missing spans that are capture loss: a capture that starts mid-stream
+    lacks nothing it could have held (``mid-stream`` pickups are not loss)."""
+    return [h for h in s.exchange.holes if h.span.reason != "mid-stream"]
+
+
+def _bytes_text(n: int | None) -> str:
+    return "an unknown number of bytes" if n is None else f"{n} bytes"
+
+
+def not_judged(s: StreamRecord) -> str | None:
+    """Why the capture cannot say whether this event stream lost events, or ``None`` when it
+    can: continuity is judged between two readable IDs, so missing bytes with fewer than
+    two readable IDs, or before the first or after the last of them, hide what was sent."""
+    holes = _lost_holes(s)
+    if not holes:
+        return None
+    reasons = ", ".join(sorted({span.reason for span in distinct_spans(holes)}))
+    lacks = f"the capture lacks {_bytes_text(missing_bytes(holes))} of this response ({reasons})"
+    ids = [e for e in s.events if e.carries_id and e.kind != "signal"]
+    if not s.events:
+        return f"no SSE event could be read: {lacks}"
+    if len(ids) < 2:
+        read = f"only {len(ids)} event ID could" if ids else "no event ID could"
+        return f"{read} be read, too few to judge continuity: {lacks}"
+    first, last = ids[0], ids[-1]
+    parts = []
+    before = [h for h in holes if h.body_offset <= first.sse.start]
+    after = [h for h in holes if h.body_offset >= last.sse.end]
+    if before:
+        parts.append(
+            f"the capture lacks {_bytes_text(missing_bytes(before))} before event "
+            f"{first.sse.id_field}: what was sent before it could not be seen"
+        )
+    if after:
+        parts.append(
+            f"the capture lacks {_bytes_text(missing_bytes(after))} after event "
+            f"{last.sse.id_field}: what was sent after it could not be seen"
+        )
+    return "; ".join(parts) or None
+
+
+def _first_span_origin(s: StreamRecord) -> dict:
+    spans = distinct_spans(_lost_holes(s))
+    origin = spans[0].after or spans[0].before if spans else None
+    if origin is None:
+        return {"source": None, "frame": None}
+    return {"source": origin.source, "frame": origin.number}
 
 
 def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
@@ -347,9 +425,26 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
         "complete": ex.response_complete,
         "end_reason": ex.response_end_reason,
         "missing_spans": len(ex.holes),
+        "missing_bytes": missing_bytes(_lost_holes(s)),
+        "not_judged": not_judged(s),
         "no_store": "no-store" in cache_control,
         "trailing_bytes": ex.trailing_bytes,
+        "id_outliers": mine.outliers,
+        "first_outlier": mine.first_outlier,
+        "evidence": evidence_json(_outlier_evidence(s, mine)),
     }
+
+
+def _outlier_evidence(s: StreamRecord, mine: StreamCounts) -> list:
+    """Where the stream's IDs do not fit its scheme: the first outlier, cited."""
+    if not mine.outliers:
+        return []
+    scheme = _codec(s).scheme
+    what = f"event id {mine.first_outlier} does not fit the stream's {scheme} IDs"
+    if mine.outliers > 1:
+        what += f" ({mine.outliers} such IDs on this response)"
+    ev = [evidence(s.request_origin, f"request {s.label}")] if s.request_origin else []
+    return [*ev, evidence(mine.first_outlier_at, what)]
 
 
 def _resume_row(
@@ -411,12 +506,14 @@ def _resume_row(
         "last": gap.last if gap is not None else None,
         "count": gap.count if gap is not None else None,
         "evidence_complete": complete,
+        "missing_bytes": gap.missing_bytes if gap is not None else missing_bytes(s.exchange.holes),
         # What a finding about this resume is classified as: never a verdict on its own.
         "verdict_if_faulty": "silent_corruption" if complete else "indeterminate",
         "protocol_version": s.session.protocol_version,
         "replay_start": replay.replay_start,
         "replayed_duplicates": replay.duplicates,
         "later_events_known": replay.later_events_known,
+        "successor_delivered_later": _delivered_later(s, succ, index),
         "empty_replay": replay.empty_replay,
         "empty_how": replay.empty_how,
         "crossed_streams": replay.crossed_streams,
@@ -436,6 +533,20 @@ def _resume_row(
         "ts": s.first_ts,
         "evidence": evidence_json(ev),
     }
+
+
+def _delivered_later(s: StreamRecord, succ: str | None, index: StreamIndex) -> bool:
+    """A later response of the same logical stream carried the successor of ``s``'s
+    Last-Event-ID as a data event: whatever this resume's answer did, the client got it."""
+    if succ is None:
+        return False
+    rank = index.rank(s)
+    return any(
+        e.kind == "data" and e.sse.id_field == succ
+        for later in index.logical(s)
+        if index.rank(later) > rank
+        for e in later.events
+    )
 
 
 def _gap_row(n: int, g: GapRecord) -> dict:
@@ -461,6 +572,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "signal_late": g.signal_late,
         "evidence_complete": g.complete,
         "missing_spans": len(g.holes),
+        "missing_bytes": g.missing_bytes,
         "cause": g.cause,
         "client_reissued": g.reissue is not None,
         "client_continued": g.client_continued,

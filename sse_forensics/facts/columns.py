@@ -59,7 +59,7 @@ def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
         cols["session_inferred"].append(s.session.inferred)
         cols["stream_label"].append(root.label)
         cols["response_label"].append(s.label)
-        cols["id_scheme"].append(s.session.id_scheme)
+        cols["id_scheme"].append(s.codec.scheme if s.codec is not None else s.session.id_scheme)
         cols["counter_scope"].append(s.session.counter_scope)
         cols["community_id"].append(conn.community_id)
         cols["client_ip"].append(conn.client[0])
@@ -99,6 +99,11 @@ class StreamCounts:
     data: int = 0
     first_id: str | None = None
     last_id: str | None = None
+    # IDs that do not fit the stream's arithmetic scheme (facts.ids, "outliers"), and the
+    # first of them with where it was seen.
+    outliers: int = 0
+    first_outlier: str | None = None
+    first_outlier_at: Origin | None = None
 
 
 @dataclass(slots=True)
@@ -113,11 +118,12 @@ class EventColumns:
 def event_columns(
     events: pl.DataFrame,
     frame: pl.DataFrame,
-    codecs: dict[str, IdCodec],
+    codecs: dict[Key, IdCodec],
     logged: set[Key],
 ) -> EventColumns:
     """``events``: the partition's evidence events; ``frame``: :func:`stream_frame`;
-    ``logged``: streams an event log describes (producer order to check)."""
+    ``codecs``: each response's ID scheme; ``logged``: streams an event log describes
+    (producer order to check)."""
     stream_events = (
         events.join(
             frame.select("conn_id", "ex_index", "rank", pl.col("session_id").alias("session_k")),
@@ -130,19 +136,39 @@ def event_columns(
     )
     keyed = event_keys(stream_events, codecs)
     carries = pl.col("id_field").fill_null("") != ""
+    outlier = (
+        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
+    )
     counts_df = keyed.group_by("conn_id", "ex_index").agg(
         pl.len().alias("n"),
         (pl.col("kind") == "data").sum().alias("data"),
         pl.col("id_field").filter(carries).first().alias("first_id"),
         pl.col("id_field").filter(carries).last().alias("last_id"),
+        outlier.sum().alias("outliers"),
+        pl.col("id_field").filter(outlier).first().alias("o_id"),
+        pl.col("first_src").filter(outlier).first().alias("o_src"),
+        pl.col("first_num").filter(outlier).first().alias("o_num"),
+        pl.col("first_ts").filter(outlier).first().alias("o_ts"),
+        pl.col("first_kind").filter(outlier).first().alias("o_kind"),
     )
-    counts = {(c, i): StreamCounts(n, d, f, la) for c, i, n, d, f, la in counts_df.iter_rows()}
+    counts = {
+        (c, i): StreamCounts(
+            n,
+            d,
+            f,
+            la,
+            o,
+            oid,
+            Origin(src, num, ts, kind) if o and src is not None else None,  # type: ignore[arg-type]
+        )
+        for c, i, n, d, f, la, o, oid, src, num, ts, kind in counts_df.iter_rows()
+    }
     to_judge = _to_judge(keyed, frame, codecs, logged)
     return EventColumns(keyed, counts, to_judge)
 
 
 def _to_judge(
-    keyed: pl.DataFrame, frame: pl.DataFrame, codecs: dict[str, IdCodec], logged: set[Key]
+    keyed: pl.DataFrame, frame: pl.DataFrame, codecs: dict[Key, IdCodec], logged: set[Key]
 ) -> set[Key]:
     """Streams :func:`~.gaps.live_gaps` could find a gap in: a counter that jumps past its
     high-water mark within a run of one prefix (``gaps._advances``), a ``stream-gap``
@@ -159,11 +185,7 @@ def _to_judge(
     out = set(jumps.iter_rows())
     signals = keyed.filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
     out.update(signals.select("conn_id", "ex_index").unique().iter_rows())
-    opaque = {s for s, c in codecs.items() if not c.arithmetic}
-    if logged and opaque:
-        for c, i, session in frame.select("conn_id", "ex_index", "session_id").iter_rows():
-            if (c, i) in logged and session in opaque:
-                out.add((c, i))
+    out.update(k for k in logged if k in codecs and not codecs[k].arithmetic)
     return out
 
 

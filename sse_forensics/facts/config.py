@@ -16,3 +16,5 @@ class AnalysisConfig:
     id_scheme: IdScheme | None = None  # None: auto-detect per session
     prefixed_regex: str = DEFAULT_PREFIXED
     protocol_version_header: str = "MCP-Protocol-Version"
+    # NSS key log files (--tls-keylog) to decrypt TLS with (reassembly/tls).
+    tls_keylog: tuple[str, ...] = ()

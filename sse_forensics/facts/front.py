@@ -10,7 +10,8 @@ another session's events).
   stream of its session on which its ``Last-Event-ID`` was seen; of any session only when
   its own session is inferred (no ``Mcp-Session-Id``). The *root* of a stream is the
   original stream a chain of resumes continues.
-- **ID schemes** (``facts.ids.detect_scheme``'s rule, per session) and each ID's key.
+- **ID schemes** (``facts.ids.detect_scheme``'s rule, per logical stream, outliers
+  tolerated; a session's default for streams that carried no ID) and each ID's key.
 - **Counter scope** (PROFILE.md, "Event IDs"): whether a counter is shared by the streams of
   a session or of a whole server, decided on every root of the session or server; the
   server's values (for the partitions to exclude from gaps).
@@ -22,14 +23,20 @@ another session's events).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from sse_forensics.evidence.store import buckets_of
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.facts.ids import COUNTER_FIRST, INT_ID, IdCodec
+from sse_forensics.facts.ids import (
+    COUNTER_FIRST,
+    INT_ID,
+    MIN_FITTING,
+    OUTLIER_SHARE,
+    IdCodec,
+)
 from sse_forensics.facts.taken import CounterGroup
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.provenance import Origin
@@ -102,7 +109,8 @@ class Front:
     dropped: set[Key] = field(default_factory=set)  # log exchanges a capture already holds
     folds: dict[Key, Key] = field(default_factory=dict)  # event-log exchange → captured one
     links: dict[Key, tuple[Key, int]] = field(default_factory=dict)  # resume → (stream, pos)
-    codecs: dict[str, IdCodec] = field(default_factory=dict)
+    codecs: dict[str, IdCodec] = field(default_factory=dict)  # a session's default reading
+    stream_codecs: dict[Key, IdCodec] = field(default_factory=dict)  # root stream → its scheme
     scopes: dict[str, str] = field(default_factory=dict)
     shared_session: set[str] = field(default_factory=set)  # session-wide counters
     shared_server: dict[Server, bool] = field(default_factory=dict)  # server-wide: many sessions?
@@ -118,6 +126,7 @@ class Front:
             folds={k: v for k, v in self.folds.items() if k in keys},
             links={k: v for k, v in self.links.items() if k in keys},
             codecs={s: c for s, c in self.codecs.items() if s in sessions},
+            stream_codecs={k: c for k, c in self.stream_codecs.items() if k in keys},
             scopes={s: c for s, c in self.scopes.items() if s in sessions},
             shared_session=self.shared_session & sessions,
             shared_server=dict(self.shared_server),
@@ -304,29 +313,44 @@ def _int_keys(ids: pl.Series) -> pl.DataFrame:
     )
 
 
-def event_keys(events: pl.DataFrame, codecs: dict[str, IdCodec]) -> pl.DataFrame:
-    """``events`` (with ``session`` and ``id_field``) plus ``prefix`` and ``seq``: each ID's
-    arithmetic key under its session's scheme (``IdCodec.key``), null where it has none.
-    Patterns run with Python's ``re`` once per distinct ID."""
-    names = {"int": "int", "opaque": "opaque"}
+def codec_frame(codecs: Mapping[Key, IdCodec]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """``conn_id, ex_index, scheme`` for each response in ``codecs`` (a scheme name per
+    distinct codec: ``int``, ``opaque`` or ``p0``, ``p1``… for prefixed patterns), and the
+    patterns by name."""
     patterns: dict[str, str] = {}
-    for session, codec in codecs.items():
+    names: list[str] = []
+    for codec in codecs.values():
         if codec.scheme == "prefixed" and codec.pattern is not None:
             patterns.setdefault(codec.pattern.pattern, f"p{len(patterns)}")
-            names[session] = patterns[codec.pattern.pattern]
+            names.append(patterns[codec.pattern.pattern])
         else:
-            names[session] = codec.scheme
-    scheme = pl.DataFrame(
-        {"session": list(codecs), "scheme": [names[s] for s in codecs]},
-        schema={"session": pl.String, "scheme": pl.String},
+            names.append(codec.scheme)
+    keys = list(codecs)
+    frame = pl.DataFrame(
+        {
+            "conn_id": [k[0] for k in keys],
+            "ex_index": [k[1] for k in keys],
+            "scheme": names,
+        },
+        schema={"conn_id": pl.Int64, "ex_index": pl.Int64, "scheme": pl.String},
     )
-    df = events.join(scheme, on="session", how="left")
+    return frame, {name: pattern for pattern, name in patterns.items()}
+
+
+def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFrame:
+    """``events`` (with ``conn_id``, ``ex_index`` and ``id_field``) plus ``prefix`` and
+    ``seq``, each ID's arithmetic key under the scheme of its stream (``codecs``, by
+    response; ``IdCodec.key``), null where it has none, and ``arithmetic``: the stream's
+    scheme allows arithmetic (an ID-carrying event of such a stream without a key is an
+    outlier). Patterns run with Python's ``re`` once per distinct ID."""
+    scheme, patterns = codec_frame(codecs)
+    df = events.join(scheme, on=["conn_id", "ex_index"], how="left")
     ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
     df = df.join(_int_keys(ids), on="id_field", how="left")
     prefix = pl.when(pl.col("scheme") == "int").then(pl.when(pl.col("int_ok")).then(pl.lit("")))
     seq = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
     extra: list[str] = ["int_ok", "iseq", "scheme"]
-    for pattern, name in patterns.items():
+    for name, pattern in patterns.items():
         own = df.filter(pl.col("scheme") == name).get_column("id_field").drop_nulls()
         table = _match_prefixed(own, pattern).rename(
             {"m": f"m_{name}", "prefix": f"x_{name}", "seq": f"s_{name}"}
@@ -338,75 +362,115 @@ def event_keys(events: pl.DataFrame, codecs: dict[str, IdCodec]) -> pl.DataFrame
         )
         seq = seq.when(pl.col("scheme") == name).then(pl.when(matched).then(pl.col(f"s_{name}")))
         extra += [f"m_{name}", f"x_{name}", f"s_{name}"]
-    df = df.with_columns(prefix.alias("prefix"), seq.alias("seq"))
+    df = df.with_columns(
+        prefix.alias("prefix"),
+        seq.alias("seq"),
+        (pl.col("scheme").fill_null("opaque") != "opaque").alias("arithmetic"),
+    )
     df = df.with_columns(
         pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix")
     )
     return df.drop(extra)
 
 
+def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:
+    """``facts.ids.follows`` as an expression."""
+    outliers = n - fitting
+    return ((n > 0) & (fitting == n)) | (
+        (fitting >= MIN_FITTING) & (outliers <= pl.max_horizontal(pl.lit(1), n // OUTLIER_SHARE))
+    )
+
+
 def _schemes(
-    id_events: pl.DataFrame, sessions: list[str], config: AnalysisConfig
-) -> tuple[dict[str, IdCodec], pl.DataFrame]:
-    """Per session, its ID scheme (``facts.ids.detect_scheme``: int when every ID is a
-    decimal integer; prefixed when every ID fits the pattern and the counter moves within a
-    stream while the prefix mostly stays put; else opaque), and every ID's key."""
+    id_events: pl.DataFrame, roots: pl.DataFrame, sessions: list[str], config: AnalysisConfig
+) -> tuple[dict[str, IdCodec], dict[Key, IdCodec], pl.DataFrame]:
+    """Per logical stream (``roots``: ``conn_id, ex_index, root_conn, root_index`` of every
+    stream), its ID scheme (``facts.ids.detect_scheme``: int when the IDs are decimal
+    integers, outliers tolerated; prefixed when they fit the pattern and the counter moves
+    within a response while the prefix mostly stays put; else opaque). Per session, the
+    scheme of its logical stream with the most IDs: the reading of a stream that carried
+    none (a resume the inputs never linked, seen in an access log). And every ID's key."""
     forced = config.id_scheme
     patterns = [config.prefixed_regex, COUNTER_FIRST]
-    codecs: dict[str, IdCodec] = {}
+    compiled = [re.compile(p) for p in patterns]
     ids = id_events.get_column("id_field")
     ints = _int_keys(ids)
     matches = [_match_prefixed(ids, p) for p in patterns]
-    judged = id_events.filter(pl.col("kind") != "signal").join(ints, on="id_field", how="left")
-    per_session = judged.group_by("session").agg(
-        pl.len().alias("n"), pl.col("int_ok").all().alias("all_int")
+    root = ["root_conn", "root_index"]
+    judged = (
+        id_events.filter(pl.col("kind") != "signal")
+        .join(roots, on=["conn_id", "ex_index"], how="inner")
+        .join(ints, on="id_field", how="left")
     )
-    candidates: list[dict[str, bool]] = []
-    for m in matches:
-        j = judged.join(m, on="id_field", how="left")
-        per_stream = j.group_by(["session", "conn_id", "ex_index"]).agg(
+    per_root = judged.group_by([*root, "session"]).agg(
+        pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
+    )
+    per_root = per_root.with_columns(_follows(pl.col("n"), pl.col("int_fit")).alias("int"))
+    for k, m in enumerate(matches):
+        j = judged.join(m, on="id_field", how="left").with_columns(pl.col("m").fill_null(False))
+        per_response = j.group_by([*root, "conn_id", "ex_index"]).agg(
             pl.len().alias("n"),
-            pl.col("m").all().alias("all_m"),
+            pl.col("m").sum().alias("fit"),
             pl.col("prefix").filter(pl.col("m")).n_unique().alias("prefixes"),
             pl.col("seq").filter(pl.col("m")).n_unique().alias("seqs"),
         )
-        ok = per_stream.group_by("session").agg(
-            pl.col("all_m").all().alias("all_m"),
-            (pl.col("prefixes") > pl.max_horizontal(pl.lit(2), pl.col("n") // 2))
+        ok = per_response.group_by(root).agg(
+            pl.col("n").sum().alias("n_all"),
+            pl.col("fit").sum().alias("fit_all"),
+            (pl.col("prefixes") > pl.max_horizontal(pl.lit(2), pl.col("fit") // 2))
             .any()
             .alias("too_many"),
             (pl.col("seqs") > 1).any().alias("moved"),
             (pl.col("n") <= 1).all().alias("short"),
         )
-        candidates.append(
-            {
-                s: bool(a and not t and (mv or sh))
-                for s, a, t, mv, sh in ok.select(
-                    "session", "all_m", "too_many", "moved", "short"
-                ).iter_rows()
-            }
+        ok = ok.select(
+            *root,
+            (
+                _follows(pl.col("n_all"), pl.col("fit_all"))
+                & ~pl.col("too_many")
+                & (pl.col("moved") | pl.col("short"))
+            ).alias(f"p{k}"),
         )
-    all_int = dict(per_session.select("session", "all_int").iter_rows())
-    compiled = [re.compile(p) for p in patterns]
-    for session in sessions:
-        has_ids = session in all_int
+        per_root = per_root.join(ok, on=root, how="left")
+
+    def decide(is_int: bool, p0: bool, p1: bool) -> IdCodec:
         if forced == "opaque":
-            codecs[session] = IdCodec("opaque")
-        elif forced == "int" or (forced is None and has_ids and all_int[session]):
-            codecs[session] = IdCodec("int")
-        elif forced == "prefixed" or (has_ids and candidates[0].get(session)):
-            codecs[session] = IdCodec("prefixed", compiled[0])
-        elif has_ids and candidates[1].get(session):
-            codecs[session] = IdCodec("prefixed", compiled[1])
-        else:
-            codecs[session] = IdCodec("opaque")
-    # Keys of every ID-carrying event (signals included) under its session's scheme.
+            return IdCodec("opaque")
+        if forced == "int" or (forced is None and is_int):
+            return IdCodec("int")
+        if forced == "prefixed" or p0:
+            return IdCodec("prefixed", compiled[0])
+        if p1:
+            return IdCodec("prefixed", compiled[1])
+        return IdCodec("opaque")
+
+    stream_codecs: dict[Key, IdCodec] = {}
+    session_codecs: dict[str, IdCodec] = {}
+    best: dict[str, int] = {}
+    for rc, ri, session, n, is_int, p0, p1 in (
+        per_root.sort(root).select(*root, "session", "n", "int", "p0", "p1").iter_rows()
+    ):
+        codec = decide(bool(is_int), bool(p0), bool(p1))
+        stream_codecs[(rc, ri)] = codec
+        if n > best.get(session, 0):
+            best[session], session_codecs[session] = n, codec
+    for session in sessions:
+        if session not in session_codecs:  # no ID in the session: only a forced scheme
+            session_codecs[session] = decide(False, False, False)
+    # Keys of every ID-carrying event (signals included) under its stream's scheme.
+    by_response = {
+        (c, i): stream_codecs.get((rc, ri)) or session_codecs.get(session) or IdCodec("opaque")
+        for c, i, rc, ri, session in id_events.join(roots, on=["conn_id", "ex_index"], how="inner")
+        .select("conn_id", "ex_index", *root, "session")
+        .unique()
+        .iter_rows()
+    }
     keyed = (
-        event_keys(id_events, codecs)
+        event_keys(id_events, by_response)
         .filter(pl.col("seq").is_not_null())
         .select("conn_id", "ex_index", "position", "session", "prefix", "seq")
     )
-    return codecs, keyed
+    return session_codecs, stream_codecs, keyed
 
 
 def _repeats(keys: pl.DataFrame, group: str) -> dict:
@@ -542,9 +606,17 @@ def compute_front(
         groups.setdefault(find(b), []).append(b)
     front.tasks = list(groups.values())
 
-    # ID schemes and keys.
+    # ID schemes (per logical stream) and keys.
     sessions = exchanges.get_column("session").unique().sort().to_list()
-    front.codecs, keyed = _schemes(id_events, sessions, config)
+    rank_key = streams.select(
+        pl.col("rank").alias("root"),
+        pl.col("conn_id").alias("root_conn"),
+        pl.col("index").alias("root_index"),
+    )
+    root_of = roots.join(rank_key, on="root", how="left").select(
+        "conn_id", pl.col("index").alias("ex_index"), "root_conn", "root_index"
+    )
+    front.codecs, front.stream_codecs, keyed = _schemes(id_events, root_of, sessions, config)
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (

@@ -6,7 +6,9 @@ and "What counts as what").
   It is signalled only by a ``stream-gap`` covering it *before the next data event*.
 - A **resume** gap: a resume whose first data event is not the successor of its
   ``Last-Event-ID``. It is signalled by a ``resume-gap`` on that response, a ``410``, or a
-  ``backpressure-disconnect`` whose ID the resume continues from.
+  ``stream-gap`` on the stream before it that declared the range dropped. A
+  ``backpressure-disconnect`` naming W is *not* a signal: it promises that a resume from W
+  continues at W's successor, so a jump after it is silent corruption.
 - A gap whose stretch contains missing capture bytes is ``indeterminate``: capture loss is
   never server loss.
 """
@@ -21,9 +23,10 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
-from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, RESUME_GAP, STREAM_GAP
+from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.reassembly.exchange import BodyHole
+from sse_forensics.reassembly.stream import MissingSpan
 
 Verdict = Literal["expected_gap", "silent_corruption", "indeterminate"]
 # A gap of thousands of events cites the first few eviction records, not all of them.
@@ -89,6 +92,12 @@ class GapRecord:
         return not self.holes
 
     @property
+    def missing_bytes(self) -> int | None:
+        """Bytes of this stretch the capture lacks (``None`` when a span's length is unknown
+        and no other span has one)."""
+        return missing_bytes(self.holes)
+
+    @property
     def signalled(self) -> bool:
         return self.signal is not None and not self.signal_late
 
@@ -140,8 +149,7 @@ class GapRecord:
             )
         if self.after is not None:
             out.append(self.after.cite(f"first event after the gap: id {self.after.sse.id_field}"))
-        for hole in self.holes:
-            span = hole.span
+        for span in distinct_spans(self.holes):  # one missing span is cited once
             out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
         out.extend(self.cause_evidence)
         log = self.stream.exchange.log
@@ -152,6 +160,30 @@ class GapRecord:
             r = self.reissue
             out.append(evidence(r.origin, f"client re-issued {r.method} as JSON-RPC id {r.rpc_id}"))
         return out
+
+
+def distinct_spans(holes: list[BodyHole]) -> list[MissingSpan]:
+    """The capture's missing spans behind ``holes``, each once (a span can reach a body at
+    more than one offset, and a resume's stretch may hold its original's holes too)."""
+    seen: set[tuple] = set()
+    out = []
+    for hole in holes:
+        span = hole.span
+        key = (span.direction, span.offset, span.length, span.reason)
+        if key not in seen:
+            seen.add(key)
+            out.append(span)
+    return out
+
+
+def missing_bytes(holes: list[BodyHole]) -> int | None:
+    """Sum of the known lengths of the distinct spans behind ``holes`` (``None`` if none is
+    known, 0 without holes)."""
+    spans = distinct_spans(holes)
+    known = [s.length for s in spans if s.length is not None]
+    if spans and not known:
+        return None
+    return sum(known)
 
 
 def _missing(lo: IdKey, hi: IdKey, taken: TakenKeys) -> MissingRange:
@@ -357,9 +389,13 @@ def resume_gap(
     first = data[0]
     before_first = [e for e in resume.events if e.position < first.position]
     gap: GapRecord | None = None
-    if codec.arithmetic:
-        lk, fk = codec.key(leid), first.key
-        if lk is None or fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
+    # A Last-Event-ID that is an outlier of an arithmetic stream (facts.ids) has no counter:
+    # the resume is judged by observed order, like an opaque one.
+    lk = codec.key(leid) if codec.arithmetic else None
+    arithmetic = lk is not None
+    if arithmetic:
+        fk = first.key
+        if fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
             return None
         replay_keys = frozenset(e.key for e in before_first if e.key is not None)
         rng = _missing(lk, fk, taken.with_extra(replay_keys))
@@ -383,7 +419,7 @@ def resume_gap(
             return None
         gap = GapRecord.of_ids("resume", resume, "observed-order", missing, after=first)
     gap.holes = _holes_between(resume, 0, first.sse.start)
-    if not codec.arithmetic and resume.resumed_from is not None and resume.resumed_event:
+    if not arithmetic and resume.resumed_from is not None and resume.resumed_event:
         origin = resume.resumed_from
         gap.holes += _holes_between(origin, resume.resumed_event.sse.end, 1 << 62)
     _cover_resume(gap, resume, codec, taken, index, first)
@@ -409,9 +445,9 @@ def _cover_resume(
             gap.signal, gap.signal_event = RESUME_GAP, sig
             gap.signal_late = sig.position > first.position
             return
-    # A backpressure-disconnect naming W, then a resume from W (PROFILE.md: expected gap);
-    # or a stream-gap on the stream before the resume that already declared the range
-    # dropped (PROFILE.md, "What counts as what": a stream-gap covering it).
+    # A stream-gap on the stream before the resume that already declared the range dropped
+    # (PROFILE.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
+    # is no such signal: it names the last event written and so promises the successor.
     for s in index.logical_before(resume):
         for sig in s.events:
             if sig.kind == "signal" and sig.sse.event == STREAM_GAP and sig.signal is not None:
@@ -436,14 +472,6 @@ def _cover_resume(
                 if declared:
                     gap.signal, gap.signal_event = STREAM_GAP, sig
                     return
-            if (
-                sig.kind == "signal"
-                and sig.sse.event == BACKPRESSURE_DISCONNECT
-                and sig.signal is not None
-                and sig.signal.first == resume.last_event_id
-            ):
-                gap.signal, gap.signal_event = BACKPRESSURE_DISCONNECT, sig
-                return
 
 
 def successor(
@@ -452,10 +480,8 @@ def successor(
     """The ID that should follow ``Last-Event-ID``: the next counter value no other stream
     took where the scheme allows arithmetic, else the event observed after it."""
     leid = resume.last_event_id or ""
-    if codec.arithmetic:
-        key = codec.key(leid)
-        if key is None:
-            return None
+    key = codec.key(leid) if codec.arithmetic else None
+    if key is not None:
         nxt = IdKey(key.prefix, key.seq + 1)
         while nxt in taken:
             nxt = IdKey(key.prefix, nxt.seq + 1)

@@ -3,6 +3,12 @@
 ``int`` IDs are decimal integers; ``prefixed`` IDs are a stream/epoch prefix plus a counter
 (matched by a regex with a named group ``seq``); ``opaque`` IDs allow no arithmetic, so
 continuity is judged against the order in which IDs were observed.
+
+The scheme is chosen per logical stream (an original response and the resumes that continue
+it), not per session: two streams of one session may number their events differently. A
+few IDs that do not fit the scheme the rest of the stream follows (a priming event named
+``prime``, one UUID among counters) are *outliers*: they are reported, they get no counter,
+and continuity is judged on the IDs around them — they never make the stream opaque.
 """
 
 from __future__ import annotations
@@ -19,6 +25,20 @@ DEFAULT_PREFIXED = r"^(?P<stream>.*?)[_:/-](?P<seq>\d+)$"
 # Rust's SDK writes `<n>/<request>`: the counter comes first. Tried when the default
 # pattern leaves the counter constant within a stream.
 COUNTER_FIRST = r"^(?P<seq>\d+)[_:/-](?P<stream>.+)$"
+# A stream follows an arithmetic scheme when at least two of its IDs fit it and at most one
+# in OUTLIER_SHARE of them (or a single one) does not. Random opaque IDs that happen to be
+# all digits are rarer than that by far, so an opaque stream is never read as a counter.
+OUTLIER_SHARE = 4
+MIN_FITTING = 2
+
+
+def follows(ids: int, fitting: int) -> bool:
+    """Do ``fitting`` of a stream's ``ids`` IDs make the stream follow a scheme, the rest
+    being outliers? All of them always do (a stream of one ID included)."""
+    if ids and fitting == ids:
+        return True
+    outliers = ids - fitting
+    return fitting >= MIN_FITTING and outliers <= max(1, ids // OUTLIER_SHARE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,44 +84,42 @@ class IdCodec:
 
 
 def detect_scheme(
-    ids_by_stream: Iterable[list[str]],
+    ids_by_response: Iterable[list[str]],
     prefixed_pattern: str = DEFAULT_PREFIXED,
     forced: IdScheme | None = None,
 ) -> IdCodec:
-    """Auto-detect the scheme from the IDs a session's streams carried (PROFILE.md: "chosen
-    per session (auto-detected, overridable)")."""
-    streams = [ids for ids in ids_by_stream if ids]
-    all_ids = [i for ids in streams for i in ids]
+    """The scheme of one logical stream from the IDs its responses carried (the original and
+    its resumes), outliers tolerated (:func:`follows`). The reference for the vectorised
+    detection in :func:`sse_forensics.facts.front._schemes`, which must agree with it."""
+    responses = [ids for ids in ids_by_response if ids]
+    all_ids = [i for ids in responses for i in ids]
     if forced == "opaque":
         return IdCodec("opaque")
-    if forced == "int" or (forced is None and all_ids and all(INT_ID.match(i) for i in all_ids)):
+    if forced == "int":
         return IdCodec("int")
-    if forced == "prefixed" or forced is None:
-        for candidate in (prefixed_pattern, COUNTER_FIRST):
-            pattern = re.compile(candidate)
-            if forced == "prefixed" and candidate != prefixed_pattern:
-                break
-            if (
-                all_ids
-                and all(pattern.match(i) for i in all_ids)
-                and _counter_moves(streams, pattern)
-            ):
-                return IdCodec("prefixed", pattern)
-            if forced == "prefixed":
-                return IdCodec("prefixed", pattern)
+    if forced is None and follows(len(all_ids), sum(bool(INT_ID.match(i)) for i in all_ids)):
+        return IdCodec("int")
+    for candidate in (prefixed_pattern, COUNTER_FIRST):
+        pattern = re.compile(candidate)
+        if forced == "prefixed":
+            return IdCodec("prefixed", pattern)
+        fitting = sum(bool(pattern.match(i)) for i in all_ids)
+        if follows(len(all_ids), fitting) and _counter_moves(responses, pattern):
+            return IdCodec("prefixed", pattern)
     return IdCodec("opaque")
 
 
-def _counter_moves(streams: list[list[str]], pattern: re.Pattern[str]) -> bool:
-    """A prefixed reading is plausible when, within a stream, the counter changes while the
-    prefix mostly stays put (one epoch change per stream is tolerated)."""
+def _counter_moves(responses: list[list[str]], pattern: re.Pattern[str]) -> bool:
+    """A prefixed reading is plausible when, within a response, the counter changes while
+    the prefix mostly stays put (one epoch change per response is tolerated). Judged on the
+    IDs that fit the pattern."""
     moved = False
-    for ids in streams:
-        matches = [pattern.match(i) for i in ids]
-        prefixes = {m.groupdict().get("stream") for m in matches if m}
-        seqs = [int(m.group("seq")) for m in matches if m]
-        if len(prefixes) > max(2, len(ids) // 2):
+    for ids in responses:
+        matches = [m for m in (pattern.match(i) for i in ids) if m]
+        prefixes = {m.groupdict().get("stream") for m in matches}
+        seqs = [int(m.group("seq")) for m in matches]
+        if len(prefixes) > max(2, len(matches) // 2):
             return False
         if len(set(seqs)) > 1:
             moved = True
-    return moved or all(len(ids) <= 1 for ids in streams)
+    return moved or all(len(ids) <= 1 for ids in responses)

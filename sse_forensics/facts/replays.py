@@ -68,14 +68,12 @@ class ReplayJudge:
     def __init__(
         self,
         index: StreamIndex,
-        codecs: dict[str, IdCodec],
         requests: RequestIndex,
         foreign: dict[tuple[tuple[int, int], int], ForeignEvent] | None = None,
         first_seen_in: Callable[[set[tuple[str, str]]], set[tuple[int, int]]] | None = None,
     ) -> None:
         self.index = index
         self.streams = index.streams
-        self.codecs = codecs
         self.requests = requests
         # Replayed events whose first sighting another partition holds (:mod:`.front`).
         self.foreign = foreign or {}
@@ -113,7 +111,7 @@ class ReplayJudge:
 
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
         facts = ReplayFacts()
-        codec = self.codecs[r.session.session_id]
+        codec = r.codec or IdCodec("opaque")
         same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None

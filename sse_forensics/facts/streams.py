@@ -100,16 +100,39 @@ def link_resumes(streams: list[StreamRecord], links: dict[tuple[int, int], tuple
         stream.root = target.logical
 
 
-def assign_ids(streams: list[StreamRecord], codecs: dict[str, IdCodec]) -> dict[str, IdCodec]:
-    """Give every stream its session's ID scheme (its events get their keys from it)."""
-    out: dict[str, IdCodec] = {}
+def assign_ids(
+    streams: list[StreamRecord],
+    session_codecs: dict[str, IdCodec],
+    stream_codecs: dict[tuple[int, int], IdCodec],
+    links: dict[tuple[int, int], tuple],
+) -> dict[tuple[int, int], IdCodec]:
+    """Give every stream the ID scheme of its logical stream (its events get their keys
+    from it), decided over the whole scan (:mod:`.front`): the root is found through
+    ``links`` (resume → the stream it continues), before any event is read. A stream whose
+    logical stream carried no ID reads IDs the session's way. Each session's ``id_scheme``
+    is its streams' scheme, or ``mixed`` when they differ. Returns each response's codec."""
+    out: dict[tuple[int, int], IdCodec] = {}
+    schemes: dict[str, set[str]] = defaultdict(set)
+    for s in streams:
+        key = (s.exchange.connection_id, s.exchange.index)
+        root, seen = key, {key}
+        while root in links and links[root][0] not in seen:
+            root = links[root][0]
+            seen.add(root)
+        session_id = s.session.session_id
+        codec = stream_codecs.get(root)
+        if codec is not None:
+            schemes[session_id].add(codec.scheme)
+        else:
+            codec = session_codecs.get(session_id) or IdCodec("opaque")
+        s.codec = out[key] = codec
     for s in streams:
         session_id = s.session.session_id
-        codec = out.get(session_id)
-        if codec is None:
-            codec = out[session_id] = codecs.get(session_id) or IdCodec("opaque")
-            s.session.id_scheme = codec.scheme
-        s.codec = codec
+        own = schemes.get(session_id)
+        if own:
+            s.session.id_scheme = next(iter(own)) if len(own) == 1 else "mixed"
+        else:
+            s.session.id_scheme = (session_codecs.get(session_id) or IdCodec("opaque")).scheme
     return out
 
 

@@ -69,6 +69,7 @@ from sse_forensics.ingest.linklayer import (
 )
 from sse_forensics.ingest.packets import TCP_SYN, Frame, TCPSegment
 from sse_forensics.ingest.pcap import (
+    BT_DSB,
     BT_EPB,
     BT_IDB,
     BT_ISB,
@@ -90,6 +91,7 @@ from sse_forensics.ingest.pcap import (
     _is_capture_magic,
     _magic,
     _open_bytes,
+    decryption_secrets,
 )
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.tcp_analysis import window_scale_offer
@@ -582,6 +584,8 @@ def _walk_pcapng(path: str, buf: Buffer, size: int, stats: CaptureStats) -> _Wal
                 walk.contexts.append((len(packets), endian == ">", first_iface, ifid + 1, section))
             elif block_type == BT_ISB:
                 _statistics(buf, offset + 8, end - 4, endian, stats)
+            elif block_type == BT_DSB:
+                decryption_secrets(buf, offset + 8, end - 4, endian, stats)
         offset = end
     stats.frames = len(packets)
     return walk

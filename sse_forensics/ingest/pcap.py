@@ -42,6 +42,7 @@ BT_OPB = 0x00000002  # obsolete Packet Block
 BT_SPB = 0x00000003
 BT_ISB = 0x00000005
 BT_EPB = 0x00000006
+BT_DSB = 0x0000000A  # Decryption Secrets Block (§4.7)
 
 # Option codes (§4.2 IDB, §4.6 ISB).
 OPT_ENDOFOPT = 0
@@ -72,6 +73,8 @@ class CaptureStats:
     interface_drops: dict[int, int] = field(default_factory=dict)
     os_drops: dict[int, int] = field(default_factory=dict)
     linktypes: dict[int, int] = field(default_factory=dict)
+    # Decryption Secrets Blocks: (secrets type, secrets data), in file order.
+    secrets: list[tuple[int, bytes]] = field(default_factory=list)
 
     @property
     def drops(self) -> int:
@@ -292,6 +295,8 @@ class CaptureReader:
                         yield got
                 elif block_type == BT_ISB:
                     self._statistics(buf, body, body_end, endian)
+                elif block_type == BT_DSB:
+                    decryption_secrets(buf, body, body_end, endian, self.stats)
                 offset = end
             self.stats.frames = number
         finally:
@@ -405,6 +410,18 @@ class CaptureReader:
                 self.stats.interface_drops[ifid] = struct.unpack_from(endian + "Q", buf, value)[0]
             elif code == ISB_OSDROP:
                 self.stats.os_drops[ifid] = struct.unpack_from(endian + "Q", buf, value)[0]
+
+
+def decryption_secrets(
+    buf: bytes | mmap.mmap, body: int, end: int, endian: str, stats: CaptureStats
+) -> None:
+    """A Decryption Secrets Block's secrets into ``stats.secrets`` (§4.7: type, length,
+    data); a block whose length field overruns it is ignored."""
+    if body + 8 > end:
+        return
+    kind, length = struct.unpack_from(endian + "II", buf, body)
+    if body + 8 + length <= end:
+        stats.secrets.append((kind, bytes(buf[body + 8 : body + 8 + length])))
 
 
 def read_frames(path: str) -> CaptureReader:

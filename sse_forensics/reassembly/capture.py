@@ -15,6 +15,8 @@ from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
+from sse_forensics.reassembly.h2 import H2Connection
 from sse_forensics.reassembly.http import CODING_CUT, HTTPConnection
 from sse_forensics.reassembly.http_events import (
     BodyGap,
@@ -28,8 +30,10 @@ from sse_forensics.reassembly.http_events import (
     ResponseHead,
 )
 from sse_forensics.reassembly.loss import CaptureLoss
+from sse_forensics.reassembly.receive_buffer import Pieces
 from sse_forensics.reassembly.sse import SSEParser
 from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
 
 # SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
 # the server meant to send: reported under ``errors`` with their frame.
@@ -59,19 +63,17 @@ class Reassembly:
 
 
 _TLS_HANDSHAKE = re.compile(rb"\x16\x03[\x00-\x04]")  # TLS record: handshake, version 3.x
-_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4
+_H2_PREFACE = H2_PREFACE  # RFC 9113 §3.4
 
 
 def foreign_protocol(first_client_bytes: bytes) -> str | None:
-    """Say what a connection is when its first client bytes show it is not HTTP/1.1 that
-    this tool can read: TLS (capture behind the terminator) or HTTP/2 prior knowledge."""
+    """Say what a connection is when its first client bytes show it is not plaintext
+    HTTP/1.1: ``"TLS"`` or ``"HTTP/2"`` (prior knowledge). The exact path reads both
+    (:class:`_ConnectionAnalyzer`); the fast path hands such connections to it."""
     if _TLS_HANDSHAKE.match(first_client_bytes):
-        return (
-            "TLS-encrypted: its HTTP cannot be read; capture behind the TLS terminator "
-            "(docs/capturing.md)"
-        )
+        return "TLS"
     if first_client_bytes.startswith(_H2_PREFACE[:16]):
-        return "HTTP/2 (prior knowledge): only HTTP/1.1 is analysed"
+        return "HTTP/2"
     return None
 
 
@@ -79,18 +81,34 @@ class _ConnectionAnalyzer:
     """HTTP and SSE state of one TCP connection."""
 
     __slots__ = (
+        "app",
         "coded",
         "connection",
         "errors",
         "exchanges",
+        "h2",
+        "held",
         "http",
+        "keys",
         "not_http",
         "parsers",
         "sniffed",
+        "tls",
+        "tls_first",
+        "tls_problem",
     )
 
-    def __init__(self, connection: Connection, errors: list[ReadError]) -> None:
+    def __init__(
+        self, connection: Connection, errors: list[ReadError], keys: TLSKeys | None = None
+    ) -> None:
         self.connection = connection
+        self.keys = keys
+        self.tls: TLSSession | None = None
+        self.h2: H2Connection | None = None
+        self.app: str | None = "http/1.1"  # the application protocol; None: not known yet
+        self.held: list[tuple[Direction, Pieces | MissingSpan]] = []  # until it is known
+        self.tls_first: Origin | None = None  # the ClientHello's frame
+        self.tls_problem: Origin | None = None  # the first record that could not be read
         self.http = HTTPConnection()
         self.exchanges: dict[int, Exchange] = {}
         self.parsers: dict[int, SSEParser] = {}
@@ -114,30 +132,127 @@ class _ConnectionAnalyzer:
             if not self.sniffed and direction == "client" and piece.offset == 0:
                 self.sniffed = True
                 what = foreign_protocol(piece.data)
-                if what is not None:
-                    self.not_http = True
-                    self.errors.append(
-                        ReadError(
-                            piece.origin.source,
-                            f"connection {self.connection.id} "
-                            f"({self.connection.client[0]} -> {self.connection.server[0]}:"
-                            f"{self.connection.server[1]}) is {what}",
-                            frame=piece.origin.number,
-                            ts=piece.origin.ts,
-                        )
-                    )
-                    return
-            self._handle(self.http.feed(direction, piece.data, piece.origin))
+                if what == "TLS":
+                    keys = self.keys if self.keys is not None else TLSKeys()
+                    self.tls = TLSSession(keys.lookup, keys.why_none)
+                    self.connection.tls = self.tls.info
+                    self.tls_first = piece.origin
+                    self.app = None  # ALPN or the first decrypted bytes will say
+                elif what == "HTTP/2":
+                    self._start_h2()
+            if self.tls is not None:
+                self._tls(self.tls.feed(direction, piece.data, piece.origin))
+            elif self.h2 is not None:
+                self._handle(self.h2.feed(direction, [(piece.data, piece.origin)]))
+            else:
+                self._handle(self.http.feed(direction, piece.data, piece.origin))
+        elif self.tls is not None:
+            self._tls(self.tls.missing(piece))
+        elif self.h2 is not None:
+            self._handle(self.h2.missing(piece))
         else:
             self._handle(self.http.missing(piece))
 
     def end(self, direction: Direction, origin: Origin | None, reason: str) -> None:
-        self._handle(self.http.end(direction, origin, reason))
+        if self.tls is not None and direction == "client":
+            self._tls(self.tls.end())
+        if self.app is None:
+            self._choose_app("http/1.1")
+        if self.h2 is not None:
+            self._handle(self.h2.end(direction, origin, reason))
+        else:
+            self._handle(self.http.end(direction, origin, reason))
+
+    # -- TLS and HTTP/2 --------------------------------------------------------------------
+
+    def _start_h2(self) -> None:
+        self.h2 = H2Connection()
+        self.app = "h2"
+        self.connection.application = "h2"
+
+    def _tls(self, events: list) -> None:
+        for ev in events:
+            if isinstance(ev, TLSData):
+                self._app(ev.direction, ev.pieces)
+            elif isinstance(ev, TLSGap):
+                self._app(ev.direction, ev.span)
+            elif isinstance(ev, TLSProblem) and self.tls_problem is None:
+                self.tls_problem = ev.origin
+
+    def _app(self, direction: Direction, piece: Pieces | MissingSpan) -> None:
+        """Decrypted bytes (or a span of them missing) to the application protocol: the
+        ALPN choice, else HTTP/2 when the client's first bytes are its preface."""
+        if self.app is None:
+            assert self.tls is not None
+            alpn = self.tls.info.alpn
+            if alpn in ("h2", "http/1.1"):
+                self._choose_app(alpn)
+            elif direction == "client" and not isinstance(piece, MissingSpan):
+                first = b"".join(p for p, _ in piece)
+                self._choose_app("h2" if first.startswith(_H2_PREFACE[:16]) else "http/1.1")
+            else:
+                last = self.held[-1] if self.held else None
+                if not (isinstance(piece, MissingSpan) and last and last[0] == direction
+                        and isinstance(last[1], MissingSpan)):
+                    self.held.append((direction, piece))  # consecutive gaps: one is enough
+                return
+        if isinstance(piece, MissingSpan):
+            if self.h2 is not None:
+                self._handle(self.h2.missing(piece))
+            else:
+                self._handle(self.http.missing(piece))
+        elif self.h2 is not None:
+            self._handle(self.h2.feed(direction, piece))
+        else:
+            for data, origin in piece:
+                self._handle(self.http.feed(direction, data, origin))
+
+    def _choose_app(self, app: str) -> None:
+        if app == "h2":
+            self._start_h2()
+        else:
+            self.app = app
+            self.connection.application = app
+        held, self.held = self.held, []
+        for direction, piece in held:
+            self._app(direction, piece)
+
+    def tls_report(self) -> None:
+        """One line per TLS connection whose records could not all be decrypted."""
+        tls = self.tls
+        if tls is None:
+            return
+        info = tls.info
+        conn = self.connection
+        where = f"connection {conn.id} ({conn.client[0]} -> {conn.server[0]}:{conn.server[1]})"
+        if not info.key_found:
+            reason = info.reasons[0] if info.reasons else tls._no_key_reason()
+            what = f"{where} is TLS-encrypted and was not decrypted: {reason}"
+            origin = self.tls_first
+        elif info.undecryptable_bytes:
+            counts = info.counts.values()
+            records = sum(c.undecryptable_records for c in counts)
+            what = (
+                f"{where} TLS: {info.undecryptable_bytes} bytes ({records} records) could "
+                f"not be decrypted: {'; '.join(info.reasons)}"
+            )
+            origin = self.tls_problem or self.tls_first
+        else:
+            return
+        self.errors.append(
+            ReadError(
+                origin.source if origin else conn.first.source,
+                what,
+                frame=origin.number if origin else None,
+                ts=origin.ts if origin else None,
+            )
+        )
 
     def finish(self) -> None:
         """End of capture: streams still open are closed as incomplete."""
         for index, parser in list(self.parsers.items()):
             self._close_parser(self._exchange(index), parser)
+        self.tls_report()
 
     def _drain(self, ex: Exchange, parser: SSEParser) -> None:
         ex.comments.extend(parser.take_comments())
@@ -252,6 +367,7 @@ def reassemble(
     items: Iterable[Frame | ReadError],
     capture_stats: Mapping[str, CaptureStats] | None = None,
     sink: ConnectionSink | None = None,
+    tls_keys: TLSKeys | None = None,
 ) -> Reassembly:
     """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
     exchanges and SSE events.
@@ -264,9 +380,14 @@ def reassemble(
     :func:`~sse_forensics.ingest.inputs.merged_frames`) is read after the last frame, when
     the readers have filled it in. A connection's HTTP/SSE state is finished and released as
     soon as TCP finalises it (see :class:`ConnectionTracker`), not only at the end.
+
+    ``tls_keys``: the secrets to decrypt TLS with (default: only the pcapng Decryption
+    Secrets Blocks of the inputs, as the readers meet them).
     """
     if capture_stats is None:
         capture_stats = getattr(items, "stats", None) or {}
+    if tls_keys is None:
+        tls_keys = TLSKeys(stats=capture_stats)
     result = Reassembly()
     tracker = ConnectionTracker()
     analyzers: dict[int, _ConnectionAnalyzer] = {}
@@ -277,7 +398,7 @@ def reassemble(
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys)
             analyzer.data(direction, piece)
 
     def finalise(conn: Connection) -> None:

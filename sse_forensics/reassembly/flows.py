@@ -76,6 +76,10 @@ class Connection:
     loss: dict[Direction, DirectionLoss] = field(
         default_factory=lambda: {"client": DirectionLoss(), "server": DirectionLoss()}
     )
+    # What runs over TCP: "http/1.1" or "h2" (after ALPN, or HTTP/2 prior knowledge); and for
+    # a TLS connection its TLSInfo (version, suite, SNI, ALPN, what was not decrypted).
+    application: str = "http/1.1"
+    tls: object | None = None
 
     @property
     def finished(self) -> bool:

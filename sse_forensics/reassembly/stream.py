@@ -11,7 +11,9 @@ from sse_forensics.provenance import Origin
 Direction = Literal["client", "server"]
 """``client`` = bytes sent by the client (requests); ``server`` = responses."""
 
-MissingReason = Literal["hole", "snaplen", "acked-unseen", "mid-stream"]
+MissingReason = Literal["hole", "snaplen", "acked-unseen", "mid-stream", "undecryptable"]
+"""``undecryptable``: TLS records the capture holds but that could not be decrypted (no key,
+or no record boundary after a hole): to the layers above, bytes they do not have."""
 
 
 @dataclass(slots=True)
@@ -40,6 +42,8 @@ class MissingSpan:
 
     def describe(self) -> str:
         size = "unknown number of" if self.length is None else str(self.length)
+        if self.reason == "undecryptable":
+            return f"{size} {self.direction} bytes could not be decrypted (TLS)"
         return f"{size} {self.direction} bytes missing from the capture ({self.reason})"
 
 

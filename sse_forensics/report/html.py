@@ -21,6 +21,8 @@ from functools import cache
 import orjson
 
 from sse_forensics import __version__
+from sse_forensics.coverage import coverage
+from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.facts.build import build_facts
@@ -158,7 +160,7 @@ def _finding(n: int, f: Finding, rules: RuleSet) -> str:
     ]
     if rule is not None:
         parts.append(f"<h4>Why it matters</h4>{prose(rule.rationale)}")
-        parts.append(f"<h4>How to fix it</h4>{prose(rule.remediation)}")
+        parts.append(f"<h4>How to fix it</h4>{prose(rule.remediation_for(f.classification))}")
         if rule.references:
             refs = "".join(f"<li class=mono>{text(r, 300)}</li>" for r in rule.references)
             parts.append(f"<h4>References</h4><ul>{refs}</ul>")
@@ -186,12 +188,22 @@ def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
             f"<td><code>{text(f.rule, 80)}</code></td><td class=mono>{where}</td>"
             f"<td class=mono>{_gap_text(f)}</td></tr>"
         )
-    findings = (
-        "<table><tr><th>#</th><th>verdict</th><th>severity</th><th>rule</th><th>session</th>"
-        f"<th>gap</th></tr>{''.join(rows)}</table>"
-        if rows
-        else "<p>No findings: no lost events were detected.</p>"
-    )
+    cov = coverage(result)
+    if rows:
+        findings = (
+            "<table><tr><th>#</th><th>verdict</th><th>severity</th><th>rule</th><th>session</th>"
+            f"<th>gap</th></tr>{''.join(rows)}</table>"
+        )
+    elif cov.complete:
+        findings = "<p>No findings: no lost events were detected.</p>"
+    elif cov.nothing_judged:
+        findings = "<p>No findings, but nothing could be judged (below).</p>"
+    else:
+        findings = "<p>No lost events were detected in what could be judged (below).</p>"
+    if not cov.complete:  # never an "all clear" for what the inputs did not show
+        items = "".join(f"<li>{text(item.line(), 600)}</li>" for item in cov.items)
+        findings += f"<h3>Could not judge</h3><p>{text(unjudged_summary(cov), 200)}</p>"
+        findings += f"<ul>{items}</ul>"
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{len(result.inputs)} file(s), {result.stats.frames} frames, "

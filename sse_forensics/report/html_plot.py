@@ -21,11 +21,17 @@ from sse_forensics.facts.model import EventRecord, StreamRecord
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.report.escape import printable
 from sse_forensics.report.timeline import gap_label, zero_window_periods
-from sse_forensics.verdicts import EXPECTED_GAP, INDETERMINATE, SILENT_CORRUPTION
+from sse_forensics.verdicts import (
+    CONTRACT_VIOLATION,
+    EXPECTED_GAP,
+    INDETERMINATE,
+    SILENT_CORRUPTION,
+)
 
 VERDICT_COLOUR = {
     SILENT_CORRUPTION: "#c0392b",
     INDETERMINATE: "#8e44ad",
+    CONTRACT_VIOLATION: "#2e86c1",
     EXPECTED_GAP: "#d4a017",
 }
 MISSING_BYTES_COLOUR = "#7f8c8d"

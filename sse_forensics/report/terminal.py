@@ -16,14 +16,22 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
+from sse_forensics.coverage import Coverage, coverage
+from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
-from sse_forensics.verdicts import EXPECTED_GAP, INDETERMINATE, SILENT_CORRUPTION
+from sse_forensics.verdicts import (
+    CONTRACT_VIOLATION,
+    EXPECTED_GAP,
+    INDETERMINATE,
+    SILENT_CORRUPTION,
+)
 
 VERDICT_STYLE = {
     SILENT_CORRUPTION: "bold red",
     INDETERMINATE: "magenta",
+    CONTRACT_VIOLATION: "cyan",
     EXPECTED_GAP: "yellow",
 }
 MAX_ERRORS_SHOWN = 20
@@ -119,6 +127,27 @@ def findings_table(findings: list[Finding]) -> Table:
     return table
 
 
+MAX_UNJUDGED_SHOWN = 20
+
+
+def print_unjudged(console: Console, cov: Coverage) -> None:
+    """What could not be judged, and why: never an "all clear" for what was not seen."""
+    console.print(Text(unjudged_summary(cov), style="bold magenta"))
+    for item in cov.items[:MAX_UNJUDGED_SHOWN]:
+        where = f" (frame {item.frame})" if item.frame is not None else ""
+        console.print(Text(f"  {printable(item.line(), 400)}{where}"), soft_wrap=True)
+    if len(cov.items) > MAX_UNJUDGED_SHOWN:
+        console.print(f"  … and {len(cov.items) - MAX_UNJUDGED_SHOWN} more (see --format json)")
+    if any(item.missing_bytes for item in cov.items):
+        console.print(
+            Text(
+                "  Capture again with -s 0 and a bigger buffer (docs/capturing.md); "
+                "capture loss is never server loss.",
+                style="dim",
+            )
+        )
+
+
 def _read_summary(result: ScanResult) -> str:
     parts = []
     if result.stats.frames or not result.log_stats:
@@ -142,7 +171,7 @@ def render_scan(console: Console, result: ScanResult) -> None:
         )
     )
     verdicts = Text("Verdicts: ", style="bold")
-    for name in (SILENT_CORRUPTION, INDETERMINATE, EXPECTED_GAP):
+    for name in (SILENT_CORRUPTION, INDETERMINATE, CONTRACT_VIOLATION, EXPECTED_GAP):
         verdicts.append(f"{name} {counts.get(name, 0)}", style=VERDICT_STYLE[name])
         verdicts.append("  ")
     console.print(verdicts)
@@ -154,8 +183,13 @@ def render_scan(console: Console, result: ScanResult) -> None:
         else:
             print_findings_compact(console, result.findings)
         console.print()
-    else:
+    cov = coverage(result)
+    if not result.findings and cov.complete:
         console.print("No findings: no lost events were detected.", style="green")
+    elif not result.findings and not cov.nothing_judged:
+        console.print("No lost events were detected in what could be judged.", style="green")
+    if not cov.complete:
+        print_unjudged(console, cov)
 
     if result.errors:
         console.print(

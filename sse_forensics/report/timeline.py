@@ -30,7 +30,12 @@ from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 from sse_forensics.reassembly.stream import Direction
 from sse_forensics.report.escape import printable
-from sse_forensics.verdicts import EXPECTED_GAP, INDETERMINATE, SILENT_CORRUPTION
+from sse_forensics.verdicts import (
+    CONTRACT_VIOLATION,
+    EXPECTED_GAP,
+    INDETERMINATE,
+    SILENT_CORRUPTION,
+)
 
 
 def _where(origin) -> dict:
@@ -141,6 +146,7 @@ MAX_PLAIN_EXCHANGES_SHOWN = 4
 VERDICT_STYLE = {
     SILENT_CORRUPTION: "bold red",
     INDETERMINATE: "magenta",
+    CONTRACT_VIOLATION: "cyan",
     EXPECTED_GAP: "yellow",
 }
 CONNECTION_STYLES = ("cyan", "green", "blue", "bright_magenta", "bright_yellow", "bright_cyan")

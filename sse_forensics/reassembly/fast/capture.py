@@ -36,6 +36,7 @@ from sse_forensics.evidence.tables import (
 )
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.inputs import merged_frames
+from sse_forensics.ingest.keylog import read_keylogs
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.ingest.pcap import CaptureStats
@@ -56,12 +57,13 @@ from sse_forensics.reassembly.fast.tcp import (
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import RequestHead, ResponseHead, header
 from sse_forensics.reassembly.loss import CaptureLoss
+from sse_forensics.reassembly.tls import TLSKeys
 
 RowSink = Callable[[pl.DataFrame, pl.DataFrame, pl.DataFrame], None]
 """Receives evidence rows in batches: (connections, exchanges, events), the tables of
 :mod:`sse_forensics.evidence.tables` (``EvidenceStore.add`` is one)."""
 
-R_FOREIGN = "http: TLS or HTTP/2 (reported once)"
+R_FOREIGN = "http: TLS or HTTP/2 (read by the exact path)"
 BATCH_BYTES = 8 << 20
 """Payload bytes of the candidates framed together (bounds the joined copies)."""
 
@@ -85,6 +87,7 @@ class FastReassembly:
     # For combine(): driver errors with their sort keys, and the index's own errors.
     keyed_errors: list[tuple[ErrorKey, ReadError]] = field(default_factory=list, repr=False)
     index_errors: list[ReadError] = field(default_factory=list, repr=False)
+    keylog_errors: list[ReadError] = field(default_factory=list, repr=False)  # --tls-keylog
     timings: dict[str, float] = field(default_factory=dict, repr=False)  # seconds per stage
 
     def reassembly(self) -> Reassembly:
@@ -100,6 +103,17 @@ class FastReassembly:
 
 
 # -- errors ------------------------------------------------------------------------------------
+
+
+def tls_keys_for(
+    config: AnalysisConfig, stats: dict[str, CaptureStats]
+) -> tuple[TLSKeys, list[ReadError]]:
+    """The scan's TLS secrets: the key logs of ``config`` and the captures' Decryption
+    Secrets Blocks; with what in the key logs could not be read."""
+    if not config.tls_keylog:
+        return TLSKeys(stats=stats), []
+    keylog, errors = read_keylogs(config.tls_keylog)
+    return TLSKeys(keylog, stats, given=True), errors
 
 
 def index_error_keys(sources: list[str], is_tcp: np.ndarray) -> list[tuple[ErrorKey, ReadError]]:
@@ -206,6 +220,7 @@ def reassemble_fast(
         return conn_id % parts == part
 
     clock = _Clock()
+    tls_keys, keylog_errors = tls_keys_for(config, index.stats)
     capture_end = float(index.ts[-1]) if len(index) else None
     groups = group_flows(index)
     check = classify_groups(index, groups, capture_end if capture_end is not None else 0.0)
@@ -235,7 +250,7 @@ def reassemble_fast(
         main_decided.append(row)
         return before + len(main_decided)
 
-    main = ExactDriver(index, main_id, flow_position, evidence, own)
+    main = ExactDriver(index, main_id, flow_position, evidence, own, tls_keys)
     others = np.flatnonzero(~check.candidate)
     if len(others):
         main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
@@ -283,7 +298,11 @@ def reassemble_fast(
     if ctx.late:
         ids_by_row = {int(groups.first_row[g]): cid for g, cid, _why in ctx.late}
         driver = ExactDriver(
-            index, lambda row, _conn: ids_by_row[int(row)], flow_position, evidence
+            index,
+            lambda row, _conn: ids_by_row[int(row)],
+            flow_position,
+            evidence,
+            tls_keys=tls_keys,
         )
         late_rows = [groups.group_rows(g) for g, _c, _w in ctx.late]
         driver.feed_rows(np.sort(np.concatenate(late_rows)))
@@ -298,7 +317,8 @@ def reassemble_fast(
     connections = sorted(ctx.connections, key=lambda c: c.id)
     stats = dict(index.stats)
     index_errors = list(index.errors) if part == 0 else []
-    errors = _merge_errors(list(index.sources), index.is_tcp, index_errors, keyed)
+    keylog_errors = keylog_errors if part == 0 else []
+    errors = keylog_errors + _merge_errors(list(index.sources), index.is_tcp, index_errors, keyed)
     clock.lap("errors")
     return FastReassembly(
         connections=connections,
@@ -313,6 +333,7 @@ def reassemble_fast(
         sources=list(index.sources),
         keyed_errors=keyed,
         index_errors=index_errors,
+        keylog_errors=keylog_errors,
         timings=clock.times,
     )
 
@@ -324,7 +345,7 @@ def combine(parts: list[FastReassembly]) -> FastReassembly:
     first = next((p for p in parts if p.shard[0] == 0), parts[0])
     connections = sorted((c for p in parts for c in p.connections), key=lambda c: c.id)
     keyed = [k for p in parts for k in p.keyed_errors]
-    errors = _merge_errors(first.sources, None, first.index_errors, keyed)
+    errors = first.keylog_errors + _merge_errors(first.sources, None, first.index_errors, keyed)
     fallbacks: Counter[str] = Counter()
     timings: dict[str, float] = {}
     for p in parts:
@@ -344,6 +365,7 @@ def combine(parts: list[FastReassembly]) -> FastReassembly:
         sources=first.sources,
         keyed_errors=keyed,
         index_errors=first.index_errors,
+        keylog_errors=first.keylog_errors,
         timings=timings,
     )
 

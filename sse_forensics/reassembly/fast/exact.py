@@ -28,6 +28,7 @@ from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.tls import TLSKeys
 
 ErrorKey = tuple[float, int, int, int]
 """(row, phase, flow position, sequence): ``row`` is ``inf`` for the end of the capture,
@@ -50,8 +51,10 @@ class ExactDriver:
         flow_position: Callable[[Connection], int],
         sink: ConnectionSink,
         own: Callable[[int], bool] = lambda _id: True,
+        tls_keys: TLSKeys | None = None,
     ) -> None:
         self.index = index
+        self.tls_keys = tls_keys
         self.assign_id = assign_id
         self.flow_position = flow_position
         self.sink = sink
@@ -74,7 +77,9 @@ class ExactDriver:
                 continue
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
+                    conn, errors, self.tls_keys
+                )
             analyzer.data(direction, piece)
 
     def _finalise(self, conn: Connection) -> None:

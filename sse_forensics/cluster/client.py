@@ -1,0 +1,166 @@
+"""The Dask side: a client to the cluster ``--cluster`` names, and the
+:class:`concurrent.futures.Executor` the pipeline submits its tasks to.
+
+Imports Dask when called, never at import time: the base install has no Dask.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from pathlib import PurePath
+from types import FunctionType
+from typing import Any
+
+from sse_forensics.cluster.spec import INSTALL_HINT, ClusterSpec, ClusterUnavailable
+
+# An existing cluster may still be adding workers when the scan starts.
+WAIT_FOR_WORKERS_S = 60.0
+# Plain values travel inside each task; anything else (the cross-session front, the rules,
+# the analysis config) is sent to the cluster once and referenced by every task.
+_SCALARS = (str, bytes, int, float, bool, type(None), PurePath, FunctionType)
+_INLINE = (*_SCALARS, list, tuple, dict, set, frozenset)
+
+ProgressCall = Callable[[str, int, int], None]
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:
+        raise ClusterUnavailable(f"--cluster needs Dask distributed: {INSTALL_HINT}") from exc
+    return distributed
+
+
+@contextmanager
+def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
+    """A ``distributed.Client`` to the scheduler at ``spec.address``, or to a LocalCluster
+    started here (``processes=False``: worker threads in this process, for tests). Closed
+    on exit, the LocalCluster with it. An unreachable scheduler raises
+    :class:`ClusterUnavailable` (the connect timeout is Dask's
+    ``distributed.comm.timeouts.connect``)."""
+    distributed = _distributed()
+    if spec.local:
+        workers = spec.local_workers or os.cpu_count() or 1
+        # One thread per worker: polars parallelises inside a task; Dask across workers.
+        # Port 0: a free port for the dashboard, whatever else runs on 8787.
+        with (
+            distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=processes,
+                dashboard_address=":0",
+                # A worker's heartbeat racing the scheduler's shutdown is logged as an ERROR
+                # with a traceback: noise on the user's stderr. A task's own error comes
+                # back to the client as its exception anyway.
+                silence_logs=logging.CRITICAL,
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            yield client
+        return
+    try:
+        client = distributed.Client(spec.address)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterUnavailable(
+            f"--cluster {spec.address}: cannot reach the scheduler: {_first_line(exc)}"
+        ) from exc
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def worker_threads(client: Any) -> int:
+    """How many tasks the cluster runs at once (waiting a while for a first worker)."""
+    if not client.nthreads():
+        try:
+            client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterUnavailable(
+                f"the cluster has no worker (waited {WAIT_FOR_WORKERS_S:.0f} s)"
+            ) from exc
+    return max(1, sum(client.nthreads().values()))
+
+
+class ClusterExecutor(Executor):
+    """``Client.get_executor`` (a standard Executor over Dask futures), plus:
+
+    - an argument shared by many tasks goes to the cluster once, as a task of its own that
+      the others depend on (:data:`_INLINE` values travel inside each task);
+    - each finished task moves the progress bar: ``stages`` maps a task function's name to
+      the stage it reports (``_analyze_files`` → ``facts``: partitions done of submitted).
+
+    A task is not retried when it raises (the pipeline's tasks are deterministic); Dask
+    reschedules it when its worker dies (``distributed.scheduler.allowed-failures``).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        progress: ProgressCall | None = None,
+        stages: dict[str, str] | None = None,
+    ) -> None:
+        self.client = client
+        self._inner = client.get_executor(pure=False)
+        self._sent: dict[int, tuple[object, Any]] = {}
+        self._progress = progress
+        self._stages = stages or {}
+        self._counts: dict[str, list[int]] = {}  # stage → [done, submitted]
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        args = tuple(self._shared(a) for a in args)
+        kwargs = {k: self._shared(v) for k, v in kwargs.items()}
+        future = self._inner.submit(fn, *args, **kwargs)
+        stage = self._stages.get(getattr(fn, "__name__", ""))
+        if stage is not None and self._progress is not None:
+            with self._lock:
+                self._counts.setdefault(stage, [0, 0])[1] += 1
+            future.add_done_callback(lambda _f: self._done(stage))
+        return future
+
+    def _shared(self, value: object) -> object:
+        if isinstance(value, _INLINE):
+            return value
+        hit = self._sent.get(id(value))
+        if hit is None:
+            # A task that returns the value, not ``scatter``: the scheduler keeps the task,
+            # so a value lost with its worker is computed again; scattered data would be
+            # lost for good, and every task that needs it with it. (The object is kept
+            # beside its future: its id() cannot be reused meanwhile.)
+            with warnings.catch_warnings():
+                # Dask advises against large task graphs; this one is sent exactly once.
+                warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+                hit = (value, self.client.submit(_shared_value, value, pure=False))
+            self._sent[id(value)] = hit
+        return hit[1]
+
+    def _done(self, stage: str) -> None:
+        with self._lock:
+            count = self._counts[stage]
+            count[0] += 1
+            done, total = count
+        assert self._progress is not None
+        self._progress(stage, done, total)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._inner.shutdown(wait=wait)
+        futures = [f for _, f in self._sent.values()]
+        self._sent.clear()
+        if futures:
+            self.client.cancel(futures)
+
+
+def _shared_value(value: object) -> object:
+    return value
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,218 @@
+"""A scan on a Dask cluster: :func:`~sse_forensics.pipeline.scan_paths` itself, its parallel
+stages submitted to the cluster instead of local worker processes.
+
+The plan (docs/cluster.md):
+
+1. **Inputs** are resolved on the client (:mod:`.inputs`); each object-store file is copied
+   by one worker task into the staging tree under the scratch directory.
+2. **Captures**: one task per worker thread (``pipeline._reassemble_shard``). All capture
+   files are one merged timeline whose connections are numbered in it, so each task indexes
+   them all and reassembles the connections whose id falls to its shard, writing its
+   session-hash partitions as Parquet under the scratch directory.
+3. **Logs** are read on the client: access lines are matched to event-log records across
+   files and log pseudo-connections numbered over the whole set (``pipeline.ingest``).
+4. **Cross-session facts** on the client, from the columns they need
+   (``pipeline.cross_session_front``).
+5. **Partitions**: one task per partition group, ``pipeline._analyze_files`` — the pure
+   function ``--jobs`` runs in local processes: Parquet files in, findings out.
+6. **Merge** on the client, sorted as a local scan sorts (``pipeline.scan_paths``).
+
+The scratch directory must be one the client and every worker see (checked before any task
+runs); it is removed at the end, also after an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import CancelledError
+from pathlib import Path
+from typing import Any
+
+from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
+from sse_forensics.cluster.inputs import StagedInputs, fetch_input, plan_inputs, why
+from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
+from sse_forensics.engine.registry import RuleSet
+from sse_forensics.errors import UnreadableInput
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult, scan_paths
+
+# Which stage of the progress bar each task function advances.
+TASK_STAGES = {"fetch_input": "read", "_reassemble_shard": "read", "_analyze_files": "facts"}
+
+SCRATCH_HINT = (
+    "give --scratch a directory on a filesystem the client and every worker share "
+    "(object-store scratch is not supported)"
+)
+
+
+def scan_on_cluster(
+    paths: list[str],
+    cluster: str | ClusterSpec | Any,
+    *,
+    config: AnalysisConfig | None = None,
+    rules: RuleSet | None = None,
+    logs: LogOptions | None = None,
+    progress: ScanProgress | None = None,
+    keep_tables: bool = True,
+    scratch: str | None = None,
+    on_dashboard: Callable[[str], None] | None = None,
+) -> ScanResult:
+    """Scan ``paths`` (local paths, ``file://`` or fsspec URLs; files, directories, globs)
+    on ``cluster``: ``local``, ``local:N``, a scheduler address, a :class:`ClusterSpec`, or
+    a ``distributed.Client`` already open (left open). The result is the one a local scan
+    of the same inputs gives. Raises :class:`UnreadableInput` (inputs) and
+    :class:`ClusterUnavailable` (cluster, scratch)."""
+    root = _scratch_root(scratch)
+    try:
+        staged = plan_inputs(paths, root / "inputs")  # before any worker starts
+        with _client(cluster) as client:
+            return _run(
+                staged, client, root, config, rules, logs, progress, keep_tables, on_dashboard
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManager:
+    if isinstance(cluster, str):
+        return open_cluster(parse_cluster(cluster))
+    if isinstance(cluster, ClusterSpec):
+        return open_cluster(cluster)
+    return contextlib.nullcontext(cluster)  # the caller's client: left open
+
+
+def _scratch_root(scratch: str | None) -> Path:
+    if scratch is not None and "://" in scratch:
+        if not scratch.startswith("file://"):
+            raise ClusterUnavailable(f"--scratch {scratch}: {SCRATCH_HINT}")
+        scratch = scratch.removeprefix("file://")
+    if scratch is not None and not os.path.isdir(scratch):
+        raise ClusterUnavailable(f"--scratch {scratch}: no such directory")
+    try:
+        return Path(tempfile.mkdtemp(prefix="sse-forensics-cluster-", dir=scratch)).resolve()
+    except OSError as exc:
+        raise ClusterUnavailable(f"--scratch {scratch}: {exc.strerror or exc}") from exc
+
+
+def _run(
+    staged: StagedInputs,
+    client: Any,
+    root: Path,
+    config: AnalysisConfig | None,
+    rules: RuleSet | None,
+    logs: LogOptions | None,
+    progress: ScanProgress | None,
+    keep_tables: bool,
+    on_dashboard: Callable[[str], None] | None,
+) -> ScanResult:
+    from distributed import KilledWorker
+
+    if on_dashboard is not None and getattr(client, "dashboard_link", None):
+        on_dashboard(client.dashboard_link)
+    workers = worker_threads(client)
+    _check_shared(client, root, staged)
+    progress = _serialised(progress)
+    executor = ClusterExecutor(client, progress, TASK_STAGES)
+    try:
+        _fetch(executor, staged)
+        result = scan_paths(
+            staged.paths,
+            config,
+            rules=rules,
+            progress=progress,
+            logs=logs,
+            jobs=workers,
+            keep_tables=keep_tables,
+            executor=executor,
+            scratch=str(root),
+        )
+    except UnreadableInput as exc:
+        raise UnreadableInput(staged.source(exc.source), exc.reason) from exc
+    except KilledWorker as exc:
+        raise ClusterUnavailable(f"a task kept killing its workers: {exc}") from exc
+    except CancelledError as exc:
+        raise ClusterUnavailable("the cluster cancelled the scan's tasks") from exc
+    except OSError as exc:  # a worker that cannot read what the client wrote, or the reverse
+        raise ClusterUnavailable(f"{exc}; {SCRATCH_HINT}") from exc
+    finally:
+        executor.shutdown(wait=False)
+    return restore_sources(result, staged)
+
+
+def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
+    """Every worker must see the scratch directory and the local inputs: say so before a
+    task fails on it."""
+    local = [p for p in staged.paths if not p.startswith(str(root))]
+    seen = client.run(_missing, [str(root), *local])
+    for worker, missing in sorted(seen.items()):
+        if str(root) in missing:
+            raise ClusterUnavailable(f"worker {worker} cannot see {root}: {SCRATCH_HINT}")
+        if missing:
+            raise ClusterUnavailable(
+                f"worker {worker} cannot see {staged.source(missing[0])}: local inputs must be "
+                "on a filesystem every worker shares (or give them as URLs)"
+            )
+
+
+def _missing(paths: list[str]) -> list[str]:
+    """On a worker: which of ``paths`` (files, directories, globs) it cannot see."""
+    import glob
+
+    return [p for p in paths if not (os.path.exists(p) or glob.has_magic(p))]
+
+
+def _fetch(executor: ClusterExecutor, staged: StagedInputs) -> None:
+    """Copy the object-store inputs into the staging tree, one worker task per file."""
+    for _, dest in staged.fetches:
+        # Made here, not by the task: a task still running after Ctrl-C cannot re-create
+        # a scratch tree already removed.
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    from distributed import KilledWorker
+
+    futures = [(url, executor.submit(fetch_input, url, dest)) for url, dest in staged.fetches]
+    for url, future in futures:
+        try:
+            future.result()
+        except (KilledWorker, CancelledError):
+            raise  # the cluster's own failure: the caller words it
+        except Exception as exc:  # the store's, such as a credential the workers lack
+            raise UnreadableInput(url, f"a worker could not copy it: {why(exc)}") from exc
+
+
+def _serialised(progress: ScanProgress | None) -> ScanProgress | None:
+    """Task completions call ``progress`` from the client's event-loop thread."""
+    if progress is None:
+        return None
+    lock = threading.Lock()
+
+    def call(stage: str, done: int, total: int) -> None:
+        with lock:
+            progress(stage, done, total)
+
+    return call
+
+
+def restore_sources(result: ScanResult, staged: StagedInputs) -> ScanResult:
+    """``result`` citing inputs as the user gave them (see :mod:`.inputs`)."""
+    source = staged.source
+    for finding in result.findings:
+        finding.evidence = [
+            {**e, "source": source(e["source"])} if isinstance(e.get("source"), str) else e
+            for e in finding.evidence
+        ]
+    result.paths = list(staged.given)
+    result.inputs = [source(p) for p in result.inputs]
+    result.errors = [dataclasses.replace(e, source=source(e.source)) for e in result.errors]
+    files = result.log_stats.get("files") if result.log_stats else None
+    if isinstance(files, list):
+        for f in files:
+            if isinstance(f, dict) and isinstance(f.get("source"), str):
+                f["source"] = source(f["source"])
+    result.loss.per_file_drops = {source(k): v for k, v in result.loss.per_file_drops.items()}
+    return result

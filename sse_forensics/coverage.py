@@ -1,0 +1,207 @@
+"""What a scan could not judge (PROFILE.md, "What counts as what": never call capture loss
+server loss — and never call what could not be seen "all clear").
+
+A finding says what went wrong in what the inputs show. This module says what they do not
+show well enough to judge at all: no input, no HTTP, no event stream, or event streams of
+which the capture lacks bytes that no two readable event IDs bracket (the fact builder's
+``unjudged`` column of the ``sessions`` table). ``scan`` exits with its own code when
+something could not be judged and nothing at or above ``--fail-on`` was found
+(docs/exit-codes.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+if TYPE_CHECKING:
+    from sse_forensics.pipeline import ScanResult
+
+# Connections listed one by one when nothing could be judged; the rest are counted.
+MAX_CONNECTIONS_LISTED = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Unjudged:
+    """One thing the scan could not judge. ``scope``: ``input`` (the scan as a whole),
+    ``connection`` or ``stream``; ``missing_bytes``: bytes the capture lacks there
+    (``None`` when unknown or not about capture loss)."""
+
+    scope: str
+    what: str
+    why: str
+    session_id: str | None = None
+    missing_bytes: int | None = None
+    source: str | None = None
+    frame: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "scope": self.scope,
+            "what": self.what,
+            "why": self.why,
+            "session_id": self.session_id,
+            "missing_bytes": self.missing_bytes,
+            "source": self.source,
+            "frame": self.frame,
+        }
+
+    def line(self) -> str:
+        where = f"session {self.session_id}, " if self.session_id else ""
+        return f"{where}{self.what}: {self.why}"
+
+
+@dataclass(slots=True)
+class Coverage:
+    """``nothing_judged``: the inputs held no event stream or resume the rules could judge;
+    ``items``: what could not be judged and why (empty when everything could)."""
+
+    nothing_judged: bool
+    items: list[Unjudged] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.nothing_judged and not self.items
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nothing_judged": self.nothing_judged,
+            "items": [u.as_dict() for u in self.items],
+        }
+
+
+def _bytes(n: int) -> str:
+    return f"{n} byte" if n == 1 else f"{n} bytes"
+
+
+def _loss_reasons(loss_dict: dict[str, int]) -> str:
+    parts = [
+        f"{name} {_bytes(loss_dict[key])}"
+        for name, key in (
+            ("snap length", "snaplen_bytes"),
+            ("ACKed but not captured", "acked_unseen"),
+            ("holes", "hole_bytes"),
+        )
+        if loss_dict.get(key)
+    ]
+    return ", ".join(parts)
+
+
+def _capture_loss(result: ScanResult) -> Unjudged | None:
+    loss = result.loss
+    if not loss.missing_bytes:
+        return None
+    total = loss.bytes_seen + loss.missing_bytes
+    why = (
+        f"{loss.missing_bytes} of {_bytes(total)} ({loss.percent_lost:.0f}%) "
+        f"exchanged on {loss.connections_with_loss} connection(s) are missing from the "
+        f"capture ({_loss_reasons(loss.as_dict())})"
+    )
+    return Unjudged("input", "capture", why, missing_bytes=loss.missing_bytes)
+
+
+def _connections(result: ScanResult) -> list[Unjudged]:
+    """Connections that lost bytes to the capture, when no stream of theirs was judged."""
+    out = []
+    lossy = [c for c in result.connections if any(d.missing_bytes for d in c.loss.values())]
+    for conn in lossy[:MAX_CONNECTIONS_LISTED]:
+        missing = sum(d.missing_bytes for d in conn.loss.values())
+        seen = sum(d.bytes_seen for d in conn.loss.values())
+        what = (
+            f"conn {conn.id} {conn.client[0]}:{conn.client[1]} -> {conn.server[0]}:{conn.server[1]}"
+        )
+        why = f"{_bytes(missing)} missing from the capture, {_bytes(seen)} seen"
+        first = next(iter(conn.missing), None)
+        origin = (first.after or first.before) if first is not None else None
+        out.append(
+            Unjudged(
+                "connection",
+                what,
+                why,
+                missing_bytes=missing,
+                source=origin.source if origin else None,
+                frame=origin.number if origin else None,
+            )
+        )
+    if len(lossy) > MAX_CONNECTIONS_LISTED:
+        rest = len(lossy) - MAX_CONNECTIONS_LISTED
+        out.append(Unjudged("connection", f"{rest} more connection(s)", "bytes missing too"))
+    return out
+
+
+def _streams(result: ScanResult) -> tuple[list[Unjudged], int]:
+    """Event streams the capture lacks bytes of that no two readable IDs bracket, and how
+    many of them could not be judged at all."""
+    sessions = result.tables.get("sessions")
+    if sessions is None or "unjudged" not in sessions.columns:
+        return [], 0
+    out = []
+    whole = 0
+    for session_id, text in (
+        sessions.filter(sessions["unjudged"].is_not_null())
+        .select("session_id", "unjudged")
+        .iter_rows()
+    ):
+        for item in orjson.loads(text):
+            whole += bool(item.get("whole"))
+            out.append(
+                Unjudged(
+                    "stream",
+                    f"stream {item['stream']}",
+                    item["why"],
+                    session_id=session_id,
+                    missing_bytes=item.get("missing_bytes"),
+                    source=item.get("source"),
+                    frame=item.get("frame"),
+                )
+            )
+    return out, whole
+
+
+def coverage(result: ScanResult) -> Coverage:
+    """What ``result`` could not judge, and whether it could judge anything at all."""
+    stats = result.stats
+    streams, whole = _streams(result)
+    judged = stats.streams - whole + stats.resumes
+    if judged > 0:
+        return Coverage(False, streams)
+    items: list[Unjudged] = []
+    if not result.inputs:
+        items.append(
+            Unjudged("input", "inputs", "no capture or log file was found in the given paths")
+        )
+    elif stats.http_exchanges == 0:
+        if stats.frames:
+            why = (
+                f"no HTTP/1.1 exchange could be read from {len(result.connections)} TCP "
+                f"connection(s) in {stats.frames} frame(s)"
+            )
+        else:
+            why = "the inputs hold no TCP packet and no log line describing an HTTP exchange"
+        items.append(Unjudged("input", "HTTP", why))
+    elif stats.streams == 0:
+        items.append(
+            Unjudged(
+                "input",
+                "SSE",
+                f"{stats.http_exchanges} HTTP exchange(s), none of them a text/event-stream "
+                "response or a resume (an access log alone shows requests, not events)",
+            )
+        )
+    loss = _capture_loss(result)
+    if loss is not None:
+        items.append(loss)
+    items.extend(streams)
+    if not streams:
+        items.extend(_connections(result))
+    return Coverage(True, items)
+
+
+def summary(cov: Coverage) -> str:
+    """One sentence for the terminal: what could not be judged."""
+    if cov.nothing_judged:
+        return "Could not judge anything: no event stream or resume could be read."
+    n = len(cov.items)
+    return f"Could not judge all of {n} event stream(s): the capture lacks bytes of them."

@@ -1,0 +1,106 @@
+"""A receive buffer that remembers which frame each byte came from.
+
+Layers that re-frame a byte stream (TLS records, HTTP/2 frames) take whole units out of it
+and hand on the bytes of each unit as *pieces*: ``(bytes, Origin)`` runs, each from one
+frame, so a finding can cite every frame that carried what it judges.
+"""
+
+from __future__ import annotations
+
+from sse_forensics.provenance import Origin
+
+Piece = tuple[bytes, Origin]
+Pieces = list[Piece]
+
+
+class ReceiveBuffer:
+    """Bytes in arrival order, with the origin of each run of them."""
+
+    __slots__ = ("data", "marks")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.marks: list[tuple[int, Origin]] = []  # (index in data, origin from there on)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def append(self, data: bytes, origin: Origin) -> None:
+        if not data:
+            return
+        if not self.marks or self.marks[-1][1] != origin:
+            self.marks.append((len(self.data), origin))
+        self.data += data
+
+    def origin_at(self, index: int) -> Origin | None:
+        found = None
+        for at, origin in self.marks:
+            if at > index:
+                break
+            found = origin
+        return found
+
+    def take(self, n: int) -> Pieces:
+        """Remove the first ``n`` bytes and return them as pieces."""
+        data, marks = self.data, self.marks
+        size = len(data)
+        n = min(n, size)
+        out: Pieces = []
+        kept: list[tuple[int, Origin]] = []
+        for k, (at, origin) in enumerate(marks):
+            end = marks[k + 1][0] if k + 1 < len(marks) else size
+            if at < n:
+                out.append((bytes(data[at : min(end, n)]), origin))
+            if end > n:  # the run goes on past the cut: it stays, shifted
+                kept.append((max(at - n, 0), origin))
+        del data[:n]
+        self.marks = kept
+        return out
+
+    def skip(self, n: int) -> None:
+        self.take(n)
+
+    def clear(self) -> None:
+        self.data.clear()
+        self.marks.clear()
+
+
+def slice_pieces(pieces: Pieces, start: int, length: int) -> Pieces:
+    """The pieces of bytes ``start`` to ``start + length`` of the concatenation of
+    ``pieces``."""
+    out: Pieces = []
+    at = 0
+    end = start + length
+    for data, origin in pieces:
+        lo, hi = at, at + len(data)
+        at = hi
+        if hi <= start:
+            continue
+        if lo >= end:
+            break
+        out.append((data[max(start - lo, 0) : min(end, hi) - lo], origin))
+    return out
+
+
+def spread(plain: bytes, pieces: Pieces, start: int) -> Pieces:
+    """``plain`` laid over the frames of ``pieces`` from byte ``start`` on: plaintext byte
+    *i* is cited to the frame that carried byte ``start + i`` (its ciphertext)."""
+    out: Pieces = []
+    at = 0
+    pos = 0
+    for data, origin in pieces:
+        hi = at + len(data)
+        at = hi
+        if hi <= start + pos:
+            continue
+        take = min(hi - (start + pos), len(plain) - pos)
+        if take <= 0:
+            break
+        out.append((plain[pos : pos + take], origin))
+        pos += take
+    if pos < len(plain) and pieces:  # past the last piece (cannot happen for a real record)
+        out.append((plain[pos:], pieces[-1][1]))
+    return out
+
+
+__all__ = ["Piece", "Pieces", "ReceiveBuffer", "slice_pieces", "spread"]

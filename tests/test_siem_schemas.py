@@ -1,0 +1,476 @@
+"""Findings a SIEM takes as they are (issue 15): every OCSF record valid against the official
+Detection Finding schema of the version it declares, every JSONL finding valid against the
+ECS field definitions (``ecs_flat.yml`` of the pinned release, tests/data/ecs/) and the
+project's own schema — log-only findings included —, no made-up addresses, ports or
+Community IDs, and finding ids unique per finding and stable across runs."""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES, SHARED_CAPTURES, sample_captures
+
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.report.jsonout import ECS_VERSION, ecs_finding, findings_jsonl, scan_document
+from sse_forensics.report.ocsf import OCSF_VERSION, ocsf_record
+
+jsonschema = pytest.importorskip("jsonschema")
+referencing = pytest.importorskip("referencing")
+ocsf_json_schema = pytest.importorskip("ocsf_json_schema")
+
+DATA = Path(__file__).resolve().parent / "data"
+SCHEMAS = SAMPLES.parent / "docs" / "schemas"
+LOGS = SAMPLES / "logs"
+NEWEST_OCSF = "1.8.0"  # the newest release ocsf-json-schema 1.2.0 ships
+NAMESPACE = "sse_forensics"
+# Two scenarios whose logs and capture describe the same run (samples/README.md).
+JOINED = ("resume-410", "live-jump-unsignalled")
+
+
+# -- the findings under test ---------------------------------------------------------------
+
+
+@cache
+def _scans() -> dict[str, list]:
+    """Findings of every kind of input: all sample captures in one scan, each sample's logs
+    alone, two captures joined with their logs, and a capture of two proxy-like legs."""
+    out = {"captures": scan_paths([str(p) for p in sample_captures()]).findings}
+    for folder in sorted(p for p in LOGS.iterdir() if p.is_dir()):
+        out[f"logs:{folder.name}"] = scan_paths([str(folder)]).findings
+    for name in JOINED:
+        out[f"joined:{name}"] = scan_paths(
+            [str(SAMPLES / f"{name}.pcap"), str(LOGS / name)]
+        ).findings
+    return out
+
+
+def _all_findings() -> list:
+    return [f for findings in _scans().values() for f in findings]
+
+
+def _log_only() -> list:
+    return [f for key, findings in _scans().items() if key.startswith("logs:") for f in findings]
+
+
+def test_inputs_give_findings_of_every_kind() -> None:
+    scans = _scans()
+    assert len(scans["captures"]) >= 40
+    assert len(_log_only()) >= 20
+    assert all(scans[f"joined:{name}"] for name in JOINED)
+
+
+# -- OCSF ----------------------------------------------------------------------------------
+
+
+@cache
+def _ocsf_validator(version: str):
+    """The official Detection Finding (2004) class of ``version`` as JSON Schema 2020-12,
+    objects embedded, no profiles; strict: ``additionalProperties: false`` throughout."""
+    from ocsf_json_schema import OcsfJsonSchemaEmbedded, get_ocsf_schema
+
+    schema = OcsfJsonSchemaEmbedded(get_ocsf_schema(version=version)).get_class_schema(
+        class_name="detection_finding", profiles=[]
+    )
+    assert schema["additionalProperties"] is False
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _ocsf_errors(record: dict, version: str) -> list[str]:
+    return [
+        f"{e.json_path}: {e.message[:200]}" for e in _ocsf_validator(version).iter_errors(record)
+    ]
+
+
+def test_ocsf_records_are_valid_against_the_declared_and_the_newest_version() -> None:
+    records = [ocsf_record(f) for f in _all_findings()]
+    assert {r["metadata"]["version"] for r in records} == {OCSF_VERSION}
+    for record in records:
+        for version in (record["metadata"]["version"], NEWEST_OCSF):
+            assert not _ocsf_errors(record, version), (version, record["finding_info"]["uid"])
+
+
+def _as_ocsf_1_1(record: dict) -> dict:
+    """What docs/findings.md tells a pipeline held to OCSF 1.1 (Security Lake's validation) to
+    drop: the attributes and the observable type 1.1 does not have."""
+    out = json.loads(json.dumps(record))
+    out.pop("is_alert")
+    for evidence in out["evidences"]:
+        evidence.get("connection_info", {}).pop("community_uid", None)
+    out["metadata"]["version"] = "1.1.0"
+    out["observables"] = [
+        o
+        for o in out.get("observables", [])
+        if o["type_id"] != 11 and not o["name"].endswith("community_uid")
+    ]
+    return out
+
+
+def test_ocsf_records_less_the_1_4_additions_are_valid_ocsf_1_1() -> None:
+    for f in _all_findings():
+        record = _as_ocsf_1_1(ocsf_record(f))
+        assert not _ocsf_errors(record, "1.1.0"), record["finding_info"]["uid"]
+
+
+def test_ocsf_validator_is_strict() -> None:
+    """What the old records did — endpoints at the top level — is rejected."""
+    record = ocsf_record(_scans()["captures"][0])
+    assert not _ocsf_errors(record, OCSF_VERSION)
+    record["src_endpoint"] = {"ip": "127.0.0.1", "port": 4242}
+    assert any("src_endpoint" in e for e in _ocsf_errors(record, OCSF_VERSION))
+
+
+def test_ocsf_evidence_carries_the_connection_and_observables() -> None:
+    for f in _scans()["captures"]:
+        record = ocsf_record(f)
+        (evidence,) = record["evidences"]
+        assert evidence["connection_info"]["community_uid"] == f.community_id
+        assert evidence["src_endpoint"] == {"ip": f.client[0], "port": f.client[1]}
+        assert evidence["dst_endpoint"] == {"ip": f.server[0], "port": f.server[1]}
+        assert evidence["data"]["evidence"] == f.evidence
+        observed = {(o["name"], o["value"]) for o in record["observables"]}
+        assert ("evidences.src_endpoint.ip", f.client[0]) in observed
+        assert ("evidences.connection_info.community_uid", f.community_id) in observed
+        assert record["unmapped"]["sse_forensics"]["gap"] == f.gap
+        assert record["finding_info"]["analytic"]["uid"] == f.rule
+
+
+# -- ECS -----------------------------------------------------------------------------------
+
+
+@cache
+def _ecs_flat() -> dict[str, dict]:
+    return json.loads(
+        gzip.decompress((DATA / "ecs" / f"ecs_flat-{ECS_VERSION}.json.gz").read_bytes())
+    )
+
+
+def _leaves(doc: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(dotted name, value) of every field; an object ECS types as one (``object``,
+    ``flattened``, ``nested``) is a leaf."""
+    ecs = _ecs_flat()
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and ecs.get(name, {}).get("type") not in (
+            "object",
+            "flattened",
+            "nested",
+        ):
+            yield from _leaves(value, name + ".")
+        else:
+            yield name, value
+
+
+_KEYWORD = ("keyword", "constant_keyword", "wildcard")
+_TEXT = ("match_only_text", "text")
+_INTEGER = ("long", "integer", "short", "byte", "unsigned_long")
+_NUMBER = (*_INTEGER, "float", "double", "half_float", "scaled_float")
+
+
+def _ecs_type_error(field: dict, value: object) -> str | None:
+    kind = field["type"]
+    if kind in _KEYWORD or kind in _TEXT:
+        if not isinstance(value, str):
+            return f"{kind} needs a string"
+        limit = field.get("ignore_above")
+        if limit and len(value) > limit:
+            return f"longer than ignore_above {limit}: not indexed"
+    elif kind in _INTEGER:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{kind} needs an integer"
+    elif kind in _NUMBER:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"{kind} needs a number"
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            return "boolean needs true/false"
+    elif kind == "ip":
+        try:
+            ipaddress.ip_address(value)  # type: ignore[arg-type]
+        except ValueError:
+            return f"{value!r} is no IP address"
+    elif kind == "date":
+        if not isinstance(value, str):
+            return "date needs an ISO 8601 string"
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return f"{value!r} is no ISO 8601 date"
+    elif kind in ("object", "flattened", "nested"):
+        if not isinstance(value, dict | list):
+            return f"{kind} needs an object"
+    else:
+        return f"type {kind} not checked by this test"
+    pattern = field.get("pattern")
+    if pattern and isinstance(value, str) and not re.fullmatch(pattern, value):
+        return f"does not match {pattern}"
+    allowed = [a["name"] for a in field.get("allowed_values", [])]
+    if allowed and value not in allowed:
+        return f"{value!r} is not one of the allowed values"
+    return None
+
+
+def ecs_errors(doc: dict) -> list[str]:
+    """Every way ``doc`` breaks ECS: a field outside the project namespace that ECS does not
+    define, a value of the wrong type (or not an array where ECS says one is not), a value
+    outside ``allowed_values`` or the event types its category expects, a required field
+    missing, a top-level key that is neither an ECS field set nor the namespace."""
+    ecs = _ecs_flat()
+    errors = []
+    roots = {name.split(".")[0] for name in ecs}
+    assert NAMESPACE not in roots, "the namespace is an ECS field set now: rename it"
+    errors += [f"{key}: not an ECS field set" for key in doc if key not in roots | {NAMESPACE}]
+    for name, value in _leaves({k: v for k, v in doc.items() if k != NAMESPACE}):
+        field = ecs.get(name)
+        if field is None:
+            errors.append(f"{name}: no such ECS field")
+            continue
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and "array" not in field["normalize"]:
+            errors.append(f"{name}: ECS does not make it an array")
+        errors += [f"{name}: {e}" for v in values if (e := _ecs_type_error(field, v))]
+    errors += [
+        f"{n}: required by ECS" for n, f in ecs.items() if f.get("required") and not _has(doc, n)
+    ]
+    categories = {a["name"]: a for a in ecs["event.category"]["allowed_values"]}
+    event = doc.get("event", {})
+    expected = {
+        t
+        for c in event.get("category", [])
+        for t in categories.get(c, {}).get("expected_event_types", [])
+    }
+    errors += [
+        f"event.type: {t!r} not expected for {event.get('category')}"
+        for t in event.get("type", [])
+        if t not in expected
+    ]
+    if doc.get("ecs", {}).get("version") != ECS_VERSION:
+        errors.append(f"ecs.version: not {ECS_VERSION}")
+    return errors
+
+
+def _has(doc: dict, dotted: str) -> bool:
+    node: object = doc
+    if dotted in doc:
+        return True
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_ecs_flat_is_the_pinned_release() -> None:
+    ecs = _ecs_flat()
+    assert len(ecs) == 2605
+    assert ecs["rule.ruleset"]["type"] == "keyword" and ecs["@timestamp"]["required"]
+
+
+def test_every_jsonl_finding_is_valid_ecs() -> None:
+    for f in _all_findings():
+        doc = ecs_finding(f)
+        assert not ecs_errors(doc), (f.rule, ecs_errors(doc))
+        assert doc["@timestamp"] == doc["event"]["start"]
+
+
+def test_the_ecs_check_rejects_the_old_shape() -> None:
+    """The old document: ``rule`` a string, custom fields at the top level, no
+    ``@timestamp`` or ``ecs.version``, ``source.ip`` "log" on log-only findings."""
+    old = {
+        "rule": "missing-stream-gap",
+        "title": "t",
+        "classification": "silent_corruption",
+        "event": {"start": "2026-11-30T03:42:33.030703Z", "kind": "alert", "category": ["network"]},
+        "network": {"community_id": "log:access/127.0.0.1", "transport": "tcp", "protocol": "http"},
+        "source": {"ip": "log", "port": 0},
+    }
+    errors = "\n".join(ecs_errors(old))
+    for what in (
+        "rule: no such ECS field",
+        "title: not an ECS field set",
+        "source.ip:",
+        "@timestamp: required",
+        "ecs.version: required",
+    ):
+        assert what in errors
+
+
+# -- the project's schema ------------------------------------------------------------------
+
+
+@cache
+def _validator(name: str):
+    registry = referencing.Registry()
+    for path in SCHEMAS.glob("*.schema.json"):
+        schema = json.loads(path.read_text())
+        resource = referencing.Resource.from_contents(schema)
+        registry = registry.with_resources([(path.name, resource), (schema["$id"], resource)])
+    schema = json.loads((SCHEMAS / name).read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+
+
+def test_every_finding_matches_the_project_schema_log_only_included() -> None:
+    validator = _validator("finding.schema.json")
+    for f in _all_findings():
+        validator.validate(ecs_finding(f))
+    assert (
+        json.loads((SCHEMAS / "finding.schema.json").read_text())["properties"]["ecs"][
+            "properties"
+        ]["version"]["const"]
+        == ECS_VERSION
+    )
+
+
+def test_json_document_holds_the_jsonl_findings() -> None:
+    """``--format json`` and ``--format jsonl`` give a finding the same shape."""
+    result = scan_paths([str(SAMPLES / "resume-jump-unsignalled.pcap")])
+    lines = [json.loads(line) for line in findings_jsonl(result).splitlines()]
+    assert lines and json.loads(scan_document(result))["findings"] == lines
+
+
+# -- no made-up values ---------------------------------------------------------------------
+
+
+def _values(value: object) -> Iterator[object]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _values(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _values(v)
+    else:
+        yield value
+
+
+def test_log_only_findings_carry_no_placeholder_flow() -> None:
+    findings = _log_only()
+    for f in findings:
+        doc, record = ecs_finding(f), ocsf_record(f)
+        flow = {k: doc.get(k) for k in ("network", "source", "destination", "related")}
+        assert "log" not in set(_values(flow)), doc
+        assert 0 not in set(_values(flow)), doc
+        assert "community_id" not in doc["network"] and "transport" not in doc["network"]
+        assert "destination" not in doc  # a log names no server address
+        (evidence,) = record["evidences"]
+        assert "connection_info" not in evidence and "dst_endpoint" not in evidence
+        assert not any(str(v).startswith("log:") for v in _values(record.get("observables", [])))
+
+
+def test_log_only_findings_use_the_access_log_client_address() -> None:
+    """Every sample's access log names client 127.0.0.1, also for the streams an event log
+    describes (the access line of the same request)."""
+    findings = _log_only()
+    assert findings and all(ecs_finding(f)["source"] == {"ip": "127.0.0.1"} for f in findings)
+    assert all(
+        ocsf_record(f)["evidences"][0]["src_endpoint"] == {"ip": "127.0.0.1"} for f in findings
+    )
+
+
+# -- ids -----------------------------------------------------------------------------------
+
+
+def _two_legs(capture: Path, out: Path) -> Path:
+    """``capture`` plus a copy of it on other ports half a millisecond later: what a capture
+    on a proxy host shows (the client's leg and the upstream leg carry the same session, the
+    same streams and event IDs, on two connections)."""
+    scapy = pytest.importorskip("scapy.all")
+    packets = scapy.rdpcap(str(capture))
+    leg = []
+    for packet in packets:
+        copy = packet.copy()
+        copy[scapy.TCP].sport += 7
+        copy[scapy.TCP].dport += 7
+        del copy[scapy.TCP].chksum
+        copy.time = packet.time + 0.0005
+        leg.append(copy)
+    scapy.wrpcap(str(out), sorted([*packets, *leg], key=lambda p: p.time))
+    return out
+
+
+@pytest.mark.parametrize("name", ["resume-jump-unsignalled", "resume-410", "live-jump-unsignalled"])
+def test_ids_are_unique_when_one_resume_is_seen_on_two_connections(
+    name: str, tmp_path: Path
+) -> None:
+    capture = _two_legs(SAMPLES / f"{name}.pcap", tmp_path / f"{name}-proxy.pcap")
+    findings = scan_paths([str(capture)]).findings
+    alone = scan_paths([str(SAMPLES / f"{name}.pcap")]).findings
+    assert len(findings) > len(alone)
+    ids = [f.fingerprint for f in findings]
+    assert len(set(ids)) == len(ids), Counter(ids).most_common(2)
+    records = [ocsf_record(f) for f in findings]
+    assert len({r["metadata"]["uid"] for r in records}) == len(records)
+    assert sorted(ids) == sorted(f.fingerprint for f in scan_paths([str(capture)]).findings)
+
+
+def test_ids_are_unique_in_every_scan() -> None:
+    for key, findings in _scans().items():
+        ids = [f.fingerprint for f in findings]
+        assert len(set(ids)) == len(ids), (key, Counter(ids).most_common(2))
+
+
+def test_ids_are_unique_over_the_shared_captures() -> None:
+    if not SHARED_CAPTURES.is_dir():
+        pytest.skip("shared captures not found")
+    captures = sorted(p for p in SHARED_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    ids = [f.fingerprint for f in scan_paths([str(p) for p in captures]).findings]
+    assert len(set(ids)) == len(ids)
+
+
+# -- Elasticsearch index template ----------------------------------------------------------
+
+
+def _mappings(properties: dict, prefix: str = "") -> Iterator[tuple[str, dict]]:
+    for key, mapping in properties.items():
+        if "properties" in mapping:
+            yield from _mappings(mapping["properties"], f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", mapping
+
+
+def test_index_template_maps_every_field_as_ecs_types_it() -> None:
+    """docs/schemas/elasticsearch-index-template.json: the ECS fields typed exactly as
+    ``ecs_flat.yml`` types them, every ``sse_forensics.*`` field mapped with a type its
+    values fit, every keyword bounded by ``ignore_above`` (a longer value is kept in
+    ``_source``, not indexed, and never rejects the document)."""
+    template = json.loads((SCHEMAS / "elasticsearch-index-template.json").read_text())
+    assert template["_meta"]["ecs_version"] == ECS_VERSION
+    mapped = dict(_mappings(template["template"]["mappings"]["properties"]))
+    ecs = _ecs_flat()
+    for name, mapping in mapped.items():
+        if mapping["type"] == "keyword":
+            assert mapping.get("ignore_above"), name
+        if not name.startswith(NAMESPACE + "."):
+            field = ecs[name]
+            assert mapping == {k: field[k] for k in ("type", "ignore_above") if k in field}, name
+    for f in _all_findings():
+        doc = ecs_finding(f)
+        for name, value in _leaves(doc):
+            if name == f"{NAMESPACE}.evidence":
+                for item in value:  # an array of objects: each field mapped on its own
+                    for key, v in item.items():
+                        assert not _ecs_type_error(mapped[f"{name}.{key}"], v), (name, key)
+                continue
+            assert name in mapped, f"{name} is not mapped"
+            values = value if isinstance(value, list) else [value]
+            for v in values:
+                if v is not None:
+                    assert not _ecs_type_error(mapped[name], v), (name, v)
+
+
+def test_rule_reference_points_at_the_rule_section() -> None:
+    """``rule.reference`` of a packaged rule is its section of docs/rules.md."""
+    rules_md = (SAMPLES.parent / "docs" / "rules.md").read_text(encoding="utf-8")
+    for f in _all_findings():
+        rule = ecs_finding(f)["rule"]
+        assert rule["ruleset"] == "sse-forensics" and rule["reference"] == f"docs/rules.md#{f.rule}"
+        assert f"### `{f.rule}`\n" in rules_md, f.rule

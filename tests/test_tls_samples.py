@@ -1,0 +1,282 @@
+"""TLS and HTTP/2 captures (samples/tls/, made by samples/make_tls_samples.py with hypercorn,
+httpx ``http2=True`` and tcpdump) go through the same SSE pipeline as plaintext HTTP/1.1:
+
+- every sample gives the findings it was built to produce, the same as its plaintext
+  HTTP/1.1 twin (the same scenario, the same server knobs) — TLS 1.3 and 1.2, AES-GCM,
+  ChaCha20-Poly1305 and AES-CBC, HTTP/2 after ALPN, h2c, and keys from a pcapng Decryption
+  Secrets Block;
+- tshark decrypting with the same key log counts the same HTTP requests and responses;
+- what cannot be decrypted (no key log, a key log for other sessions, a wrong key, a corrupt
+  record, bytes lost from the capture) is an error value per connection, and the gaps it
+  touches are indeterminate, never silent corruption; no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import dpkt
+import pytest
+from conftest import SAMPLES
+
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import merged_frames
+from sse_forensics.ingest.keylog import read_keylogs
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.reassembly.capture import reassemble
+from sse_forensics.reassembly.tls import TLSKeys
+
+TLS_SAMPLES = SAMPLES / "tls"
+EXPECTED = sorted(TLS_SAMPLES.glob("*.expected.json"))
+
+
+def _capture(expected: Path) -> Path:
+    stem = expected.name.removesuffix(".expected.json")
+    for ext in (".pcap", ".pcapng"):
+        path = TLS_SAMPLES / f"{stem}{ext}"
+        if path.exists():
+            return path
+    raise FileNotFoundError(stem)
+
+
+def _keys(capture: Path) -> tuple[str, ...]:
+    keys = capture.with_suffix(".keys")
+    return (str(keys),) if keys.exists() else ()
+
+
+def _got(findings) -> Counter:
+    return Counter((f.rule, f.classification, f.gap["first"], f.gap["last"]) for f in findings)
+
+
+def _want(doc: dict) -> Counter:
+    return Counter(
+        (f["rule"], f["classification"], f["gap"]["first"], f["gap"]["last"])
+        for f in doc["findings"]
+    )
+
+
+def test_tls_samples_cover_the_matrix() -> None:
+    docs = [json.loads(p.read_text()) for p in EXPECTED]
+    assert {d["tls"] for d in docs} == {"1.2", "1.3", None}
+    assert {d["http2"] for d in docs} == {True, False}
+    assert any(_capture(p).suffix == ".pcapng" and not _keys(_capture(p)) for p in EXPECTED)
+    assert {"clean-resume-int.pcap", "resume-jump-unsignalled.pcap"} <= {d["twin"] for d in docs}
+
+
+@pytest.mark.parametrize("expected", EXPECTED, ids=[p.name.split(".")[0] for p in EXPECTED])
+def test_same_findings_as_the_plaintext_twin(expected: Path) -> None:
+    doc = json.loads(expected.read_text())
+    capture = _capture(expected)
+    result = scan_paths([str(capture)], AnalysisConfig(tls_keylog=_keys(capture)))
+    assert result.errors == []
+    assert _got(result.findings) == _want(doc)
+    twin = scan_paths([str(SAMPLES / doc["twin"])])
+    assert _got(result.findings) == _got(twin.findings)
+    assert result.stats.http_exchanges == twin.stats.http_exchanges
+    assert result.stats.events == twin.stats.events
+    # Findings cite the frames of this capture (the TLS records that carried the events).
+    for f in result.findings:
+        frames = [e for e in f.evidence if e.get("frame")]
+        assert frames and all(e["source"] == str(capture) for e in frames)
+    want_app = "h2" if doc["http2"] else "http/1.1"
+    assert {c.application for c in result.connections} == {want_app}
+    for conn in result.connections:
+        if doc["tls"] is None:
+            assert conn.tls is None
+        else:
+            assert conn.tls.version == f"TLS {doc['tls']}" and conn.tls.key_found
+            assert conn.tls.alpn == want_app and conn.tls.undecryptable_bytes == 0
+
+
+def _exchanges(capture: Path):
+    keylog, errors = read_keylogs(_keys(capture))
+    assert errors == []
+    frames = merged_frames([str(capture)])
+    return reassemble(frames, frames.stats, tls_keys=TLSKeys(keylog, frames.stats)).exchanges
+
+
+def _tshark_fields(capture: Path, display: str, field: str, *options: str) -> list[str]:
+    command = ["tshark", "-r", str(capture), *options, "-Y", display, "-T", "fields"]
+    command += ["-e", field, "-E", "occurrence=a"]
+    keys = _keys(capture)
+    if keys:
+        command += ["-o", f"tls.keylog_file:{keys[0]}"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+    return [v for line in out.splitlines() for v in line.split(",") if v]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@pytest.mark.parametrize("expected", EXPECTED, ids=[p.name.split(".")[0] for p in EXPECTED])
+def test_tshark_counts_the_same_requests_and_responses(expected: Path) -> None:
+    doc = json.loads(expected.read_text())
+    capture = _capture(expected)
+    exchanges = _exchanges(capture)
+    requests = sum(ex.request is not None for ex in exchanges)
+    if doc["http2"]:
+        # tshark: one :method per request HEADERS, one :status per response HEADERS.
+        decode = [] if doc["tls"] else ["-d", f"tcp.port=={doc['port']},http2"]
+        methods = _tshark_fields(capture, "http2.headers.method", "http2.headers.method", *decode)
+        statuses = _tshark_fields(capture, "http2.headers.status", "http2.headers.status", *decode)
+        responses = sum(ex.response is not None for ex in exchanges)
+    else:
+        # tshark dissects an HTTP/1.1 response once its body is complete: the stream the
+        # client dropped has no http.response there.
+        methods = _tshark_fields(capture, "http.request", "http.request.method")
+        statuses = _tshark_fields(capture, "http.response", "http.response.code")
+        responses = sum(ex.response is not None and ex.response_complete for ex in exchanges)
+    assert requests == len(methods) > 0
+    assert responses == len(statuses) > 0
+
+
+# -- what cannot be decrypted ---------------------------------------------------------------
+
+JUMP = TLS_SAMPLES / "h2-tls13-resume-jump.pcap"
+CLEAN = TLS_SAMPLES / "h2-tls13-clean-resume.pcap"
+
+
+def test_no_key_log_is_one_error_per_connection() -> None:
+    result = scan_paths([str(JUMP)])
+    (error,) = result.errors
+    assert "is TLS-encrypted and was not decrypted" in error.what
+    assert "--tls-keylog" in error.what and error.frame is not None
+    assert result.findings == [] and result.stats.http_exchanges == 0
+    (conn,) = result.connections
+    assert conn.tls.version == "TLS 1.3" and not conn.tls.key_found
+
+
+def test_key_log_of_other_sessions(tmp_path: Path) -> None:
+    result = scan_paths([str(JUMP)], AnalysisConfig(tls_keylog=(str(CLEAN.with_suffix(".keys")),)))
+    (error,) = result.errors
+    assert "no key for this session in the key log" in error.what
+    assert result.findings == []
+
+
+def test_wrong_key_is_reported_not_decrypted(tmp_path: Path) -> None:
+    keys = tmp_path / "wrong.keys"
+    lines = []
+    for line in JUMP.with_suffix(".keys").read_text().splitlines():
+        if line.startswith("SERVER_TRAFFIC_SECRET_0"):
+            label, random, secret = line.split()
+            secret = ("0" if secret[0] != "0" else "1") + secret[1:]
+            line = f"{label} {random} {secret}"
+        lines.append(line)
+    keys.write_text("\n".join(lines) + "\n")
+    result = scan_paths([str(JUMP)], AnalysisConfig(tls_keylog=(str(keys),)))
+    (error,) = result.errors
+    assert "could not be decrypted" in error.what and "did not authenticate" in error.what
+    # The server's answers are unreadable: no event, so no finding is made up.
+    assert result.findings == [] and result.stats.events == 0
+
+
+def test_bad_and_truncated_key_log_lines(tmp_path: Path) -> None:
+    good = JUMP.with_suffix(".keys").read_text()
+    keys = tmp_path / "mixed.keys"
+    keys.write_text(
+        "not a key log line\n"
+        "CLIENT_RANDOM zz 00\n"
+        "UNKNOWN_LABEL "
+        + "00" * 32
+        + " "
+        + "00" * 32
+        + "\n"
+        + good
+        + "CLIENT_TRAFFIC_SECRET_0 "
+        + "ab" * 32
+        + " 12"  # cut mid-line, no newline
+    )
+    result = scan_paths([str(JUMP)], AnalysisConfig(tls_keylog=(str(keys),)))
+    bad = [e for e in result.errors if e.source == str(keys)]
+    assert [e.line for e in bad] == [1, 2, 3, len(good.splitlines()) + 4]
+    assert all(e.source == str(keys) for e in result.errors)
+    assert _got(result.findings) == _want(
+        json.loads(JUMP.with_suffix(".expected.json").read_text())
+    )
+
+
+def _event_frame(capture: Path, event_id: str) -> int:
+    result = scan_paths(
+        [str(capture)], AnalysisConfig(tls_keylog=_keys(capture)), keep_records=True
+    )
+    events = result.facts.tables["events"]
+    (frame,) = events.filter(events["id"] == event_id)["frame_first"].to_list()
+    return frame
+
+
+def _rewrite(src: Path, dst: Path, edit) -> None:
+    with src.open("rb") as fh:
+        reader = dpkt.pcap.Reader(fh)
+        packets = list(reader)
+        linktype = reader.datalink()
+    with dst.open("wb") as out:
+        writer = dpkt.pcap.Writer(out, linktype=linktype)
+        for number, (ts, buf) in enumerate(packets, 1):
+            buf = edit(number, buf)
+            if buf is not None:
+                writer.writepkt(buf, ts)
+
+
+def test_capture_hole_in_tls_is_indeterminate(tmp_path: Path) -> None:
+    """The frame carrying event 4 is missing: the record stream is found again after it
+    (the next record authenticates under a later sequence number); the gap is capture
+    loss, and the HPACK state the hole may have cut is reported, not guessed."""
+    frame = _event_frame(CLEAN, "4")
+    holed = tmp_path / "holed.pcap"
+    _rewrite(CLEAN, holed, lambda n, buf: None if n == frame else buf)
+    result = scan_paths([str(holed)], AnalysisConfig(tls_keylog=_keys(CLEAN)))
+    assert {f.classification for f in result.findings} == {"indeterminate"}
+    assert ("missing-stream-gap", "indeterminate", "4", "4") in _got(result.findings)
+    hpack = [e for e in result.errors if "header block could not be decoded" in e.what]
+    assert hpack and all("indeterminate" in e.what for e in hpack)
+    # 0-3 and, after the hole, 5-7 were decrypted; the resume's replay (8-20) follows
+    # response headers that refer to dynamic-table entries the hole may have cut.
+    assert result.stats.events == 7
+
+
+def test_corrupt_record_is_undecryptable_and_indeterminate(tmp_path: Path) -> None:
+    frame = _event_frame(CLEAN, "4")
+    corrupt = tmp_path / "corrupt.pcap"
+
+    def flip(number: int, buf: bytes) -> bytes:
+        if number != frame:
+            return buf
+        return buf[:-20] + bytes([buf[-20] ^ 0xFF]) + buf[-19:]  # inside the record
+
+    _rewrite(CLEAN, corrupt, flip)
+    result = scan_paths([str(corrupt)], AnalysisConfig(tls_keylog=_keys(CLEAN)))
+    tls_errors = [e for e in result.errors if "could not be decrypted" in e.what]
+    assert len(tls_errors) == 1 and "did not authenticate" in tls_errors[0].what
+    assert tls_errors[0].frame == frame
+    assert {f.classification for f in result.findings} == {"indeterminate"}
+    assert ("missing-stream-gap", "indeterminate", "4", "4") in _got(result.findings)
+
+
+def test_cli_tls_keylog(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sse_forensics.cli import app
+
+    runner = CliRunner()
+    keys = str(JUMP.with_suffix(".keys"))
+    out = runner.invoke(app, ["scan", str(JUMP), "--tls-keylog", keys, "-f", "json", "-q"])
+    assert out.exit_code == 1, out.output  # silent corruption found
+    doc = json.loads(out.stdout)
+    assert doc["findings"] and "silent-resume-jump" in out.stdout
+    missing = runner.invoke(app, ["scan", str(JUMP), "--tls-keylog", str(tmp_path / "nope")])
+    assert missing.exit_code == 2
+    for command in (["timeline", str(JUMP)], ["report", str(JUMP), "-o", str(tmp_path / "r.html")]):
+        done = runner.invoke(app, [*command, "--tls-keylog", keys])
+        assert done.exception is None or isinstance(done.exception, SystemExit), done.output
+
+
+@pytest.mark.parametrize("name", ["h2c-resume-jump.pcap", "h2-tls13-dsb-resume-jump.pcapng"])
+def test_fast_path_hands_tls_and_h2_to_the_exact_path(name: str) -> None:
+    """Rows, errors and connections equal the exact path's (keys from the pcapng's Decryption
+    Secrets Block on both paths), and the HTTP/2 streams were read."""
+    from test_fast_reassembly import assert_equivalent
+
+    got = assert_equivalent([str(TLS_SAMPLES / name)])
+    assert got.fast == 0 and sum(got.fallbacks.values()) == len(got.connections) == 1
