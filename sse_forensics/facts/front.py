@@ -22,8 +22,9 @@ another session's events).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import polars as pl
 
@@ -35,8 +36,6 @@ from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]  # (connection, exchange index)
-DataOf = Callable[[list[str]], pl.DataFrame]
-"""Reads back ``conn_id, ex_index, position, data`` of the events with the given IDs."""
 Server = tuple[str, int]
 # A stream with fewer ID-carrying events says nothing about whether its counter is shared.
 MIN_VALUES_TO_JUDGE = 2
@@ -160,18 +159,17 @@ def _rank(streams: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _folds(exchanges: pl.DataFrame, events: pl.DataFrame) -> tuple[dict[Key, Key], set[Key]]:
+def _folds(
+    logged: pl.DataFrame, captured: pl.DataFrame, ids: pl.DataFrame
+) -> tuple[dict[Key, Key], set[Key]]:
     """Event-log streams a captured stream of the same session also carries (most shared
     IDs; the first such stream on ties) and access lines a captured exchange also shows
-    (same session, method, ``Last-Event-ID`` and status, within the clock tolerance)."""
-    logged = exchanges.filter(pl.col("from_log"))
-    captured = exchanges.filter(~pl.col("from_log"))
+    (same session, method, ``Last-Event-ID`` and status, within the clock tolerance).
+    ``logged``/``captured``: exchanges of the sessions both kinds of evidence hold;
+    ``ids``: ``conn_id, ex_index, session, id_field`` of their ID-carrying events."""
     if not logged.height or not captured.height:
         return {}, set()
-    ids = events.filter(pl.col("id_field").fill_null("") != "").select(
-        "conn_id", "ex_index", "session", "id_field"
-    )
-    log_streams = logged.filter(pl.col("log_info").is_not_null()).select(
+    log_streams = logged.filter(pl.col("log_stream")).select(
         pl.col("conn_id").alias("l_conn"), pl.col("index").alias("l_index"), "session"
     )
     cap_streams = captured.filter(pl.col("event_stream")).select(
@@ -222,7 +220,7 @@ def _folds(exchanges: pl.DataFrame, events: pl.DataFrame) -> tuple[dict[Key, Key
         for lc, li, cc, ci in best.select("l_conn", "l_index", "c_conn", "c_index").iter_rows():
             folds[(lc, li)] = (cc, ci)
     dropped = set(folds)
-    access = logged.filter(pl.col("log_info").is_null() & pl.col("req_method").is_not_null())
+    access = logged.filter(~pl.col("log_stream") & pl.col("req_method").is_not_null())
     cap_req = captured.filter(pl.col("req_method").is_not_null())
     if access.height and cap_req.height:
         a = access.select(
@@ -345,25 +343,22 @@ def event_keys(events: pl.DataFrame, codecs: dict[str, IdCodec]) -> pl.DataFrame
     return df.drop(extra)
 
 
-def _schemes(
-    id_events: pl.DataFrame, sessions: list[str], config: AnalysisConfig
-) -> tuple[dict[str, IdCodec], pl.DataFrame]:
-    """Per session, its ID scheme (``facts.ids.detect_scheme``: int when every ID is a
-    decimal integer; prefixed when every ID fits the pattern and the counter moves within a
-    stream while the prefix mostly stays put; else opaque), and every ID's key."""
-    forced = config.id_scheme
-    patterns = [config.prefixed_regex, COUNTER_FIRST]
-    codecs: dict[str, IdCodec] = {}
+def _patterns(config: AnalysisConfig) -> list[str]:
+    """The prefixed-ID patterns tried, in order: the user's, then counter-first."""
+    return [config.prefixed_regex, COUNTER_FIRST]
+
+
+def _scheme_stats(id_events: pl.DataFrame, patterns: list[str]) -> pl.DataFrame:
+    """Per session of ``id_events`` (whole sessions): whether every ID is a decimal
+    integer (``all_int``) and whether each pattern fits (``fits0``, ``fits1``…: every ID
+    matches, the counter moves within a stream while the prefix mostly stays put)."""
     ids = id_events.get_column("id_field")
-    ints = _int_keys(ids)
-    matches = [_match_prefixed(ids, p) for p in patterns]
-    judged = id_events.filter(pl.col("kind") != "signal").join(ints, on="id_field", how="left")
-    per_session = judged.group_by("session").agg(
-        pl.len().alias("n"), pl.col("int_ok").all().alias("all_int")
+    judged = id_events.filter(pl.col("kind") != "signal").join(
+        _int_keys(ids), on="id_field", how="left"
     )
-    candidates: list[dict[str, bool]] = []
-    for m in matches:
-        j = judged.join(m, on="id_field", how="left")
+    out = judged.group_by("session").agg(pl.col("int_ok").all().alias("all_int"))
+    for n, pattern in enumerate(patterns):
+        j = judged.join(_match_prefixed(ids, pattern), on="id_field", how="left")
         per_stream = j.group_by(["session", "conn_id", "ex_index"]).agg(
             pl.len().alias("n"),
             pl.col("m").all().alias("all_m"),
@@ -371,110 +366,181 @@ def _schemes(
             pl.col("seq").filter(pl.col("m")).n_unique().alias("seqs"),
         )
         ok = per_stream.group_by("session").agg(
-            pl.col("all_m").all().alias("all_m"),
-            (pl.col("prefixes") > pl.max_horizontal(pl.lit(2), pl.col("n") // 2))
-            .any()
-            .alias("too_many"),
-            (pl.col("seqs") > 1).any().alias("moved"),
-            (pl.col("n") <= 1).all().alias("short"),
+            (
+                pl.col("all_m").all()
+                & ~(pl.col("prefixes") > pl.max_horizontal(pl.lit(2), pl.col("n") // 2)).any()
+                & ((pl.col("seqs") > 1).any() | (pl.col("n") <= 1).all())
+            ).alias(f"fits{n}")
         )
-        candidates.append(
-            {
-                s: bool(a and not t and (mv or sh))
-                for s, a, t, mv, sh in ok.select(
-                    "session", "all_m", "too_many", "moved", "short"
-                ).iter_rows()
-            }
-        )
-    all_int = dict(per_session.select("session", "all_int").iter_rows())
-    compiled = [re.compile(p) for p in patterns]
+        out = out.join(ok, on="session", how="left")
+    return out
+
+
+def _codecs(stats: pl.DataFrame, sessions: list[str], config: AnalysisConfig) -> dict[str, IdCodec]:
+    """Per session, its ID scheme (``facts.ids.detect_scheme``: int when every ID is a
+    decimal integer; prefixed when every ID fits the pattern and the counter moves within a
+    stream while the prefix mostly stays put; else opaque), from :func:`_scheme_stats`."""
+    forced = config.id_scheme
+    compiled = [re.compile(p) for p in _patterns(config)]
+    found = (
+        {r[0]: r[1:] for r in stats.select("session", "all_int", "fits0", "fits1").iter_rows()}
+        if stats.height
+        else {}
+    )
+    codecs: dict[str, IdCodec] = {}
     for session in sessions:
-        has_ids = session in all_int
+        has_ids = session in found
+        all_int, fits0, fits1 = found.get(session, (False, False, False))
         if forced == "opaque":
             codecs[session] = IdCodec("opaque")
-        elif forced == "int" or (forced is None and has_ids and all_int[session]):
+        elif forced == "int" or (forced is None and has_ids and all_int):
             codecs[session] = IdCodec("int")
-        elif forced == "prefixed" or (has_ids and candidates[0].get(session)):
+        elif forced == "prefixed" or (has_ids and fits0):
             codecs[session] = IdCodec("prefixed", compiled[0])
-        elif has_ids and candidates[1].get(session):
+        elif has_ids and fits1:
             codecs[session] = IdCodec("prefixed", compiled[1])
         else:
             codecs[session] = IdCodec("opaque")
-    # Keys of every ID-carrying event (signals included) under its session's scheme.
-    keyed = (
-        event_keys(id_events, codecs)
-        .filter(pl.col("seq").is_not_null())
-        .select("conn_id", "ex_index", "position", "session", "prefix", "seq")
-    )
-    return codecs, keyed
+    return codecs
 
 
-def _repeats(keys: pl.DataFrame, group: str) -> dict:
+def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
     """Per ``group`` (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
-    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``)."""
+    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
+    ``keys``: ``root, prefix, seq``; ``roots``: each root's ``group``."""
     if not keys.height:
         return {}
-    holders = keys.group_by([group, "prefix", "seq"]).agg(pl.len().alias("holders"))
+    # The group as a small integer: the keys are many, the groups few.
+    codes = roots.select("root", group).with_columns(
+        pl.col(group).rank("dense").cast(pl.Int64).alias("g")
+    )
+    k = keys.join(codes.select("root", "g"), on="root", how="inner")
+    holders = k.group_by(["g", "prefix", "seq"]).agg(pl.len().alias("holders"))
     per_root = (
-        keys.join(holders, on=[group, "prefix", "seq"], how="left")
-        .group_by([group, "root"])
+        k.join(holders, on=["g", "prefix", "seq"], how="left")
+        .group_by(["g", "root"])
         .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
     )
-    per_group = per_root.group_by(group).agg(
+    per_group = per_root.group_by("g").agg(
         (pl.col("n") >= MIN_VALUES_TO_JUDGE).sum().alias("judged"),
         ((pl.col("n") >= MIN_VALUES_TO_JUDGE) & (pl.col("shared") * 2 > pl.col("n")))
         .sum()
         .alias("mostly"),
     )
+    names = dict(codes.select("g", group).unique().iter_rows())
     return {
-        g: bool(j > 0 and m * 2 >= j)
-        for g, j, m in per_group.select(group, "judged", "mostly").iter_rows()
+        names[g]: bool(j > 0 and m * 2 >= j)
+        for g, j, m in per_group.select("g", "judged", "mostly").iter_rows()
     }
 
 
-def compute_front(
-    exchanges: pl.DataFrame,
-    events: pl.DataFrame,
-    servers: pl.DataFrame,
-    config: AnalysisConfig,
-    buckets: int,
-    data_of: DataOf,
-) -> Front:
-    """``exchanges``/``events``: every partition's rows (:data:`EXCHANGE_COLUMNS`,
-    :data:`EVENT_COLUMNS`); ``servers``: ``conn_id, server_ip, server_port``."""
+class FrontSource(Protocol):
+    """Where the cross-session pass reads the scan's evidence: whole-scan reads narrowed by
+    a filter, and the events partition by partition (so that no more than one
+    partition's events are held at once)."""
+
+    buckets: int
+
+    def exchanges(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame: ...
+
+    def events(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame: ...
+
+    def bucket_events(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[pl.DataFrame]: ...
+
+    def sessions(self) -> list[str]: ...
+
+    def servers(self) -> pl.DataFrame:
+        """``conn_id, server_ip, server_port`` of every connection."""
+        ...
+
+
+_STREAM_COLUMNS: list[str | pl.Expr] = [
+    *EXCHANGE_COLUMNS,
+    pl.col("log_info").is_not_null().alias("log_stream"),
+]
+_HAS_ID = pl.col("id_field").fill_null("") != ""
+
+
+def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(logged, captured, ids) of the sessions both captures and logs hold: the only ones
+    :func:`_folds` can fold."""
+    from_log = pl.col("from_log")
+    kinds = source.exchanges(["session", "from_log"]).unique()
+    both = (
+        kinds.group_by("session")
+        .agg(pl.col("from_log").n_unique().alias("n"))
+        .filter(pl.col("n") > 1)
+    ).get_column("session")
+    cols = [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")]
+    if not both.len():
+        empty = source.exchanges(cols, pl.lit(False))
+        return empty, empty, pl.DataFrame()
+    mine = pl.col("session").is_in(both.implode())
+    logged = source.exchanges(cols, from_log & mine)
+    captured = source.exchanges(cols, ~from_log & mine)
+    ids = source.events(["conn_id", "ex_index", "session", "id_field"], _HAS_ID & mine)
+    return logged, captured, ids
+
+
+def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
+    """The cross-session facts of the scan whose evidence ``source`` reads."""
+    buckets = source.buckets
     front = Front()
-    front.folds, front.dropped = _folds(exchanges, events)
+    front.folds, front.dropped = _folds(*_fold_inputs(source))
     dropped = pl.DataFrame(
         list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
     )
-    streams = exchanges.join(dropped, on=["conn_id", "index"], how="anti").filter(
-        pl.col("event_stream") | pl.col("last_event_id").is_not_null()
-    )
+    streams = source.exchanges(
+        [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")],
+        pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
+    ).join(dropped, on=["conn_id", "index"], how="anti")
     streams = _rank(streams).with_columns(pl.col("last_event_id").str.strip_chars().alias("leid"))
-    rank_of = streams.select("conn_id", "index", "rank", "session", "session_inferred")
-    stream_events = events.join(
-        rank_of.select("conn_id", pl.col("index").alias("ex_index"), "rank"),
-        on=["conn_id", "ex_index"],
-        how="inner",
-    )
-    id_events = stream_events.filter(pl.col("id_field").fill_null("") != "")
+    rank_of = streams.select("conn_id", pl.col("index").alias("ex_index"), "rank")
+    id_columns = ["conn_id", "ex_index", "session", "position", "id_field", "kind"]
 
     # Links: the latest earlier stream carrying the Last-Event-ID (its last such event).
+    # The IDs resumed from and the scheme statistics, one partition at a time.
     resumes = streams.filter(pl.col("leid").fill_null("") != "").select(
         "rank", "conn_id", "index", "session", "session_inferred", "leid"
     )
-    wanted = resumes.get_column("leid").unique()
-    seen = (
-        id_events.filter(pl.col("id_field").is_in(wanted.implode()))
-        .group_by(["rank", "session", "id_field"])
-        .agg(
-            pl.col("position").max().alias("pos"),
-            pl.col("conn_id").first().alias("p_conn"),
-            pl.col("ex_index").first().alias("p_index"),
+    wanted = resumes.get_column("leid").unique().implode()
+    patterns = _patterns(config)
+    seen_parts: list[pl.DataFrame] = []
+    stat_parts: list[pl.DataFrame] = []
+    for events in source.bucket_events(id_columns, _HAS_ID):
+        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        seen_parts.append(
+            id_events.filter(pl.col("id_field").is_in(wanted))
+            .group_by(["rank", "session", "id_field"])
+            .agg(
+                pl.col("position").max().alias("pos"),
+                pl.col("conn_id").first().alias("p_conn"),
+                pl.col("ex_index").first().alias("p_index"),
+            )
         )
-        .sort("rank")
+        stat_parts.append(_scheme_stats(id_events, patterns))
+    seen = (
+        pl.concat(seen_parts).sort("rank")
+        if seen_parts
+        else pl.DataFrame(
+            schema={
+                "rank": pl.UInt32,
+                "session": pl.String,
+                "id_field": pl.String,
+                "pos": pl.Int64,
+                "p_conn": pl.Int64,
+                "p_index": pl.Int64,
+            }
+        )
     )
+    del seen_parts
     picks: dict[int, tuple[int, int, int, int]] = {}  # resume rank → (rank, conn, index, pos)
     if resumes.height and seen.height:
         r = resumes.sort("rank").rename({"leid": "id_field"})
@@ -542,9 +608,11 @@ def compute_front(
         groups.setdefault(find(b), []).append(b)
     front.tasks = list(groups.values())
 
-    # ID schemes and keys.
-    sessions = exchanges.get_column("session").unique().sort().to_list()
-    front.codecs, keyed = _schemes(id_events, sessions, config)
+    # ID schemes, then every ID's key, partition by partition.
+    front.codecs = _codecs(
+        pl.concat(stat_parts) if stat_parts else pl.DataFrame(), source.sessions(), config
+    )
+    del stat_parts
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (
@@ -557,7 +625,7 @@ def compute_front(
             on="root",
             how="left",
         )
-        .join(servers.rename({"conn_id": "r_conn"}), on="r_conn", how="left")
+        .join(source.servers().rename({"conn_id": "r_conn"}), on="r_conn", how="left")
         .with_columns(
             pl.concat_str(
                 [pl.col("server_ip").fill_null(""), pl.col("server_port").cast(pl.String)],
@@ -565,25 +633,43 @@ def compute_front(
             ).alias("server")
         )
     )
-    root_keys = (
-        keyed.join(
-            root_info.select(
-                pl.col("conn_id"), pl.col("index").alias("ex_index"), "root", "r_session", "server"
-            ),
-            on=["conn_id", "ex_index"],
-            how="inner",
-        )
-        .select("root", pl.col("r_session").alias("session"), "server", "prefix", "seq")
-        .unique()
+    by_stream = root_info.select(
+        pl.col("conn_id"), pl.col("index").alias("ex_index"), "root", "r_session", "server"
     )
+    resumed = pl.DataFrame(
+        [key_of_rank[rk] for rk in picks],
+        schema={"conn_id": pl.Int64, "ex_index": pl.Int64},
+        orient="row",
+    )
+    key_parts: list[pl.DataFrame] = []
+    for events in source.bucket_events(id_columns, _HAS_ID):
+        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        mine = id_events.get_column("session").unique().to_list()
+        keyed = (
+            event_keys(id_events, {s: front.codecs[s] for s in mine if s in front.codecs})
+            .filter(pl.col("seq").is_not_null())
+            .select("conn_id", "ex_index", "session", "prefix", "seq")
+        )
+        key_parts.append(
+            keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
+            .select("root", "prefix", "seq")
+            .unique()
+        )
+    # (root, prefix, seq): a root's session and server are the root's own (root_info).
+    root_keys = (
+        pl.concat(key_parts).unique()
+        if key_parts
+        else pl.DataFrame(schema={"root": pl.UInt32, "prefix": pl.String, "seq": pl.Int64})
+    )
+    del key_parts
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
-    server_repeats = _repeats(root_keys, "server")
-    session_repeats = _repeats(root_keys, "session")
+    server_repeats = _repeats(root_keys, all_roots, "server")
+    session_repeats = _repeats(root_keys, all_roots, "session")
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
@@ -594,7 +680,9 @@ def compute_front(
         ip, port = server.split("\x00")
         key = (ip, int(port))
         front.shared_server[key] = sessions_per_server[server] > 1
-        values = root_keys.filter(pl.col("server") == server).select("prefix", "seq")
+        values = root_keys.join(
+            all_roots.filter(pl.col("server") == server).select("root"), on="root", how="semi"
+        ).select("prefix", "seq")
         front.server_groups[key] = CounterGroup.from_arrays(
             values.get_column("prefix").to_list(), values.get_column("seq").to_numpy()
         )
@@ -612,43 +700,46 @@ def compute_front(
         front.scopes[session] = scope
 
     # First sightings of replayed data events, when another task holds them.
-    front.foreign = _foreign(stream_events, exchanges, picks, key_of_rank, front, buckets, data_of)
+    front.foreign = _foreign(source, rank_of, resumed, front)
     return front
 
 
 def _foreign(
-    stream_events: pl.DataFrame,
-    exchanges: pl.DataFrame,
-    picks: dict,
-    key_of_rank: dict,
-    front: Front,
-    buckets: int,
-    data_of: DataOf,
+    source: FrontSource, rank_of: pl.DataFrame, resumed: pl.DataFrame, front: Front
 ) -> dict[tuple[Key, int], ForeignEvent]:
-    linked = [key_of_rank[rk] for rk in picks]
-    if not linked:
+    """The first sighting of each replayed event (same ID, same data) when it lies in a
+    stream another task judges. ``resumed``: the resumes' streams."""
+    if not resumed.height:
         return {}
-    resumed = pl.DataFrame(linked, schema={"conn_id": pl.Int64, "ex_index": pl.Int64}, orient="row")
-    data = stream_events.filter(
-        (pl.col("kind") == "data") & (pl.col("id_field").fill_null("") != "")
-    )
-    # The data of the replayed events and of every event with one of their IDs: read back
-    # for those rows only (an event's data is the bulk of a capture).
-    ids = data.join(resumed, on=["conn_id", "ex_index"], how="semi").get_column("id_field")
-    if not ids.len():
+    data_hash = pl.col("data").hash().alias("h")
+    is_data = (pl.col("kind") == "data") & _HAS_ID
+    # What the resumes replayed: (ID, data hash) of their data events.
+    replayed = source.events(
+        ["conn_id", "ex_index", "session", "position", "id_field", data_hash],
+        is_data & pl.col("conn_id").is_in(resumed.get_column("conn_id").unique().implode()),
+    ).join(resumed, on=["conn_id", "ex_index"], how="semi")
+    if not replayed.height:
         return {}
-    payloads = data_of(ids.unique().to_list()).with_columns(pl.col("data").hash().alias("h"))
-    data = data.join(
-        payloads.select("conn_id", "ex_index", "position", "h"),
-        on=["conn_id", "ex_index", "position"],
-        how="inner",
-    )
+    pairs_wanted = replayed.select("id_field", "h").unique()
+    ids = pairs_wanted.get_column("id_field").unique().implode()
+    # Every sighting of those events, one partition at a time (only the IDs' rows are read;
+    # their data only as a hash).
+    columns: list[str | pl.Expr] = [
+        "conn_id", "ex_index", "session", "position", "id_field",
+        "first_src", "first_num", "first_ts", "first_kind", data_hash,
+    ]  # fmt: skip
+    sightings = [
+        events.join(pairs_wanted, on=["id_field", "h"], how="semi").join(
+            rank_of, on=["conn_id", "ex_index"], how="inner"
+        )
+        for events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
+    ]
+    data = pl.concat(sightings)
     replayed = data.join(resumed, on=["conn_id", "ex_index"], how="inner")
     if not replayed.height:
         return {}
     first = (
-        data.join(replayed.select("id_field", "h").unique(), on=["id_field", "h"], how="semi")
-        .sort(["rank", "position"])
+        data.sort(["rank", "position"])
         .unique(["id_field", "h"], keep="first")
         .select(
             "id_field",
@@ -661,6 +752,11 @@ def _foreign(
             pl.col("first_ts").alias("f_ts"),
             pl.col("first_kind").alias("f_kind"),
         )
+    )
+    buckets = source.buckets
+    exchanges = source.exchanges(
+        ["conn_id", "index", "req_method", "req_target"],
+        pl.col("conn_id").is_in(first.get_column("f_conn").unique().implode()),
     )
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     labels = {
