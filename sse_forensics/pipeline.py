@@ -50,8 +50,10 @@ ScanProgress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
 frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
 start."""
-# Evidence bytes (file size) per partition: the objects of one partition are built at once.
-PARTITION_BYTES = 64 << 20
+# Evidence bytes (file size) per partition: the objects of one partition are built at once,
+# so this bounds the judging's memory (benchmarks/scale.py: 64 MB gave a 590 MB peak on a
+# 52 MB log set judged as one partition, 32 MB 476 MB, 16 MB 375 MB but more overhead).
+PARTITION_BYTES = 32 << 20
 
 
 # A scan builds many short-lived objects per connection and frees few while it runs: the
@@ -325,7 +327,7 @@ class _StoreSource:
 
     def bucket_events(
         self, columns: list[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[pl.DataFrame]:
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(EventColumns, columns, where)
 
     def sessions(self) -> list[str]:

@@ -128,7 +128,7 @@ def ingest_logs(
     ``first_conn_id``. ``files``: the reader's per-file statistics, once read."""
     started = time.perf_counter()
     buckets = store.buckets
-    spill = Spill(buckets, store.scratch_dir(), store.memory_budget)
+    spill = Spill(buckets, store.scratch_dir(), store.memory_budget // 3)
     sessions = StreamSessions()
     file_no: dict[str, int] = {}
     access_rows = event_rows = 0
@@ -190,6 +190,7 @@ def ingest_logs(
         spill.drop("events", b)
         spill.drop("access", b)
         store.add(part.connections, part.exchanges, part.events)
+        store.spill()  # a partition's rows are written at once: memory holds one partition
         out.exchanges += part.exchanges.height
         out.connections += part.connections.height
         spill.add("unmatched", part.unmatched, F.client_expr())

@@ -197,12 +197,13 @@ class EvidenceStore:
         table: type[Columns],
         columns: list[str | pl.Expr],
         where: pl.Expr | None = None,
-    ) -> Iterator[pl.DataFrame]:
-        """:meth:`columns`, one bucket at a time (buckets with no such rows left out)."""
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(bucket, :meth:`columns` of that bucket), one bucket at a time in bucket order
+        (buckets with no such rows left out)."""
         for b in range(self.buckets):
             frames = self._read(b, table, columns, where)
             if frames:
-                yield self._joined(frames, table, columns)
+                yield b, self._joined(frames, table, columns)
 
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""

@@ -452,12 +452,13 @@ class FrontSource(Protocol):
 
     def bucket_events(
         self, columns: list[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[pl.DataFrame]: ...
+    ) -> Iterator[tuple[int, pl.DataFrame]]: ...
 
     def sessions(self) -> list[str]: ...
 
     def servers(self) -> pl.DataFrame:
         """``conn_id, server_ip, server_port`` of every connection."""
+        """(partition, its events), partition by partition in order."""
         ...
 
 
@@ -514,7 +515,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     patterns = _patterns(config)
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
-    for events in source.bucket_events(id_columns, _HAS_ID):
+    for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         seen_parts.append(
             id_events.filter(pl.col("id_field").is_in(wanted))
@@ -641,8 +642,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         schema={"conn_id": pl.Int64, "ex_index": pl.Int64},
         orient="row",
     )
-    key_parts: list[pl.DataFrame] = []
-    for events in source.bucket_events(id_columns, _HAS_ID):
+    all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
+    task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
+    key_parts: dict[int, list[pl.DataFrame]] = {}
+    for bucket, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         mine = id_events.get_column("session").unique().to_list()
         keyed = (
@@ -650,26 +653,32 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .filter(pl.col("seq").is_not_null())
             .select("conn_id", "ex_index", "session", "prefix", "seq")
         )
-        key_parts.append(
+        key_parts.setdefault(task_of[bucket], []).append(
             keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
             .select("root", "prefix", "seq")
             .unique()
         )
+    # Per session, task by task: a root and every stream it roots are judged in one task.
+    session_repeats: dict = {}
+    task_keys = []
+    for parts in key_parts.values():
+        keys = pl.concat(parts).unique()
+        session_repeats.update(_repeats(keys, all_roots, "session"))
+        task_keys.append(keys)
+    del key_parts
     # (root, prefix, seq): a root's session and server are the root's own (root_info).
     root_keys = (
-        pl.concat(key_parts).unique()
-        if key_parts
+        pl.concat(task_keys)
+        if task_keys
         else pl.DataFrame(schema={"root": pl.UInt32, "prefix": pl.String, "seq": pl.Int64})
     )
-    del key_parts
-    all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
+    del task_keys
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
     server_repeats = _repeats(root_keys, all_roots, "server")
-    session_repeats = _repeats(root_keys, all_roots, "session")
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
@@ -728,18 +737,17 @@ def _foreign(
         "conn_id", "ex_index", "session", "position", "id_field",
         "first_src", "first_num", "first_ts", "first_kind", data_hash,
     ]  # fmt: skip
-    sightings = [
-        events.join(pairs_wanted, on=["id_field", "h"], how="semi").join(
-            rank_of, on=["conn_id", "ex_index"], how="inner"
-        )
-        for events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
+    # The first sighting of each: in every partition its first, then the first of those.
+    firsts = [
+        events.join(pairs_wanted, on=["id_field", "h"], how="semi")
+        .join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        .sort(["rank", "position"])
+        .unique(["id_field", "h"], keep="first")
+        for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
     ]
-    data = pl.concat(sightings)
-    replayed = data.join(resumed, on=["conn_id", "ex_index"], how="inner")
-    if not replayed.height:
-        return {}
     first = (
-        data.sort(["rank", "position"])
+        pl.concat(firsts)
+        .sort(["rank", "position"])
         .unique(["id_field", "h"], keep="first")
         .select(
             "id_field",
