@@ -222,6 +222,9 @@ def test_http_and_sse_never_raise(client, server, cuts, holes):
                     events += http.missing(span)
                 pos += size
                 for ev in events:
+                    # HTTPConnection turns a parser exception into this event so a scan goes
+                    # on; on any input it is a parser bug, which this test must catch.
+                    assert "internal parser error" not in str(getattr(ev, "what", "")), ev
                     data_ = getattr(ev, "data", None)
                     index = getattr(ev, "exchange", 0)
                     if type(ev).__name__ == "ResponseBody" and data_ is not None:
@@ -311,3 +314,16 @@ def test_reassemble_of_random_frames_never_raises():
     with time_limit():
         result = reassemble(frames)
     assert result.frames == 3000
+
+
+def test_a_parser_exception_is_visible_to_the_fuzz_test(monkeypatch) -> None:
+    """The fuzz test above fails on a parser crash: HTTPConnection turns the exception into
+    an ``internal parser error`` event (the scan goes on), which that test rejects."""
+    from sse_forensics.reassembly import http as http_module
+
+    def crash(self, data, origin, out):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(http_module._Reader, "feed", crash)
+    events = HTTPConnection().feed("client", b"GET / HTTP/1.1\r\n\r\n", Origin("h.pcap", 1, 1.0))
+    assert any("internal parser error" in str(getattr(ev, "what", "")) for ev in events)

@@ -75,3 +75,64 @@ def test_capture_sharded_across_workers_gives_the_same_findings(monkeypatch) -> 
     assert findings_jsonl(sharded) == findings_jsonl(alone)
     assert sharded.stats == alone.stats
     assert [e.as_dict() for e in sharded.errors] == [e.as_dict() for e in alone.errors]
+
+
+def _production_logs(tmp: Path, sessions: int) -> list[str]:
+    from test_scaling_shape import _logs
+
+    return _logs(tmp, sessions)
+
+
+def _late_sessions(paths: list[str], tmp: Path) -> str:
+    """The event log with the session left out of every record but each stream's last:
+    the records wait, by stream, until the log names their session."""
+    rows = [json.loads(line) for line in Path(paths[1]).read_text().splitlines()]
+    last = {r["stream"]: i for i, r in enumerate(rows)}
+    for i, r in enumerate(rows):
+        if last[r["stream"]] != i:
+            r.pop("session")
+    out = tmp / "late-sessions.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(out)
+
+
+def test_logs_are_partitioned_and_spilled_without_changing_a_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs go through the partitioned reader (rows routed by session, client address or
+    stream; pseudo-connections numbered over the whole scan): one partition and many,
+    held in memory or spilled to Parquet at every batch, give the same JSON lines and
+    sessions — for an event log with its access log, an access log alone, and an event
+    log whose records name their session only at the end of each stream."""
+    import functools
+
+    from sse_forensics import pipeline
+    from sse_forensics.evidence.store import EvidenceStore
+    from sse_forensics.pipeline import LogOptions
+
+    paths = _production_logs(tmp_path, 60)
+    options = LogOptions(
+        'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
+        '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
+        '"$sent_http_mcp_session_id" $request_time'
+    )
+    cases = {
+        "joined": paths,
+        "access alone": paths[:1],
+        "late sessions": [paths[0], _late_sessions(paths, tmp_path)],
+    }
+    for name, inputs in cases.items():
+        whole = scan_paths(inputs, logs=options, buckets=1)
+        assert whole.tables["sessions"].height > 30, name
+        assert whole.findings or name == "access alone", name
+        for budget in (None, 1 << 12):
+            if budget is not None:
+                monkeypatch.setattr(
+                    pipeline,
+                    "EvidenceStore",
+                    functools.partial(EvidenceStore, memory_budget=budget),
+                )
+            split = scan_paths(inputs, logs=options, buckets=5)
+            assert split.stats.partitions > 1, name
+            assert findings_jsonl(split) == findings_jsonl(whole), (name, budget)
+            assert split.tables["sessions"].equals(whole.tables["sessions"]), (name, budget)

@@ -18,7 +18,7 @@ across runs, and never mistaken for a TCP flow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 import polars as pl
@@ -32,7 +32,6 @@ from sse_forensics.evidence.tables import (
 )
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
-from sse_forensics.ingest.logs.model import LogSet
 from sse_forensics.provenance import Origin
 
 # An access line is written when the response ends; its request began request_time before.
@@ -42,15 +41,6 @@ UNTIMED_WINDOW = 3600.0
 CLOCK_SLACK = 1.0
 EVENT_STREAM = "text/event-stream"
 LOG_HOST = "log"
-
-
-@dataclass(slots=True)
-class LogEvidence:
-    connections: pl.DataFrame
-    exchanges: pl.DataFrame
-    events: pl.DataFrame
-    next_conn_id: int
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _line_origin(prefix: str) -> list[pl.Expr]:
@@ -78,22 +68,54 @@ def _signal_data() -> pl.Expr:
     )
 
 
-def _event_log_streams(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(groups, records, log_info): one group per (session, stream, exchange) in the order
-    of their first record; the written/control records of each; per (session, stream) what
-    the log adds beyond them."""
-    rows = events.sort(["ts", "source", "line"], nulls_last=True).with_row_index("order")
+EVENT_LOG_COLUMNS = [
+    "source", "line", "ts", "session", "stream", "event_id", "kind", "control_type",
+    "first", "last", "requested", "oldest_retained", "last_written_id", "reason", "where",
+    "request", "last_event_id",
+]  # fmt: skip
+"""The event-log columns evidence is built from (``extra`` is not)."""
+
+ACCESS_LOG_COLUMNS = [
+    "source", "line", "ts", "client_ip", "method", "target", "protocol", "status",
+    "request_time", "last_event_id", "session_id", "sent_session_id", "content_type",
+]  # fmt: skip
+"""The access-log columns evidence is built from (plus ``file_no``, the file's place in the
+reading order, which orders lines that share a time as the files were given)."""
+
+GROUP_KEYS = ["session", "stream", "exchange_key"]
+
+# The order of event-log groups across the whole scan: by the time of their first record
+# (a record without a time as 0.0), then by that record's place in the records sorted by
+# (ts, source, line) — nulls last, as the rows are.
+GROUP_ORDER = ["order_ts", "first_untimed", "first_ts", "first_src", "first_line"]
+
+# The order of access lines across the whole scan: by time (a line without one last), then
+# as the files were read.
+LINE_ORDER = ["ts", "file_no", "line"]
+
+
+def _sorted(events: pl.DataFrame) -> pl.DataFrame:
+    """The records in (ts, source, line) order, numbered (``order``)."""
+    return events.sort(["ts", "source", "line"], nulls_last=True).with_row_index("order")
+
+
+def _records(rows: pl.DataFrame) -> pl.DataFrame:
+    """The written and control records of :func:`_sorted` rows, with the
+    ``exchange_key`` that, with session and stream, names their group."""
     exchange_key = pl.coalesce(
         pl.col("request"),
         pl.lit("resume:") + pl.col("last_event_id"),
         pl.lit("live"),
     )
-    records = rows.filter(pl.col("kind").is_in(["written", "control"])).with_columns(
+    return rows.filter(pl.col("kind").is_in(["written", "control"])).with_columns(
         exchange_key.alias("exchange_key")
     )
-    group_keys = ["session", "stream", "exchange_key"]
-    groups = (
-        records.group_by(group_keys, maintain_order=True)
+
+
+def _groups(records: pl.DataFrame) -> pl.DataFrame:
+    """One row per (session, stream, exchange) group, in :data:`GROUP_ORDER`."""
+    return (
+        records.group_by(GROUP_KEYS, maintain_order=True)
         .agg(
             pl.col("order").first().alias("first_order"),
             pl.col("ts").first().alias("first_ts"),
@@ -104,12 +126,32 @@ def _event_log_streams(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
             pl.col("ts").last().alias("last_ts"),
             pl.col("last_event_id").drop_nulls().first().alias("leid"),
         )
-        # Groups in the order of their first record; a record without a time sorts as 0.0.
-        .sort([pl.col("first_ts").fill_null(0.0), "first_order"])
+        .with_columns(
+            pl.col("first_ts").fill_null(0.0).alias("order_ts"),
+            pl.col("first_ts").is_null().alias("first_untimed"),
+        )
+        .sort(GROUP_ORDER, nulls_last=True)
         .with_row_index("group")
     )
+
+
+def group_order(events: pl.DataFrame) -> pl.DataFrame:
+    """The event-log groups of ``events`` (whole sessions) with the columns that place
+    them in the scan's order (:data:`GROUP_ORDER`): what numbers their pseudo-connections."""
+    if not events.height:
+        return pl.DataFrame()
+    return _groups(_records(_sorted(events))).select(*GROUP_KEYS, *GROUP_ORDER)
+
+
+def _event_log_streams(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(groups, records, log_info): one group per (session, stream, exchange) in the order
+    of their first record; the written/control records of each; per (session, stream) what
+    the log adds beyond them."""
+    rows = _sorted(events)
+    records = _records(rows)
+    groups = _groups(records)
     records = records.join(
-        groups.select([*group_keys, "group"]), on=group_keys, how="left", nulls_equal=True
+        groups.select([*GROUP_KEYS, "group"]), on=GROUP_KEYS, how="left", nulls_equal=True
     ).sort(["group", "order"])
     info = _log_info(rows)
     return groups, records, info
@@ -174,12 +216,8 @@ def _info_json(row: dict | None, group: dict) -> str:
     ).decode()
 
 
-def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
-    """access row (``arow``) → event-log group it describes: same session (the request's
-    own header: an ``initialize`` line only *sets* it), same ``Last-Event-ID``, an
-    event-stream 200, and the line's request start closest to the stream's first record;
-    lines in time order, each group taken at most once."""
-    content_type = (
+def _content_type() -> pl.Expr:
+    return (
         pl.col("content_type")
         .fill_null(EVENT_STREAM)
         .str.split(";")
@@ -187,13 +225,33 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
         .str.strip_chars()
         .str.to_lowercase()
     )
-    end = pl.col("ts").fill_null(0.0)
-    start = end - pl.col("request_time").fill_null(UNTIMED_WINDOW)
-    lines = access.filter(
+
+
+def matchable() -> pl.Expr:
+    """Access lines that may describe an event-log stream (:func:`_match_access`): an
+    event-stream 200 naming its session in the request header. Only these need the
+    session's event-log records; the others are judged by client address alone."""
+    return (
         pl.col("session_id").is_not_null()
         & (pl.col("status") == 200)
-        & (content_type == EVENT_STREAM)
-    ).select(
+        & (_content_type() == EVENT_STREAM)
+    ).fill_null(False)
+
+
+def client_expr() -> pl.Expr:
+    """The pseudo-connection an unmatched access line sits on: its client address."""
+    client = pl.when(pl.col("client_ip").fill_null("") != "").then(pl.col("client_ip"))
+    return client.fill_null("-")
+
+
+def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
+    """access row (``arow``) → event-log group it describes: same session (the request's
+    own header: an ``initialize`` line only *sets* it), same ``Last-Event-ID``, an
+    event-stream 200, and the line's request start closest to the stream's first record;
+    lines in time order, each group taken at most once."""
+    end = pl.col("ts").fill_null(0.0)
+    start = end - pl.col("request_time").fill_null(UNTIMED_WINDOW)
+    lines = access.filter(matchable()).select(
         "arow",
         pl.col("session_id").alias("session"),
         pl.col("last_event_id").alias("leid"),
@@ -228,81 +286,106 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
     return matched
 
 
-def log_evidence(logs: LogSet, first_conn_id: int, config: AnalysisConfig) -> LogEvidence:
-    """Evidence rows for everything the logs describe; pseudo-connections numbered from
-    ``first_conn_id``."""
-    access = logs.access.sort("ts", maintain_order=True, nulls_last=True).with_row_index("arow")
-    if logs.events.height:
-        groups, records, info = _event_log_streams(logs.events)
-    else:
-        groups, records, info = (pl.DataFrame(), pl.DataFrame(), pl.DataFrame())
-    matched = _match_access(access, groups) if groups.height else {}
-    conn_rows = ConnectionColumns.buffer()
-    next_id = first_conn_id
+@dataclass(slots=True)
+class SessionPart:
+    """What :func:`session_part` gives for a set of whole sessions."""
 
-    # Event-log exchanges: one pseudo-connection each, in group order.
-    ex_frames: list[pl.DataFrame] = []
-    ev_frames: list[pl.DataFrame] = []
-    if groups.height:
-        line_of = {g: a for a, g in matched.items()}
-        groups = groups.with_columns((pl.col("group") + next_id).alias("conn_id"))
-        label = (
-            pl.col("session").fill_null("None")
-            + "/"
-            + pl.col("stream").fill_null("None")
-            + "/"
-            + pl.col("exchange_key")
-        )
-        info_rows = {(r["session"], r["stream"]): r for r in info.iter_rows(named=True)}
-        log_info = []
-        for row in groups.with_columns(label.alias("label")).iter_rows(named=True):
-            first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
-            last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
-            arow = line_of.get(row["group"])  # the access line of this stream names its client
-            client = (access["client_ip"][arow] if arow is not None else None) or LOG_HOST
-            _append_connection(conn_rows, row["conn_id"], row["label"], client, first, last)
-            log_info.append(_info_json(info_rows.get((row["session"], row["stream"])), row))
-        next_id += groups.height
-        groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))
-        ex_frames.append(_event_log_exchanges(groups, access, line_of))
-        ev_frames.append(_event_log_events(records, groups))
+    connections: pl.DataFrame
+    exchanges: pl.DataFrame
+    events: pl.DataFrame
+    unmatched: pl.DataFrame  # the access lines no event-log stream took
 
-    # Access lines no event-log stream took: one pseudo-connection per client address.
-    unmatched = access.filter(~pl.col("arow").is_in(list(matched)))
-    if unmatched.height:
-        client = pl.when(pl.col("client_ip").fill_null("") != "").then(pl.col("client_ip"))
-        unmatched = unmatched.with_columns(client.fill_null("-").alias("client"))
-        clients = (
-            unmatched.group_by("client", maintain_order=True)
-            .agg(
-                pl.col("source").first().alias("first_src"),
-                pl.col("line").first().alias("first_line"),
-                pl.col("ts").first().alias("first_ts"),
-                pl.col("source").last().alias("last_src"),
-                pl.col("line").last().alias("last_line"),
-                pl.col("ts").last().alias("last_ts"),
-            )
-            .with_row_index("cno")
-            .with_columns((pl.col("cno") + next_id).alias("conn_id"))
-        )
-        for row in clients.iter_rows(named=True):
-            first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
-            last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
-            _append_connection(
-                conn_rows, row["conn_id"], f"access/{row['client']}", row["client"], first, last
-            )
-        next_id += clients.height
-        ex_frames.append(_access_exchanges(unmatched, clients, config))
 
-    exchanges = pl.concat(ex_frames, how="vertical") if ex_frames else ExchangeColumns.frame()
-    events = pl.concat(ev_frames, how="vertical") if ev_frames else EventColumns.frame()
-    return LogEvidence(
-        ConnectionColumns.frame(conn_rows),
-        exchanges,
-        events,
-        next_id,
-        {"log_exchanges": exchanges.height, "log_events": events.height},
+def session_part(
+    events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFrame
+) -> SessionPart:
+    """Evidence rows for the event-log records of whole sessions, and the access lines of
+    the same sessions that describe them (merged into the stream's exchange). ``conn_ids``
+    gives each group (:data:`GROUP_KEYS`) its pseudo-connection, numbered over the whole
+    scan (:func:`group_order`); ``access`` carries ``file_no``."""
+    access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index(
+        "arow"
     )
+    if not events.height:
+        return SessionPart(
+            ConnectionColumns.frame(),
+            ExchangeColumns.frame(),
+            EventColumns.frame(),
+            access.drop("arow"),
+        )
+    groups, records, info = _event_log_streams(events)
+    matched = _match_access(access, groups)
+    line_of = {g: a for a, g in matched.items()}
+    groups = groups.join(
+        conn_ids.select(*GROUP_KEYS, "conn_id"), on=GROUP_KEYS, how="left", nulls_equal=True
+    ).sort("group")
+    label = (
+        pl.col("session").fill_null("None")
+        + "/"
+        + pl.col("stream").fill_null("None")
+        + "/"
+        + pl.col("exchange_key")
+    )
+    info_rows = {(r["session"], r["stream"]): r for r in info.iter_rows(named=True)}
+    conn_rows = ConnectionColumns.buffer()
+    log_info = []
+    for row in groups.with_columns(label.alias("label")).iter_rows(named=True):
+        first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
+        last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
+        arow = line_of.get(row["group"])  # the access line of this stream names its client
+        client = (access["client_ip"][arow] if arow is not None else None) or LOG_HOST
+        _append_connection(conn_rows, row["conn_id"], row["label"], client, first, last)
+        log_info.append(_info_json(info_rows.get((row["session"], row["stream"])), row))
+    groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))
+    return SessionPart(
+        ConnectionColumns.frame(conn_rows),
+        _event_log_exchanges(groups, access, line_of),
+        _event_log_events(records, groups),
+        access.filter(~pl.col("arow").is_in(list(matched))).drop("arow"),
+    )
+
+
+def client_order(unmatched: pl.DataFrame) -> pl.DataFrame:
+    """Each client address of ``unmatched`` access lines with its first line's place in
+    the scan's :data:`LINE_ORDER`: what numbers the access pseudo-connections."""
+    return (
+        unmatched.with_columns(client_expr().alias("client"))
+        .sort(LINE_ORDER, nulls_last=True, maintain_order=True)
+        .group_by("client", maintain_order=True)
+        .agg(pl.col(c).first() for c in LINE_ORDER)
+    )
+
+
+def client_part(
+    unmatched: pl.DataFrame, conn_ids: pl.DataFrame, config: AnalysisConfig
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(connections, exchanges) of access lines that stand alone, every line of each of
+    their clients together; ``conn_ids`` numbers the clients over the whole scan
+    (:func:`client_order`)."""
+    unmatched = unmatched.with_columns(client_expr().alias("client")).sort(
+        LINE_ORDER, nulls_last=True, maintain_order=True
+    )
+    clients = (
+        unmatched.group_by("client", maintain_order=True)
+        .agg(
+            pl.col("source").first().alias("first_src"),
+            pl.col("line").first().alias("first_line"),
+            pl.col("ts").first().alias("first_ts"),
+            pl.col("source").last().alias("last_src"),
+            pl.col("line").last().alias("last_line"),
+            pl.col("ts").last().alias("last_ts"),
+        )
+        .join(conn_ids.select("client", "conn_id"), on="client", how="left")
+        .sort("conn_id")
+    )
+    conn_rows = ConnectionColumns.buffer()
+    for row in clients.iter_rows(named=True):
+        first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
+        last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
+        _append_connection(
+            conn_rows, row["conn_id"], f"access/{row['client']}", row["client"], first, last
+        )
+    return ConnectionColumns.frame(conn_rows), _access_exchanges(unmatched, clients, config)
 
 
 def _append_connection(

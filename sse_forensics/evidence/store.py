@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,23 +182,61 @@ class EvidenceStore:
         return out[0], out[1], out[2]
 
     def columns(
-        self, table: type[Columns], columns: list[str], where: pl.Expr | None = None
+        self,
+        table: type[Columns],
+        columns: list[str | pl.Expr],
+        where: pl.Expr | None = None,
     ) -> pl.DataFrame:
-        """``columns`` of ``table`` over every bucket, of the rows ``where`` selects (only
-        those are read back)."""
+        """``columns`` (names or expressions) of ``table`` over every bucket, of the rows
+        ``where`` selects (only those are read back)."""
+        frames = [f for b in range(self.buckets) for f in self._read(b, table, columns, where)]
+        return self._joined(frames, table, columns)
+
+    def bucket_columns(
+        self,
+        table: type[Columns],
+        columns: list[str | pl.Expr],
+        where: pl.Expr | None = None,
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(bucket, :meth:`columns` of that bucket), one bucket at a time in bucket order
+        (buckets with no such rows left out)."""
+        for b in range(self.buckets):
+            frames = self._read(b, table, columns, where)
+            if frames:
+                yield b, self._joined(frames, table, columns)
+
+    def distinct(self, table: type[Columns], column: str) -> pl.Series:
+        """The distinct values of one column, sorted (bucket by bucket, file by file)."""
+        parts = [
+            f.get_column(column).unique()
+            for b in range(self.buckets)
+            for f in self._read(b, table, [column], None)
+        ]
+        if not parts:
+            return pl.Series(column, [], dtype=table.schema()[column])
+        return pl.concat(parts).unique().sort()
+
+    def _read(
+        self, bucket: int, table: type[Columns], columns: list[str | pl.Expr], where: pl.Expr | None
+    ) -> list[pl.DataFrame]:
+        part = self._parts[bucket]
         frames = []
-        for part in self._parts:
-            for p in part.files[table.name]:
-                lazy = pl.scan_parquet(p)
-                if where is not None:
-                    lazy = lazy.filter(where)
-                frames.append(lazy.select(columns).collect())
-            for b in part.batches[table.name]:
-                frames.append((b.filter(where) if where is not None else b).select(columns))
-        frames = [f for f in frames if f.height]
+        for p in part.files[table.name]:
+            lazy = pl.scan_parquet(p)
+            if where is not None:
+                lazy = lazy.filter(where)
+            frames.append(lazy.select(columns).collect())
+        for b in part.batches[table.name]:
+            frames.append((b.filter(where) if where is not None else b).select(columns))
+        return [f for f in frames if f.height]
+
+    @staticmethod
+    def _joined(
+        frames: list[pl.DataFrame], table: type[Columns], columns: list[str | pl.Expr]
+    ) -> pl.DataFrame:
         if not frames:
-            return pl.DataFrame(schema={c: table.schema()[c] for c in columns})
-        return pl.concat(frames)
+            return table.frame().select(columns)
+        return pl.concat(frames) if len(frames) > 1 else frames[0]
 
     def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The buckets of one task together (connections de-duplicated)."""

@@ -23,8 +23,9 @@ another session's events).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import polars as pl
 
@@ -42,8 +43,6 @@ from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]  # (connection, exchange index)
-DataOf = Callable[[list[str]], pl.DataFrame]
-"""Reads back ``conn_id, ex_index, position, data`` of the events with the given IDs."""
 Server = tuple[str, int]
 # A stream with fewer ID-carrying events says nothing about whether its counter is shared.
 MIN_VALUES_TO_JUDGE = 2
@@ -169,18 +168,17 @@ def _rank(streams: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _folds(exchanges: pl.DataFrame, events: pl.DataFrame) -> tuple[dict[Key, Key], set[Key]]:
+def _folds(
+    logged: pl.DataFrame, captured: pl.DataFrame, ids: pl.DataFrame
+) -> tuple[dict[Key, Key], set[Key]]:
     """Event-log streams a captured stream of the same session also carries (most shared
     IDs; the first such stream on ties) and access lines a captured exchange also shows
-    (same session, method, ``Last-Event-ID`` and status, within the clock tolerance)."""
-    logged = exchanges.filter(pl.col("from_log"))
-    captured = exchanges.filter(~pl.col("from_log"))
+    (same session, method, ``Last-Event-ID`` and status, within the clock tolerance).
+    ``logged``/``captured``: exchanges of the sessions both kinds of evidence hold;
+    ``ids``: ``conn_id, ex_index, session, id_field`` of their ID-carrying events."""
     if not logged.height or not captured.height:
         return {}, set()
-    ids = events.filter(pl.col("id_field").fill_null("") != "").select(
-        "conn_id", "ex_index", "session", "id_field"
-    )
-    log_streams = logged.filter(pl.col("log_info").is_not_null()).select(
+    log_streams = logged.filter(pl.col("log_stream")).select(
         pl.col("conn_id").alias("l_conn"), pl.col("index").alias("l_index"), "session"
     )
     cap_streams = captured.filter(pl.col("event_stream")).select(
@@ -231,7 +229,7 @@ def _folds(exchanges: pl.DataFrame, events: pl.DataFrame) -> tuple[dict[Key, Key
         for lc, li, cc, ci in best.select("l_conn", "l_index", "c_conn", "c_index").iter_rows():
             folds[(lc, li)] = (cc, ci)
     dropped = set(folds)
-    access = logged.filter(pl.col("log_info").is_null() & pl.col("req_method").is_not_null())
+    access = logged.filter(~pl.col("log_stream") & pl.col("req_method").is_not_null())
     cap_req = captured.filter(pl.col("req_method").is_not_null())
     if access.height and cap_req.height:
         a = access.select(
@@ -381,46 +379,64 @@ def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:
     )
 
 
-def _schemes(
-    id_events: pl.DataFrame, roots: pl.DataFrame, sessions: list[str], config: AnalysisConfig
-) -> tuple[dict[str, IdCodec], dict[Key, IdCodec], pl.DataFrame]:
-    """Per logical stream (``roots``: ``conn_id, ex_index, root_conn, root_index`` of every
-    stream), its ID scheme (``facts.ids.detect_scheme``: int when the IDs are decimal
-    integers, outliers tolerated; prefixed when they fit the pattern and the counter moves
-    within a response while the prefix mostly stays put; else opaque). Per session, the
-    scheme of its logical stream with the most IDs: the reading of a stream that carried
-    none (a resume the inputs never linked, seen in an access log). And every ID's key."""
-    forced = config.id_scheme
-    patterns = [config.prefixed_regex, COUNTER_FIRST]
-    compiled = [re.compile(p) for p in patterns]
+def _patterns(config: AnalysisConfig) -> list[str]:
+    """The prefixed-ID patterns tried, in order: the user's, then counter-first."""
+    return [config.prefixed_regex, COUNTER_FIRST]
+
+
+def _response_stats(id_events: pl.DataFrame, patterns: list[str]) -> pl.DataFrame:
+    """Per response of ``id_events`` (``conn_id, ex_index, session``), what deciding its
+    logical stream's scheme needs (:func:`_stream_codecs`), in sums a stream spread over
+    several partitions adds up: the IDs judged (``n``, signals left out), how many are
+    decimal integers (``int_fit``) and, per pattern, how many fit it (``fit0``…) with the
+    number of distinct prefixes and counter values among those."""
     ids = id_events.get_column("id_field")
-    ints = _int_keys(ids)
-    matches = [_match_prefixed(ids, p) for p in patterns]
-    root = ["root_conn", "root_index"]
-    judged = (
-        id_events.filter(pl.col("kind") != "signal")
-        .join(roots, on=["conn_id", "ex_index"], how="inner")
-        .join(ints, on="id_field", how="left")
+    judged = id_events.filter(pl.col("kind") != "signal").join(
+        _int_keys(ids), on="id_field", how="left"
     )
-    per_root = judged.group_by([*root, "session"]).agg(
+    response = ["conn_id", "ex_index", "session"]
+    out = judged.group_by(response).agg(
         pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
     )
-    per_root = per_root.with_columns(_follows(pl.col("n"), pl.col("int_fit")).alias("int"))
-    for k, m in enumerate(matches):
-        j = judged.join(m, on="id_field", how="left").with_columns(pl.col("m").fill_null(False))
-        per_response = j.group_by([*root, "conn_id", "ex_index"]).agg(
-            pl.len().alias("n"),
-            pl.col("m").sum().alias("fit"),
-            pl.col("prefix").filter(pl.col("m")).n_unique().alias("prefixes"),
-            pl.col("seq").filter(pl.col("m")).n_unique().alias("seqs"),
+    for k, pattern in enumerate(patterns):
+        j = judged.join(_match_prefixed(ids, pattern), on="id_field", how="left").with_columns(
+            pl.col("m").fill_null(False)
         )
+        per = j.group_by(response).agg(
+            pl.col("m").sum().alias(f"fit{k}"),
+            pl.col("prefix").filter(pl.col("m")).n_unique().alias(f"prefixes{k}"),
+            pl.col("seq").filter(pl.col("m")).n_unique().alias(f"seqs{k}"),
+        )
+        out = out.join(per, on=response, how="left")
+    return out
+
+
+def _stream_codecs(
+    stats: pl.DataFrame, root_of: pl.DataFrame, sessions: list[str], config: AnalysisConfig
+) -> tuple[dict[str, IdCodec], dict[Key, IdCodec]]:
+    """Per logical stream (``root_of``: ``conn_id, ex_index, root_conn, root_index`` of every
+    stream), its ID scheme (``facts.ids.detect_scheme``: int when the IDs are decimal
+    integers, outliers tolerated; prefixed when they fit the pattern and the counter moves
+    within a response while the prefix mostly stays put; else opaque), from the responses'
+    :func:`_response_stats`. Per session, the scheme of its logical stream with the most
+    IDs: the reading of a stream that carried none (a resume the inputs never linked, seen
+    in an access log)."""
+    forced = config.id_scheme
+    compiled = [re.compile(p) for p in _patterns(config)]
+    root = ["root_conn", "root_index"]
+    per_response = stats.join(root_of, on=["conn_id", "ex_index"], how="inner")
+    per_root = (
+        per_response.group_by([*root, "session"])
+        .agg(pl.col("n").sum(), pl.col("int_fit").sum())
+        .with_columns(_follows(pl.col("n"), pl.col("int_fit")).alias("int"))
+    )
+    for k in range(len(compiled)):
+        fit, prefixes, seqs = pl.col(f"fit{k}"), pl.col(f"prefixes{k}"), pl.col(f"seqs{k}")
         ok = per_response.group_by(root).agg(
             pl.col("n").sum().alias("n_all"),
-            pl.col("fit").sum().alias("fit_all"),
-            (pl.col("prefixes") > pl.max_horizontal(pl.lit(2), pl.col("fit") // 2))
-            .any()
-            .alias("too_many"),
-            (pl.col("seqs") > 1).any().alias("moved"),
+            fit.sum().alias("fit_all"),
+            (prefixes > pl.max_horizontal(pl.lit(2), fit // 2)).any().alias("too_many"),
+            (seqs > 1).any().alias("moved"),
             (pl.col("n") <= 1).all().alias("short"),
         )
         ok = ok.select(
@@ -457,88 +473,147 @@ def _schemes(
     for session in sessions:
         if session not in session_codecs:  # no ID in the session: only a forced scheme
             session_codecs[session] = decide(False, False, False)
-    # Keys of every ID-carrying event (signals included) under its stream's scheme.
-    by_response = {
-        (c, i): stream_codecs.get((rc, ri)) or session_codecs.get(session) or IdCodec("opaque")
-        for c, i, rc, ri, session in id_events.join(roots, on=["conn_id", "ex_index"], how="inner")
-        .select("conn_id", "ex_index", *root, "session")
-        .unique()
-        .iter_rows()
-    }
-    keyed = (
-        event_keys(id_events, by_response)
-        .filter(pl.col("seq").is_not_null())
-        .select("conn_id", "ex_index", "position", "session", "prefix", "seq")
-    )
-    return session_codecs, stream_codecs, keyed
+    return session_codecs, stream_codecs
 
 
-def _repeats(keys: pl.DataFrame, group: str) -> dict:
+def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
     """Per ``group`` (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
-    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``)."""
+    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
+    ``keys``: ``root, prefix, seq``; ``roots``: each root's ``group``."""
     if not keys.height:
         return {}
-    holders = keys.group_by([group, "prefix", "seq"]).agg(pl.len().alias("holders"))
+    # The group as a small integer: the keys are many, the groups few.
+    codes = roots.select("root", group).with_columns(
+        pl.col(group).rank("dense").cast(pl.Int64).alias("g")
+    )
+    k = keys.join(codes.select("root", "g"), on="root", how="inner")
+    holders = k.group_by(["g", "prefix", "seq"]).agg(pl.len().alias("holders"))
     per_root = (
-        keys.join(holders, on=[group, "prefix", "seq"], how="left")
-        .group_by([group, "root"])
+        k.join(holders, on=["g", "prefix", "seq"], how="left")
+        .group_by(["g", "root"])
         .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
     )
-    per_group = per_root.group_by(group).agg(
+    per_group = per_root.group_by("g").agg(
         (pl.col("n") >= MIN_VALUES_TO_JUDGE).sum().alias("judged"),
         ((pl.col("n") >= MIN_VALUES_TO_JUDGE) & (pl.col("shared") * 2 > pl.col("n")))
         .sum()
         .alias("mostly"),
     )
+    names = dict(codes.select("g", group).unique().iter_rows())
     return {
-        g: bool(j > 0 and m * 2 >= j)
-        for g, j, m in per_group.select(group, "judged", "mostly").iter_rows()
+        names[g]: bool(j > 0 and m * 2 >= j)
+        for g, j, m in per_group.select("g", "judged", "mostly").iter_rows()
     }
 
 
-def compute_front(
-    exchanges: pl.DataFrame,
-    events: pl.DataFrame,
-    servers: pl.DataFrame,
-    config: AnalysisConfig,
-    buckets: int,
-    data_of: DataOf,
-) -> Front:
-    """``exchanges``/``events``: every partition's rows (:data:`EXCHANGE_COLUMNS`,
-    :data:`EVENT_COLUMNS`); ``servers``: ``conn_id, server_ip, server_port``."""
+class FrontSource(Protocol):
+    """Where the cross-session pass reads the scan's evidence: whole-scan reads narrowed by
+    a filter, and the events partition by partition (so that no more than one
+    partition's events are held at once)."""
+
+    buckets: int
+
+    def exchanges(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame: ...
+
+    def events(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame: ...
+
+    def bucket_events(
+        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]: ...
+
+    def sessions(self) -> list[str]: ...
+
+    def servers(self) -> pl.DataFrame:
+        """``conn_id, server_ip, server_port`` of every connection."""
+        """(partition, its events), partition by partition in order."""
+        ...
+
+
+_STREAM_COLUMNS: list[str | pl.Expr] = [
+    *EXCHANGE_COLUMNS,
+    pl.col("log_info").is_not_null().alias("log_stream"),
+]
+_HAS_ID = pl.col("id_field").fill_null("") != ""
+
+
+def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(logged, captured, ids) of the sessions both captures and logs hold: the only ones
+    :func:`_folds` can fold."""
+    from_log = pl.col("from_log")
+    kinds = source.exchanges(["session", "from_log"]).unique()
+    both = (
+        kinds.group_by("session")
+        .agg(pl.col("from_log").n_unique().alias("n"))
+        .filter(pl.col("n") > 1)
+    ).get_column("session")
+    cols = [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")]
+    if not both.len():
+        empty = source.exchanges(cols, pl.lit(False))
+        return empty, empty, pl.DataFrame()
+    mine = pl.col("session").is_in(both.implode())
+    logged = source.exchanges(cols, from_log & mine)
+    captured = source.exchanges(cols, ~from_log & mine)
+    ids = source.events(["conn_id", "ex_index", "session", "id_field"], _HAS_ID & mine)
+    return logged, captured, ids
+
+
+def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
+    """The cross-session facts of the scan whose evidence ``source`` reads."""
+    buckets = source.buckets
     front = Front()
-    front.folds, front.dropped = _folds(exchanges, events)
+    front.folds, front.dropped = _folds(*_fold_inputs(source))
     dropped = pl.DataFrame(
         list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
     )
-    streams = exchanges.join(dropped, on=["conn_id", "index"], how="anti").filter(
-        pl.col("event_stream") | pl.col("last_event_id").is_not_null()
-    )
+    streams = source.exchanges(
+        [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")],
+        pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
+    ).join(dropped, on=["conn_id", "index"], how="anti")
     streams = _rank(streams).with_columns(pl.col("last_event_id").str.strip_chars().alias("leid"))
-    rank_of = streams.select("conn_id", "index", "rank", "session", "session_inferred")
-    stream_events = events.join(
-        rank_of.select("conn_id", pl.col("index").alias("ex_index"), "rank"),
-        on=["conn_id", "ex_index"],
-        how="inner",
-    )
-    id_events = stream_events.filter(pl.col("id_field").fill_null("") != "")
+    rank_of = streams.select("conn_id", pl.col("index").alias("ex_index"), "rank")
+    id_columns = ["conn_id", "ex_index", "session", "position", "id_field", "kind"]
 
     # Links: the latest earlier stream carrying the Last-Event-ID (its last such event).
+    # The IDs resumed from and the scheme statistics, one partition at a time.
     resumes = streams.filter(pl.col("leid").fill_null("") != "").select(
         "rank", "conn_id", "index", "session", "session_inferred", "leid"
     )
-    wanted = resumes.get_column("leid").unique()
-    seen = (
-        id_events.filter(pl.col("id_field").is_in(wanted.implode()))
-        .group_by(["rank", "session", "id_field"])
-        .agg(
-            pl.col("position").max().alias("pos"),
-            pl.col("conn_id").first().alias("p_conn"),
-            pl.col("ex_index").first().alias("p_index"),
+    wanted = resumes.get_column("leid").unique().implode()
+    patterns = _patterns(config)
+    seen_parts: list[pl.DataFrame] = []
+    stat_parts: list[pl.DataFrame] = []
+    for _, events in source.bucket_events(id_columns, _HAS_ID):
+        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        seen_parts.append(
+            id_events.filter(pl.col("id_field").is_in(wanted))
+            .group_by(["rank", "session", "id_field"])
+            .agg(
+                pl.col("position").max().alias("pos"),
+                pl.col("conn_id").first().alias("p_conn"),
+                pl.col("ex_index").first().alias("p_index"),
+            )
         )
-        .sort("rank")
+        stat_parts.append(_response_stats(id_events, patterns))
+    seen = (
+        pl.concat(seen_parts).sort("rank")
+        if seen_parts
+        else pl.DataFrame(
+            schema={
+                "rank": pl.UInt32,
+                "session": pl.String,
+                "id_field": pl.String,
+                "pos": pl.Int64,
+                "p_conn": pl.Int64,
+                "p_index": pl.Int64,
+            }
+        )
     )
+    del seen_parts
     picks: dict[int, tuple[int, int, int, int]] = {}  # resume rank → (rank, conn, index, pos)
     if resumes.height and seen.height:
         r = resumes.sort("rank").rename({"leid": "id_field"})
@@ -606,8 +681,8 @@ def compute_front(
         groups.setdefault(find(b), []).append(b)
     front.tasks = list(groups.values())
 
-    # ID schemes (per logical stream) and keys.
-    sessions = exchanges.get_column("session").unique().sort().to_list()
+    # ID schemes per logical stream (responses' statistics summed over its root), then
+    # every ID's key, partition by partition.
     rank_key = streams.select(
         pl.col("rank").alias("root"),
         pl.col("conn_id").alias("root_conn"),
@@ -616,7 +691,21 @@ def compute_front(
     root_of = roots.join(rank_key, on="root", how="left").select(
         "conn_id", pl.col("index").alias("ex_index"), "root_conn", "root_index"
     )
-    front.codecs, front.stream_codecs, keyed = _schemes(id_events, root_of, sessions, config)
+    stats = (
+        pl.concat(stat_parts)
+        if stat_parts
+        else _response_stats(
+            pl.DataFrame(
+                schema={
+                    c: pl.Int64 if c in ("conn_id", "ex_index", "position") else pl.String
+                    for c in id_columns
+                }
+            ),
+            patterns,
+        )
+    )
+    del stat_parts
+    front.codecs, front.stream_codecs = _stream_codecs(stats, root_of, source.sessions(), config)
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (
@@ -629,7 +718,7 @@ def compute_front(
             on="root",
             how="left",
         )
-        .join(servers.rename({"conn_id": "r_conn"}), on="r_conn", how="left")
+        .join(source.servers().rename({"conn_id": "r_conn"}), on="r_conn", how="left")
         .with_columns(
             pl.concat_str(
                 [pl.col("server_ip").fill_null(""), pl.col("server_port").cast(pl.String)],
@@ -637,25 +726,60 @@ def compute_front(
             ).alias("server")
         )
     )
-    root_keys = (
-        keyed.join(
-            root_info.select(
-                pl.col("conn_id"), pl.col("index").alias("ex_index"), "root", "r_session", "server"
-            ),
-            on=["conn_id", "ex_index"],
-            how="inner",
-        )
-        .select("root", pl.col("r_session").alias("session"), "server", "prefix", "seq")
-        .unique()
+    by_stream = root_info.select(
+        pl.col("conn_id"), pl.col("index").alias("ex_index"), "root", "r_session", "server"
+    )
+    resumed = pl.DataFrame(
+        [key_of_rank[rk] for rk in picks],
+        schema={"conn_id": pl.Int64, "ex_index": pl.Int64},
+        orient="row",
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
+    task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
+    key_parts: dict[int, list[pl.DataFrame]] = {}
+    for bucket, events in source.bucket_events(id_columns, _HAS_ID):
+        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        # Each response read under its logical stream's scheme, else its session's.
+        by_response = {
+            (c, i): front.stream_codecs.get((rc, ri))
+            or front.codecs.get(session)
+            or IdCodec("opaque")
+            for c, i, session, rc, ri in id_events.select("conn_id", "ex_index", "session")
+            .unique()
+            .join(root_of, on=["conn_id", "ex_index"], how="inner")
+            .iter_rows()
+        }
+        keyed = (
+            event_keys(id_events, by_response)
+            .filter(pl.col("seq").is_not_null())
+            .select("conn_id", "ex_index", "session", "prefix", "seq")
+        )
+        key_parts.setdefault(task_of[bucket], []).append(
+            keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
+            .select("root", "prefix", "seq")
+            .unique()
+        )
+    # Per session, task by task: a root and every stream it roots are judged in one task.
+    session_repeats: dict = {}
+    task_keys = []
+    for parts in key_parts.values():
+        keys = pl.concat(parts).unique()
+        session_repeats.update(_repeats(keys, all_roots, "session"))
+        task_keys.append(keys)
+    del key_parts
+    # (root, prefix, seq): a root's session and server are the root's own (root_info).
+    root_keys = (
+        pl.concat(task_keys)
+        if task_keys
+        else pl.DataFrame(schema={"root": pl.UInt32, "prefix": pl.String, "seq": pl.Int64})
+    )
+    del task_keys
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
-    server_repeats = _repeats(root_keys, "server")
-    session_repeats = _repeats(root_keys, "session")
+    server_repeats = _repeats(root_keys, all_roots, "server")
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
@@ -666,7 +790,9 @@ def compute_front(
         ip, port = server.split("\x00")
         key = (ip, int(port))
         front.shared_server[key] = sessions_per_server[server] > 1
-        values = root_keys.filter(pl.col("server") == server).select("prefix", "seq")
+        values = root_keys.join(
+            all_roots.filter(pl.col("server") == server).select("root"), on="root", how="semi"
+        ).select("prefix", "seq")
         front.server_groups[key] = CounterGroup.from_arrays(
             values.get_column("prefix").to_list(), values.get_column("seq").to_numpy()
         )
@@ -684,42 +810,44 @@ def compute_front(
         front.scopes[session] = scope
 
     # First sightings of replayed data events, when another task holds them.
-    front.foreign = _foreign(stream_events, exchanges, picks, key_of_rank, front, buckets, data_of)
+    front.foreign = _foreign(source, rank_of, resumed, front)
     return front
 
 
 def _foreign(
-    stream_events: pl.DataFrame,
-    exchanges: pl.DataFrame,
-    picks: dict,
-    key_of_rank: dict,
-    front: Front,
-    buckets: int,
-    data_of: DataOf,
+    source: FrontSource, rank_of: pl.DataFrame, resumed: pl.DataFrame, front: Front
 ) -> dict[tuple[Key, int], ForeignEvent]:
-    linked = [key_of_rank[rk] for rk in picks]
-    if not linked:
+    """The first sighting of each replayed event (same ID, same data) when it lies in a
+    stream another task judges. ``resumed``: the resumes' streams."""
+    if not resumed.height:
         return {}
-    resumed = pl.DataFrame(linked, schema={"conn_id": pl.Int64, "ex_index": pl.Int64}, orient="row")
-    data = stream_events.filter(
-        (pl.col("kind") == "data") & (pl.col("id_field").fill_null("") != "")
-    )
-    # The data of the replayed events and of every event with one of their IDs: read back
-    # for those rows only (an event's data is the bulk of a capture).
-    ids = data.join(resumed, on=["conn_id", "ex_index"], how="semi").get_column("id_field")
-    if not ids.len():
-        return {}
-    payloads = data_of(ids.unique().to_list()).with_columns(pl.col("data").hash().alias("h"))
-    data = data.join(
-        payloads.select("conn_id", "ex_index", "position", "h"),
-        on=["conn_id", "ex_index", "position"],
-        how="inner",
-    )
-    replayed = data.join(resumed, on=["conn_id", "ex_index"], how="inner")
+    data_hash = pl.col("data").hash().alias("h")
+    is_data = (pl.col("kind") == "data") & _HAS_ID
+    # What the resumes replayed: (ID, data hash) of their data events.
+    replayed = source.events(
+        ["conn_id", "ex_index", "session", "position", "id_field", data_hash],
+        is_data & pl.col("conn_id").is_in(resumed.get_column("conn_id").unique().implode()),
+    ).join(resumed, on=["conn_id", "ex_index"], how="semi")
     if not replayed.height:
         return {}
+    pairs_wanted = replayed.select("id_field", "h").unique()
+    ids = pairs_wanted.get_column("id_field").unique().implode()
+    # Every sighting of those events, one partition at a time (only the IDs' rows are read;
+    # their data only as a hash).
+    columns: list[str | pl.Expr] = [
+        "conn_id", "ex_index", "session", "position", "id_field",
+        "first_src", "first_num", "first_ts", "first_kind", data_hash,
+    ]  # fmt: skip
+    # The first sighting of each: in every partition its first, then the first of those.
+    firsts = [
+        events.join(pairs_wanted, on=["id_field", "h"], how="semi")
+        .join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        .sort(["rank", "position"])
+        .unique(["id_field", "h"], keep="first")
+        for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
+    ]
     first = (
-        data.join(replayed.select("id_field", "h").unique(), on=["id_field", "h"], how="semi")
+        pl.concat(firsts)
         .sort(["rank", "position"])
         .unique(["id_field", "h"], keep="first")
         .select(
@@ -733,6 +861,11 @@ def _foreign(
             pl.col("first_ts").alias("f_ts"),
             pl.col("first_kind").alias("f_kind"),
         )
+    )
+    buckets = source.buckets
+    exchanges = source.exchanges(
+        ["conn_id", "index", "req_method", "req_target"],
+        pl.col("conn_id").is_in(first.get_column("f_conn").unique().implode()),
     )
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     labels = {
