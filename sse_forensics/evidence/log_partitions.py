@@ -35,6 +35,7 @@ from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
+from sse_forensics.ingest.logs.read import log_stats
 
 
 class Spill:
@@ -219,16 +220,7 @@ def ingest_logs(
             out.exchanges += exchanges.height
             out.connections += conns.height
     out.next_conn_id = next_id
-    stats = files() if files is not None else []
-    out.stats = {
-        "files": [s.as_dict() for s in stats],
-        "bytes": sum(s.bytes for s in stats),
-        "lines": sum(s.lines for s in stats),
-        "access_rows": access_rows,
-        "event_rows": event_rows,
-        "unreadable_lines": sum(s.unreadable for s in stats),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    out.stats = log_stats(files() if files is not None else [], access_rows, event_rows, started)
     return out
 
 

@@ -67,7 +67,6 @@ EXCHANGE_COLUMNS = [
     "resp_ts",
     "body_ts",
     "event_stream",
-    "log_info",
 ]
 EVENT_COLUMNS = [
     "conn_id",
@@ -551,7 +550,7 @@ def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.Da
         .agg(pl.col("from_log").n_unique().alias("n"))
         .filter(pl.col("n") > 1)
     ).get_column("session")
-    cols = [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")]
+    cols = _STREAM_COLUMNS
     if not both.len():
         empty = source.exchanges(cols, pl.lit(False))
         return empty, empty, pl.DataFrame()
@@ -571,7 +570,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
     )
     streams = source.exchanges(
-        [c for c in _STREAM_COLUMNS if not (isinstance(c, str) and c == "log_info")],
+        _STREAM_COLUMNS,
         pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
     ).join(dropped, on=["conn_id", "index"], how="anti")
     streams = _rank(streams).with_columns(pl.col("last_event_id").str.strip_chars().alias("leid"))

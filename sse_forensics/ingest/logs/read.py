@@ -572,14 +572,21 @@ def read_logs(
         (events if batch.table == "events" else access).append(batch.rows)
     access_table = pl.concat(access, rechunk=False) if access else empty_access()
     events_table = attach_sessions(pl.concat(events)) if events else empty_events()
-    stats = batches.files
-    total = {
-        "files": [s.as_dict() for s in stats],
-        "bytes": sum(s.bytes for s in stats),
-        "lines": sum(s.lines for s in stats),
-        "access_rows": access_table.height,
-        "event_rows": events_table.height,
-        "unreadable_lines": sum(s.unreadable for s in stats),
+    total = log_stats(batches.files, access_table.height, events_table.height, started)
+    return LogSet(access_table, events_table, batches.errors, total)
+
+
+def log_stats(
+    files: list[FileStats], access_rows: int, event_rows: int, started: float
+) -> dict[str, object]:
+    """The ``stats`` of a log read (:attr:`LogSet.stats`): per file and in total, since
+    ``started`` (a ``time.perf_counter()``)."""
+    return {
+        "files": [s.as_dict() for s in files],
+        "bytes": sum(s.bytes for s in files),
+        "lines": sum(s.lines for s in files),
+        "access_rows": access_rows,
+        "event_rows": event_rows,
+        "unreadable_lines": sum(s.unreadable for s in files),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    return LogSet(access_table, events_table, batches.errors, total)
