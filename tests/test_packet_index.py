@@ -591,3 +591,27 @@ def test_index_unmaps_on_close(generated: Path) -> None:
     assert payload
     index.close()
     assert index.buffers == [] and len(index.ts) == len(index)
+
+
+def test_windowed_gathers_and_released_pages_change_nothing(
+    generated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index pass gathers a window of frames at a time and lets each window's pages go
+    (a multi-GB capture must not stay mapped whole): with windows of a few frames and
+    releases every page, every column, byte accessor and error is still the readers'."""
+    from sse_forensics.ingest import packet_index
+
+    monkeypatch.setattr(packet_index, "_GATHER_ROWS", 7)
+    monkeypatch.setattr(packet_index, "_RELEASE_SPAN", 4096)
+    for path in [generated, SAMPLES / "crafted-pcapng-ns-nullloop-prefixed.pcapng"]:
+        assert_same([str(path)])
+
+
+def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
+    """``gather`` (pread, the fast path's payload join) returns the bytes ``payload`` does."""
+    with index_capture(str(generated)) as index:
+        rows = np.flatnonzero(index.payload_len > 0)[::3]
+        joined = index.gather(rows, index.payload_offset[rows], index.payload_len[rows])
+        assert joined == b"".join(index.payload(int(i)) for i in rows)
+        assert index.fds and index.fds[0] is not None
+    assert index.fds == []

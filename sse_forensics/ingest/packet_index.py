@@ -31,10 +31,13 @@ same wording, frame numbers and timestamps, and the :class:`CaptureStats` are th
 
 from __future__ import annotations
 
+import array
 import contextlib
 import heapq
+import itertools
 import math
 import mmap
+import os
 import socket
 import struct
 from collections.abc import Iterator, Sequence
@@ -182,6 +185,8 @@ class PacketIndex:
     stats: dict[str, CaptureStats] = field(default_factory=dict)
     fallback_frames: int = 0
     buffers: list[Buffer] = field(default_factory=list, repr=False)
+    # Per file, a descriptor the byte accessors read with (None: read ``buffers``).
+    fds: list[int | None] = field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -206,7 +211,12 @@ class PacketIndex:
         for buf in self.buffers:
             if isinstance(buf, mmap.mmap):
                 buf.close()
+        for fd in self.fds:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self.buffers = []
+        self.fds = []
 
     @property
     def missing_tail(self) -> np.ndarray:
@@ -218,7 +228,39 @@ class PacketIndex:
         return int(np.count_nonzero(self.is_tcp))
 
     def _bytes(self, i: int, offset: int, length: int) -> bytes:
-        return bytes(self.buffers[int(self.file[i])][offset : offset + length])
+        f = int(self.file[i])
+        fd = self.fds[f] if f < len(self.fds) else None
+        if fd is not None:
+            # pread, not the mapping: scattered reads through a map would keep 64 KB
+            # around each one resident, and a long capture whole.
+            return os.pread(fd, length, offset)
+        return bytes(self.buffers[f][offset : offset + length])
+
+    def gather(self, rows: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
+        """``lengths[k]`` bytes at ``offsets[k]`` of row ``rows[k]``'s file, concatenated
+        (read with ``pread``, like :meth:`payload`)."""
+        if not len(rows):
+            return b""
+        ends = (offsets + lengths).tolist()
+        starts = offsets.tolist()
+        sizes = lengths.tolist()
+        if len(self.sources) == 1:
+            fd = self.fds[0] if self.fds else None
+            if fd is not None:
+                return b"".join(map(os.pread, itertools.repeat(fd), sizes, starts))
+            view = memoryview(self.buffers[0])
+            try:
+                return b"".join(map(view.__getitem__, map(slice, starts, ends)))
+            finally:
+                view.release()
+        files = self.file[rows].tolist()
+        return b"".join([self._read(f, o, n) for f, o, n in zip(files, starts, sizes, strict=True)])
+
+    def _read(self, f: int, offset: int, length: int) -> bytes:
+        fd = self.fds[f] if f < len(self.fds) else None
+        if fd is not None:
+            return os.pread(fd, length, offset)
+        return bytes(self.buffers[f][offset : offset + length])
 
     def data(self, i: int) -> bytes:
         """The captured bytes of frame ``i`` (``Frame.data``)."""
@@ -298,16 +340,51 @@ _FRAME_COLUMNS = ("frame", "ts", "caplen", "wirelen", "data_offset", "linktype",
 # -- byte gathering ---------------------------------------------------------------------------
 
 
+# Bytes a gather may map before it lets them go (see _Bytes.rows).
+_RELEASE_SPAN = 32 << 20
+# Positions gathered at once: a window of a file's frames.
+_GATHER_ROWS = 1 << 16
+
+
+def _release(buf: Buffer, lo: int, hi: int) -> None:
+    """Let the pages of ``buf[lo:hi]`` (an mmap) leave this process's memory: they stay in
+    the page cache, and a later read maps them again. Without it a file read through a
+    mapping costs its whole size in resident memory — the kernel maps 64 KB around every
+    byte touched — whatever the reader keeps."""
+    if not isinstance(buf, mmap.mmap) or hi <= lo:
+        return
+    start = lo - lo % mmap.PAGESIZE
+    with contextlib.suppress(OSError, ValueError):
+        buf.madvise(mmap.MADV_DONTNEED, start, min(hi, len(buf)) - start)
+
+
 class _Bytes:
     """Fixed-width gathers from one file's bytes, as (n, width) uint8 arrays (copies)."""
 
     def __init__(self, buf: Buffer, size: int) -> None:
+        self.buf = buf
         self.u8 = np.frombuffer(buf, dtype=np.uint8) if size else np.zeros(1, np.uint8)
         self.size = size
 
     def rows(self, pos: np.ndarray, width: int) -> np.ndarray:
         """``width`` bytes at each of ``pos`` (>= 0). Bytes past the end of the file read as
-        its last byte: callers only use bytes they have checked are inside the frame."""
+        its last byte: callers only use bytes they have checked are inside the frame.
+
+        Gathered a window of positions at a time, each window's pages released after it
+        (positions come in file order), so a gather over a multi-GB capture maps a window,
+        not the file."""
+        if len(pos) <= _GATHER_ROWS:
+            return self._rows(pos, width)
+        out = np.empty((len(pos), width), dtype=np.uint8)
+        for lo in range(0, len(pos), _GATHER_ROWS):
+            part = pos[lo : lo + _GATHER_ROWS]
+            out[lo : lo + len(part)] = self._rows(part, width)
+            first, last = int(part.min()), int(part.max())
+            if last - first <= 4 * _RELEASE_SPAN:  # file order: drop what was mapped
+                _release(self.buf, first, last + width)
+        return out
+
+    def _rows(self, pos: np.ndarray, width: int) -> np.ndarray:
         limit = self.size - width
         if limit < 0:
             return np.take(self.u8, pos[:, None] + np.arange(width), mode="clip")
@@ -356,13 +433,17 @@ def _empty_frames() -> dict[str, np.ndarray]:
     return {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS if name in _FRAME_COLUMNS}
 
 
-def _walk_pcap(buf: Buffer, size: int, endian: str, rec_len: int, max_caplen: int) -> list[int]:
-    """Offsets of the complete, sane records; stops at the first one that is not."""
+def _walk_pcap(
+    buf: Buffer, size: int, endian: str, rec_len: int, max_caplen: int
+) -> array.array[int]:
+    """Offsets of the complete, sane records; stops at the first one that is not. (An
+    ``array``: 8 bytes per frame where a list of ints costs 36.)"""
     unpack = struct.Struct(endian + "I").unpack_from
-    offsets: list[int] = []
+    offsets: array.array[int] = array.array("q")
     append = offsets.append
     offset = 24
     last = size - rec_len
+    released, mark = 0, _RELEASE_SPAN
     while offset <= last:
         caplen = unpack(buf, offset + 8)[0]
         end = offset + rec_len + caplen
@@ -370,6 +451,10 @@ def _walk_pcap(buf: Buffer, size: int, endian: str, rec_len: int, max_caplen: in
             break
         append(offset)
         offset = end
+        if offset >= mark:
+            _release(buf, released, offset)
+            released, mark = offset, offset + _RELEASE_SPAN
+    _release(buf, released, offset)
     return offsets
 
 
@@ -435,7 +520,7 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
         errors.append((0 if skip else count, ReadError(path, what, frame=number, ts=ts)))
     if skip or not count:
         return _Frames(_empty_frames(), errors)
-    at = np.array(offsets, dtype=np.int64)
+    at = np.frombuffer(offsets, dtype=np.int64).copy()
     block = data.rows(at, rec_len + _HEAD)
     head = block[:, :16].view(endian + "u4")
     sec_a = head[:, 0].astype(np.float64)
@@ -503,7 +588,8 @@ def _statistics(buf: Buffer, body: int, end: int, endian: str, stats: CaptureSta
 class _Walk:
     """What the pcapng block walk collects."""
 
-    packets: list[int] = field(default_factory=list)  # offsets of packet blocks
+    # offsets of packet blocks (8 bytes each, not a list's 36)
+    packets: array.array[int] = field(default_factory=lambda: array.array("q"))
     # Context changes: (first packet index, big endian, first interface, interfaces, section)
     contexts: list[tuple[int, bool, int, int, int]] = field(default_factory=list)
     interfaces: list[tuple[int, int, int, int]] = field(default_factory=list)
@@ -522,7 +608,11 @@ def _walk_pcapng(path: str, buf: Buffer, size: int, stats: CaptureStats) -> _Wal
     section = -1
     first_iface = 0
     offset = 0
+    released, mark = 0, _RELEASE_SPAN
     while offset < size:
+        if offset >= mark:  # the walk maps the file as it goes: let the pages behind go
+            _release(buf, released, offset)
+            released, mark = offset, offset + _RELEASE_SPAN
         if offset + 12 > size:
             walk.terminal = ReadError(
                 path,
@@ -599,7 +689,7 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
         if walk.terminal is not None:
             errors.append((0, walk.terminal))
         return _Frames(_empty_frames(), errors)
-    at = np.array(walk.packets, dtype=np.int64)
+    at = np.frombuffer(walk.packets, dtype=np.int64).copy()
     index = np.arange(count, dtype=np.int64)
     starts = np.array([c[0] for c in walk.contexts], dtype=np.int64)
     ctx = np.searchsorted(starts, index, side="right") - 1
@@ -1080,6 +1170,7 @@ class _FileIndex:
     decode_errors: list[tuple[int, ReadError]]  # (row, error)
     stats: CaptureStats
     fallback: int
+    fd: int | None = None
 
 
 def _index_file(path: str) -> _FileIndex:
@@ -1104,6 +1195,10 @@ def _index_file(path: str) -> _FileIndex:
         raise
     del data
     cols = {**frames.cols, **decoded.cols}
+    fd = None
+    if isinstance(buf, mmap.mmap):
+        with contextlib.suppress(OSError):  # without it the accessors read the map
+            fd = os.open(path, os.O_RDONLY)
     return _FileIndex(
         path,
         buf,
@@ -1113,6 +1208,7 @@ def _index_file(path: str) -> _FileIndex:
         decoded.errors,
         stats,
         decoded.fallback,
+        fd,
     )
 
 
@@ -1136,6 +1232,8 @@ def index_captures(paths: Sequence[str]) -> PacketIndex:
         for f in files:
             if isinstance(f.buf, mmap.mmap):
                 f.buf.close()
+            if f.fd is not None:
+                os.close(f.fd)
         raise
     return _merge(files)
 
@@ -1177,6 +1275,7 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
         stats={f.path: f.stats for f in files},
         fallback_frames=sum(f.fallback for f in files),
         buffers=[f.buf for f in files],
+        fds=[f.fd for f in files],
         **cols,
     )
 

@@ -399,19 +399,7 @@ def _join(
     starts = np.zeros(len(rows), dtype=np.int64)
     if len(rows):
         np.cumsum(lengths[:-1], out=starts[1:])
-    views = [memoryview(b) for b in index.buffers]
-    try:
-        ends = (offsets + lengths).tolist()
-        if len(views) == 1:
-            data = b"".join(map(views[0].__getitem__, map(slice, offsets.tolist(), ends)))
-        else:
-            files = index.file[rows].tolist()
-            data = b"".join(
-                [views[f][o:e] for f, o, e in zip(files, offsets.tolist(), ends, strict=True)]
-            )
-    finally:
-        for v in views:
-            v.release()
+    data = index.gather(rows, offsets, lengths)
     return data, starts
 
 
