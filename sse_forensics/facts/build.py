@@ -50,6 +50,7 @@ from sse_forensics.facts.streams import (
     build_streams,
     counter_scopes,
     link_resumes,
+    opened_by,
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import TakenKeys
@@ -248,6 +249,7 @@ def _common(s: StreamRecord) -> dict:
         "session_inferred": s.session.inferred,
         "stream": s.logical.key,
         "stream_label": s.logical.label,
+        "opened_by": opened_by(s),
         "id_scheme": _codec(s).scheme,
         "counter_scope": s.session.counter_scope,
         **_endpoints(s),
@@ -331,6 +333,7 @@ def _session_row(
         "unjudged": orjson.dumps(unjudged).decode() if unjudged else None,
         "stream": silent[0].stream.logical.key if silent else None,
         "stream_label": silent[0].stream.logical.label if silent else None,
+        "opened_by": opened_by(silent[0].stream) if silent else None,
         "first": silent[0].first if silent else None,
         "last": silent[0].last if silent else None,
         "count": silent[0].count if silent else None,
