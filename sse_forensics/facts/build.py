@@ -522,6 +522,7 @@ def _resume_row(
         "crossed_streams": replay.crossed_streams,
         "crossed_sessions": replay.crossed_sessions,
         "crossed_first": replay.crossed_first,
+        "crossed_session": replay.crossed_session,
         "bd_last_written": replay.bd_last_written,
         "continues_after_bd": replay.continues_after_bd,
         "cursor_attempt": replay.cursor_attempt,

@@ -149,6 +149,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "crossed_streams": pl.Int64,
         "crossed_sessions": pl.Int64,
         "crossed_first": pl.String,
+        "crossed_session": pl.String,
         "bd_last_written": pl.String,
         "continues_after_bd": pl.Boolean,
         "cursor_attempt": pl.Int64,
