@@ -206,7 +206,9 @@ CONNECTIONS = {name: 1 for name in WIRE_IDS} | {
 }
 SERVER_PORTS = {8000, 8080}
 # Live jumps right after a replay that began at the successor: a handoff race, not eviction.
-REPLAY_HANDOFF = {"crafted-replay-handoff"}  # the server's, and the proxy's in crafted-proxy-two-legs
+REPLAY_HANDOFF = {
+    "crafted-replay-handoff"
+}  # the server's, and the proxy's in crafted-proxy-two-legs
 # The midstream pickup starts after the request and response heads: no session ID is captured.
 SESSION_VISIBLE = set(WIRE_IDS) - {"crafted-midstream-pickup"}
 
