@@ -306,17 +306,20 @@ def headers(lines: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"".join(name + b": " + value + b"\r\n" for name, value in lines)
 
 
-def tools_call_request(session: bytes) -> bytes:
+def tools_call_request(
+    session: bytes, target: bytes = b"/mcp", host: bytes = HOST, extra: Iterable = ()
+) -> bytes:
     fields = [
-        (b"Host", HOST),
+        (b"Host", host),
         (b"User-Agent", b"python-httpx/0.28.1"),
         (b"Accept", b"application/json, text/event-stream"),
         (b"Content-Type", b"application/json"),
         (b"Mcp-Session-Id", session),
         (b"MCP-Protocol-Version", b"2025-11-25"),
+        *extra,
         (b"Content-Length", str(len(CALL)).encode()),
     ]
-    return b"POST /mcp HTTP/1.1\r\n" + headers(fields) + b"\r\n" + CALL
+    return b"POST " + target + b" HTTP/1.1\r\n" + headers(fields) + b"\r\n" + CALL
 
 
 def resume_request(last_event_id: bytes, session: bytes) -> bytes:
@@ -716,6 +719,81 @@ def odd_id_live_jump(incident: Incident) -> Capture:
     return capture
 
 
+PROXY_V4 = Endpoint("02:42:0a:00:00:05", "10.0.0.5", 8080)  # the host the capture ran on
+PROXY_HOST = b"mcp.example.test"
+PROXY_HOP_NS = 200_000  # the proxy forwards each segment 0.2 ms after it arrives
+
+
+def proxy_two_legs(incident: Incident) -> Capture:
+    """Captured on a proxy host: the client's leg (client → proxy:8080, ``POST /api/mcp``)
+    and the upstream leg (proxy → server:8000, ``POST /mcp``) carry the same session and
+    the same stream; the server drops 8–12 without a stream-gap, the proxy relays the rest."""
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    client, upstream = incident.client(CLIENT_V4), incident.client(PROXY_V4, connection=1)
+    front = TcpConnection(
+        capture,
+        ethernet(client, PROXY_V4),
+        client,
+        PROXY_V4,
+        client_isn=CLIENT_ISN,
+        server_isn=SERVER_ISN,
+    )
+    back = TcpConnection(
+        capture,
+        ethernet(upstream, SERVER_V4),
+        upstream,
+        SERVER_V4,
+        client_isn=0x3D4E5F60,
+        server_isn=0x6A7B8C9D,
+    )
+    front.handshake()
+    front.send_data(CLIENT, tools_call_request(incident.session, b"/api/mcp", PROXY_HOST))
+    back.handshake()
+    via = [(b"Via", b"1.1 mcp-proxy"), (b"X-Forwarded-For", CLIENT_V4.ip.encode())]
+    back.send_data(CLIENT, tools_call_request(incident.session, b"/mcp", HOST, via))
+    head = incident.response_head()
+    back.send_data(SERVER, head)
+    front.send_data(SERVER, head)
+    events = [chunk(e) for e in call_events([*range(1, 8), *range(13, 21)], 20)]
+    for body in [*events, LAST_CHUNK]:
+        back.send(SERVER, "PA", body, dt_ns=50 * TICK_NS)
+        back.send(CLIENT, "A", dt_ns=40_000)
+        front.send(SERVER, "PA", body, dt_ns=PROXY_HOP_NS)
+        front.send(CLIENT, "A", dt_ns=40_000)
+    front.close()
+    back.close()
+    return capture
+
+
+def replay_handoff(incident: Incident) -> Capture:
+    """Stream 1–7, the client hangs up; its resume from 7 replays 8–10 at once from the store,
+    then the live tail goes on at 12: 11 was produced while the stream passed from the replay
+    to the live feed. The server evicted nothing (the replay began at the successor)."""
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    _open_call(conn, incident)
+    events = [chunk(e) for e in call_events(range(1, 21), 20)]
+    _stream_chunks(conn, events[:7])
+    conn.close()  # the client dropped the stream after event 7 (no last chunk)
+    capture.pause(500 * TICK_NS)
+    client2 = incident.client(CLIENT_V4, connection=1)
+    resume = TcpConnection(
+        capture,
+        ethernet(client2, SERVER_V4),
+        client2,
+        SERVER_V4,
+        client_isn=0x5E6F7081,
+        server_isn=0x2B3C4D5E,
+    )
+    resume.handshake()
+    resume.send_data(CLIENT, resume_request(b"7", incident.session))
+    # The replay is written in one go with the head; the live tail follows as produced.
+    resume.send_data(SERVER, incident.response_head() + b"".join(events[7:10]))
+    _stream_chunks(resume, [*events[11:], LAST_CHUNK])
+    resume.close()
+    return capture
+
+
 # --- the sample set -------------------------------------------------------------------------
 
 
@@ -838,6 +916,36 @@ SAMPLES = [
             _gap("resumable-while-evicting", "silent_corruption", "8", "12"),
             _gap("client-accepted-gap", "silent_corruption", "8", "12"),
             _gap("id-scheme-outlier", "contract_violation", None, None),  # lost nothing
+        ],
+    ),
+    Sample(
+        "crafted-proxy-two-legs",
+        proxy_two_legs,
+        "Captured on a proxy host: one tools/call stream seen on the client's leg (POST "
+        "/api/mcp to the proxy) and on the upstream leg (POST /mcp to the server), same "
+        "session; the server sends events 1-7 then 13-20 with no stream-gap and the proxy "
+        "relays them. One lost range, one incident, both legs as evidence.",
+        # Each leg is a stream of its own, so the gap rules fire once per leg; the session
+        # rule once. The five findings are one incident (tests/test_incidents.py).
+        [
+            _gap("missing-stream-gap", "silent_corruption", "8", "12"),
+            _gap("missing-stream-gap", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),
+            _gap("resumable-while-evicting", "silent_corruption", "8", "12"),
+        ],
+    ),
+    Sample(
+        "crafted-replay-handoff",
+        replay_handoff,
+        "The tools/call stream delivers 1-7 and the client hangs up; its resume (GET with "
+        "Last-Event-ID: 7) is answered 200 replaying 8-10 from the store, then the live tail "
+        "continues at 12: event 11 fell between the replay and the live feed. The replay "
+        "began at the successor, so the server evicted nothing: the cause is replay-handoff, "
+        "and the session is not resumable-while-evicting.",
+        [
+            _gap("missing-stream-gap", "silent_corruption", "11", "11"),
+            _gap("client-accepted-gap", "silent_corruption", "11", "11"),
         ],
     ),
 ]

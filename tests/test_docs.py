@@ -168,6 +168,7 @@ def test_index_links_every_page() -> None:
 def test_findings_md_example_is_a_current_finding() -> None:
     """The ECS and OCSF JSON pasted in findings.md have exactly today's fields and values
     (except the capture's own times and ports, which change when the sample is re-recorded)."""
+    from sse_forensics.engine.incidents import group_incidents, incident_of
     from sse_forensics.report.jsonout import ecs_finding
     from sse_forensics.report.ocsf import ocsf_record
 
@@ -175,7 +176,8 @@ def test_findings_md_example_is_a_current_finding() -> None:
     pasted, pasted_ocsf = json.loads(fenced[0]), json.loads(fenced[1])
     result = scan_paths([str(SAMPLES / "live-jump-unsignalled.pcap")])
     finding = next(f for f in result.findings if f.rule == pasted["rule"]["id"])
-    current = ecs_finding(finding)
+    incident = incident_of(group_incidents(result.findings))[finding.fingerprint]
+    current = ecs_finding(finding, incident)
     assert list(pasted) == list(current)
     assert pasted["rule"] == current["rule"] and pasted["message"] == current["message"]
     ours, now = pasted["sse_forensics"], current["sse_forensics"]
@@ -183,8 +185,12 @@ def test_findings_md_example_is_a_current_finding() -> None:
     for key in ("classification", "severity", "session_id", "gap", "location"):
         assert ours[key] == now[key], key
     assert [e["what"] for e in ours["evidence"]] == [e["what"] for e in now["evidence"]]
-    record = ocsf_record(finding)
+    assert ours["incident_id"] == incident
+    record = ocsf_record(finding, incident)
     assert list(pasted_ocsf) == list(record)
+    assert pasted_ocsf["metadata"] == record["metadata"] | {
+        "product": pasted_ocsf["metadata"]["product"]
+    }
     assert pasted_ocsf["finding_info"]["analytic"] == record["finding_info"]["analytic"]
     assert pasted_ocsf["unmapped"]["sse_forensics"]["gap"] == finding.gap
 

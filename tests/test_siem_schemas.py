@@ -19,9 +19,16 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, SHARED_CAPTURES, sample_captures
 
+from sse_forensics.engine.incidents import group_incidents
 from sse_forensics.pipeline import scan_paths
-from sse_forensics.report.jsonout import ECS_VERSION, ecs_finding, findings_jsonl, scan_document
-from sse_forensics.report.ocsf import OCSF_VERSION, ocsf_record
+from sse_forensics.report.jsonout import (
+    ECS_VERSION,
+    ecs_finding,
+    ecs_findings,
+    findings_jsonl,
+    scan_document,
+)
+from sse_forensics.report.ocsf import OCSF_VERSION, findings_ocsf, ocsf_record
 
 jsonschema = pytest.importorskip("jsonschema")
 referencing = pytest.importorskip("referencing")
@@ -55,6 +62,26 @@ def _scans() -> dict[str, list]:
 
 def _all_findings() -> list:
     return [f for findings in _scans().values() for f in findings]
+
+
+@cache
+def _ocsf_records() -> list[dict]:
+    """Every record as ``--format ocsf`` writes it: with its incident's correlation_uid."""
+    return [
+        json.loads(line)
+        for findings in _scans().values()
+        for line in findings_ocsf(findings).splitlines()
+    ]
+
+
+@cache
+def _ecs_docs() -> list[dict]:
+    """Every finding as ``--format jsonl`` writes it: with its incident's id."""
+    return [
+        doc
+        for findings in _scans().values()
+        for doc in ecs_findings(findings, group_incidents(findings))
+    ]
 
 
 def _log_only() -> list:
@@ -92,8 +119,9 @@ def _ocsf_errors(record: dict, version: str) -> list[str]:
 
 
 def test_ocsf_records_are_valid_against_the_declared_and_the_newest_version() -> None:
-    records = [ocsf_record(f) for f in _all_findings()]
+    records = _ocsf_records()
     assert {r["metadata"]["version"] for r in records} == {OCSF_VERSION}
+    assert all(re.fullmatch(r"[0-9a-f]{32}", r["metadata"]["correlation_uid"]) for r in records)
     for record in records:
         for version in (record["metadata"]["version"], NEWEST_OCSF):
             assert not _ocsf_errors(record, version), (version, record["finding_info"]["uid"])
@@ -116,8 +144,8 @@ def _as_ocsf_1_1(record: dict) -> dict:
 
 
 def test_ocsf_records_less_the_1_4_additions_are_valid_ocsf_1_1() -> None:
-    for f in _all_findings():
-        record = _as_ocsf_1_1(ocsf_record(f))
+    for written in _ocsf_records():
+        record = _as_ocsf_1_1(written)
         assert not _ocsf_errors(record, "1.1.0"), record["finding_info"]["uid"]
 
 
@@ -276,10 +304,12 @@ def test_ecs_flat_is_the_pinned_release() -> None:
 
 
 def test_every_jsonl_finding_is_valid_ecs() -> None:
-    for f in _all_findings():
-        doc = ecs_finding(f)
-        assert not ecs_errors(doc), (f.rule, ecs_errors(doc))
+    docs = _ecs_docs()
+    assert len(docs) == len(_all_findings())
+    for doc in docs:
+        assert not ecs_errors(doc), (doc["rule"]["id"], ecs_errors(doc))
         assert doc["@timestamp"] == doc["event"]["start"]
+        assert re.fullmatch(r"[0-9a-f]{32}", doc["sse_forensics"]["incident_id"])
 
 
 def test_the_ecs_check_rejects_the_old_shape() -> None:
@@ -323,6 +353,8 @@ def test_every_finding_matches_the_project_schema_log_only_included() -> None:
     validator = _validator("finding.schema.json")
     for f in _all_findings():
         validator.validate(ecs_finding(f))
+    for doc in _ecs_docs():  # as written, with the incident id
+        validator.validate(doc)
     assert (
         json.loads((SCHEMAS / "finding.schema.json").read_text())["properties"]["ecs"][
             "properties"
@@ -416,6 +448,8 @@ def test_ids_are_unique_in_every_scan() -> None:
     for key, findings in _scans().items():
         ids = [f.fingerprint for f in findings]
         assert len(set(ids)) == len(ids), (key, Counter(ids).most_common(2))
+        incidents = [i.fingerprint for i in group_incidents(findings)]
+        assert len(set(incidents)) == len(incidents), key
 
 
 def test_ids_are_unique_over_the_shared_captures() -> None:
@@ -452,8 +486,7 @@ def test_index_template_maps_every_field_as_ecs_types_it() -> None:
         if not name.startswith(NAMESPACE + "."):
             field = ecs[name]
             assert mapping == {k: field[k] for k in ("type", "ignore_above") if k in field}, name
-    for f in _all_findings():
-        doc = ecs_finding(f)
+    for doc in _ecs_docs():
         for name, value in _leaves(doc):
             if name == f"{NAMESPACE}.evidence":
                 for item in value:  # an array of objects: each field mapped on its own

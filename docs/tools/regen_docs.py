@@ -11,7 +11,8 @@ print today:
 - ``docs/rules.md``: ``rules_head.md`` + an index and a reference built from ``rules/*.toml``
   + ``rules_tail.md`` (the custom-rule walkthrough, run against its own TOML block);
 - ``docs/findings.md``: ``findings_tmpl.md``;
-- ``docs/worked-example.md``: ``worked_tmpl.md``.
+- ``docs/worked-example.md``: ``worked_tmpl.md``;
+- ``docs/tickets.md``: ``tickets_tmpl.md``.
 
 The pages show ``… | jq …`` command lines; the selection itself is done here in Python and
 printed the way ``jq`` 1.6 prints it, so jq is not needed.
@@ -90,6 +91,7 @@ RESUME_JUMP = "samples/resume-jump-unsignalled.pcap"
 GARBAGE_CHUNK = "samples/crafted-garbage-chunk.pcap"
 LOG_410 = "samples/logs/resume-410/"
 LIVE_GAP = "samples/live-gap-signalled.pcap"
+PROXY = "samples/crafted-proxy-two-legs.pcap"
 
 
 # -- running the tools ---------------------------------------------------------------------
@@ -342,6 +344,11 @@ def render_findings() -> str:
         for r in _jsonl(_cli("scan", LIVE_JUMP, "-f", "ocsf").stdout)
         if r["finding_info"]["uid"] == finding["event"]["id"]
     )
+    proxy = json.loads(_cli("scan", PROXY, "-f", "json").stdout)
+    (incident,) = proxy["incidents"]
+    summary = next(
+        line for line in _cli("scan", PROXY).stdout.splitlines() if line.startswith("Incidents:")
+    )
     from_log = _jsonl(_cli("scan", LOG_410, "-f", "jsonl").stdout)[0]
     flow = {key: from_log.get(key) for key in ("network", "source", "destination")}
     return _fill(
@@ -354,6 +361,8 @@ def render_findings() -> str:
                 _jq_compact(flow),
             ),
             "OCSF_JSON": _jq(record),
+            "INCIDENT_SUMMARY": _shown(f"sse-forensics scan {PROXY} | grep Incidents", summary),
+            "INCIDENT_JSON": _jq(incident),
             "DOC_JSON": _jq(trimmed),
             "ERROR_JSON": _jq(garbage.get("errors")),
             "TICKET_BODY": "\n".join([ticket["message"], "", *evidence]).rstrip(),
@@ -425,12 +434,35 @@ def render_worked_example() -> str:
     )
 
 
+# -- docs/tickets.md -----------------------------------------------------------------------
+
+
+def render_tickets() -> str:
+    """docs/tickets.md: one ticket of the proxy sample, its fields and its rendered body."""
+    (ticket,) = _jsonl(_cli("scan", PROXY, "-f", "tickets").stdout)
+    shown = {k: ticket[k] for k in ("title", "labels", "severity", "fingerprint", "finding_ids")}
+    body = ticket["body"].rstrip("\n")
+    fence = "`" * (max(len(r) for r in re.findall(r"`+", body)) + 1)
+    return _fill(
+        _template("tickets_tmpl.md"),
+        {
+            "TICKET_JSON": _shown(
+                f"sse-forensics scan {PROXY} -f tickets"
+                " | jq '{title, labels, severity, fingerprint, finding_ids}'",
+                _jq(shown),
+            ),
+            "TICKET_BODY": f"{fence}markdown\n{body}\n{fence}",
+        },
+    )
+
+
 # -- entry point ---------------------------------------------------------------------------
 
 PAGES: dict[str, Callable[[], str]] = {
     "rules.md": render_rules,
     "findings.md": render_findings,
     "worked-example.md": render_worked_example,
+    "tickets.md": render_tickets,
 }
 
 

@@ -40,6 +40,7 @@ class ScanFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
     ocsf = "ocsf"
+    tickets = "tickets"
 
 
 class TimelineFormat(StrEnum):

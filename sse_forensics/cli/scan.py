@@ -43,7 +43,8 @@ def scan(
         typer.Option(
             "--format",
             "-f",
-            help="Output format: table, json, jsonl (one finding per line) or ocsf.",
+            help="Output format: table, json, jsonl (one finding per line), ocsf, or "
+            "tickets (one incident per line, ready for a tracker: docs/tickets.md).",
         ),
     ] = ScanFormat.table,
     fail_on: FailOnOpt = FailOn.silent_corruption,
@@ -61,7 +62,7 @@ def scan(
     scratch: ScratchOpt = None,
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
-    or OCSF)."""
+    or OCSF) or as tickets, one per incident."""
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
@@ -87,6 +88,12 @@ def scan(
         _report_errors_to_stderr(result)
     elif format is ScanFormat.ocsf:
         sys.stdout.buffer.write(findings_ocsf(result.findings))
+        _report_errors_to_stderr(result)
+    elif format is ScanFormat.tickets:
+        from sse_forensics.report.tickets import scan_options, tickets_jsonl
+
+        options = scan_options(config, log_format, log_map)
+        sys.stdout.buffer.write(tickets_jsonl(result, options))
         _report_errors_to_stderr(result)
     elif format is ScanFormat.json:
         sys.stdout.buffer.write(scan_document(result))

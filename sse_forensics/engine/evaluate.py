@@ -117,6 +117,7 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
                 remediation=rule.remediation_for(classification),
                 ruleset=ruleset(rule),
                 rule_table=rule.table,
+                opened_by=row.get("opened_by"),
             )
         )
     return findings

@@ -52,6 +52,9 @@ class Finding:
     remediation: str = ""
     ruleset: str = ""  # "sse-forensics" for the packaged rules, else the --rules folder's name
     rule_table: str = ""  # the fact table the rule reads: its category
+    # The request that opened the logical stream, as every leg of a proxy shows it
+    # (``facts.streams.opened_by``): what tells one stream seen on two connections.
+    opened_by: str | None = None
 
     def sort_key(self) -> tuple:
         severity = SEVERITIES.index(self.severity) if self.severity in SEVERITIES else 0

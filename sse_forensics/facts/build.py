@@ -10,7 +10,7 @@ import orjson
 import polars as pl
 
 from sse_forensics.evidence.tables import EventColumns
-from sse_forensics.facts.causes import attribute
+from sse_forensics.facts.causes import REPLAY_HANDOFF, attribute
 from sse_forensics.facts.columns import (
     Key,
     StreamCounts,
@@ -50,6 +50,7 @@ from sse_forensics.facts.streams import (
     build_streams,
     counter_scopes,
     link_resumes,
+    opened_by,
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import TakenKeys
@@ -125,10 +126,11 @@ def build_facts(
         if g.location == "live":
             live_by_stream[id(g.stream)].append(g)
             live_by_logical[id(g.stream.logical)].append(g)
+    resume_gaps = {id(s): gap for s, gap in resumes if gap is not None}
     for g in gaps:
         g.codec = _codec(g.stream)
         _client_reaction(g, index, requests)
-        attribute(g, live_by_stream)
+        attribute(g, live_by_stream, resume_gaps)
     resume_rows = [
         _resume_row(
             s,
@@ -248,6 +250,7 @@ def _common(s: StreamRecord) -> dict:
         "session_inferred": s.session.inferred,
         "stream": s.logical.key,
         "stream_label": s.logical.label,
+        "opened_by": opened_by(s),
         "id_scheme": _codec(s).scheme,
         "counter_scope": s.session.counter_scope,
         **_endpoints(s),
@@ -268,12 +271,15 @@ def _client_reaction(g: GapRecord, index: StreamIndex, requests: RequestIndex) -
 
 
 def _unsignalled_live(g: GapRecord) -> bool:
+    """A live jump nothing signalled or recovered that eviction may explain: not capture
+    loss, not a replay handoff (the server held the events: ``facts.causes``)."""
     return (
         g.location == "live"
         and g.detected_by == "id-jump"
         and not g.signalled
         and g.reissue is None
         and g.complete
+        and g.cause != REPLAY_HANDOFF
     )
 
 
@@ -284,7 +290,13 @@ def _session_row(
     counts: dict[Key, StreamCounts],
 ) -> dict:
     """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
-    silent = [g for g in gaps if _unsignalled_live(g)]
+    silent: list[GapRecord] = []
+    seen: set[tuple] = set()
+    for g in gaps:  # one gap seen on both legs of a proxy (same stream, same range) is one
+        key = (opened_by(g.stream) or g.stream.logical.key, g.first, g.last)
+        if _unsignalled_live(g) and key not in seen:
+            seen.add(key)
+            silent.append(g)
     unjudged = [
         {
             "stream": s.label,
@@ -331,6 +343,7 @@ def _session_row(
         "unjudged": orjson.dumps(unjudged).decode() if unjudged else None,
         "stream": silent[0].stream.logical.key if silent else None,
         "stream_label": silent[0].stream.logical.label if silent else None,
+        "opened_by": opened_by(silent[0].stream) if silent else None,
         "first": silent[0].first if silent else None,
         "last": silent[0].last if silent else None,
         "count": silent[0].count if silent else None,
@@ -519,6 +532,7 @@ def _resume_row(
         "crossed_streams": replay.crossed_streams,
         "crossed_sessions": replay.crossed_sessions,
         "crossed_first": replay.crossed_first,
+        "crossed_session": replay.crossed_session,
         "bd_last_written": replay.bd_last_written,
         "continues_after_bd": replay.continues_after_bd,
         "cursor_attempt": replay.cursor_attempt,

@@ -12,6 +12,14 @@ Causes, each only when the evidence supports it (otherwise ``unknown``):
   before that close never reached the socket and the replay skips them.
 - ``replay-buffer-truncation``: at a resume (or a ``410``), the live stream was contiguous
   up to a disconnect the server did not make, and the gap appears only in the replay.
+- ``replay-handoff``: a live gap on a resume's response, the first break on it, after a
+  replay that began at the successor of ``Last-Event-ID`` (the server still held every
+  event it was asked for), with no eviction on record (no window or stall evidence, no
+  event-log eviction): events produced while the stream passed from the replay to the live
+  feed were skipped, a race in a server that evicted nothing.
+
+A cause is only named on its evidence: a live gap with none of the above is ``unknown``,
+never eviction.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ CAPTURE_LOSS = "capture-loss"
 BACKPRESSURE_EVICTION = "backpressure-eviction"
 DISCARD_ON_CLOSE = "discard-on-close"
 REPLAY_BUFFER_TRUNCATION = "replay-buffer-truncation"
+REPLAY_HANDOFF = "replay-handoff"
 UNKNOWN = "unknown"
 
 
@@ -64,6 +73,35 @@ def _backpressure(gap: GapRecord) -> list[Evidence]:
         ):
             out.append(evidence(stall.start, f"server send stall ({stall.reason})"))
     return out
+
+
+def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> list[Evidence]:
+    """Evidence that a live gap on a resume's response came right after a whole replay:
+    the replay's first data event is the successor of ``Last-Event-ID`` and no break comes
+    before this one (see the module docstring)."""
+    s = gap.stream
+    codec = gap.codec
+    if s.kind != "resume" or gap.detected_by != "id-jump" or gap.before is None or not codec:
+        return []
+    before = gap.before.position
+    if any(
+        g.before is not None and g.before.position < before
+        for g in live_by_stream.get(id(s), [])
+        if g is not gap
+    ):
+        return []
+    asked = codec.key(s.last_event_id) if s.last_event_id else None
+    first = next((e for e in s.events if e.kind == "data" and e.key is not None), None)
+    if asked is None or first is None or first.position > before or first.key is None:
+        return []
+    if (first.key.prefix, first.key.seq) != (asked.prefix, asked.seq + 1):
+        return []
+    return [
+        first.cite(
+            f"replay began at {first.sse.id_field}, the successor of Last-Event-ID "
+            f"{s.last_event_id!r}: the server still held every event asked for"
+        )
+    ]
 
 
 def _live_contiguous_until_close(
@@ -117,9 +155,13 @@ def _from_event_log(gap: GapRecord) -> str | None:
     return None
 
 
-def attribute(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> None:
+def attribute(
+    gap: GapRecord,
+    live_by_stream: dict[int, list[GapRecord]],
+    resume_gaps: dict[int, GapRecord] | None = None,
+) -> None:
     """Set ``gap.cause`` and ``gap.cause_evidence``. ``live_by_stream``: the live gaps of
-    each stream (by ``id`` of its record)."""
+    each stream (by ``id`` of its record); ``resume_gaps``: each resume's own gap."""
     if gap.holes:
         gap.cause, gap.cause_evidence = CAPTURE_LOSS, []
         return
@@ -129,7 +171,12 @@ def attribute(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> Non
         return
     if gap.location == "live":
         found = _backpressure(gap)
-        gap.cause, gap.cause_evidence = (BACKPRESSURE_EVICTION, found) if found else (UNKNOWN, [])
+        if found:
+            gap.cause, gap.cause_evidence = BACKPRESSURE_EVICTION, found
+            return
+        whole_replay = id(gap.stream) not in (resume_gaps or {})
+        handoff = _replay_handoff(gap, live_by_stream) if whole_replay else []
+        gap.cause, gap.cause_evidence = (REPLAY_HANDOFF, handoff) if handoff else (UNKNOWN, [])
         return
     origin = _live_contiguous_until_close(gap, live_by_stream)
     if origin is None:

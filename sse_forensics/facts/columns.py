@@ -18,6 +18,7 @@ from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import StreamRecord, evidence
 from sse_forensics.facts.signals import STREAM_GAP
+from sse_forensics.facts.streams import opened_by
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
@@ -36,6 +37,7 @@ def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
         "response_stream": [],
         "session_inferred": [],
         "stream_label": [],
+        "opened_by": [],
         "response_label": [],
         "id_scheme": [],
         "counter_scope": [],
@@ -58,6 +60,7 @@ def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
         cols["response_stream"].append(s.key)
         cols["session_inferred"].append(s.session.inferred)
         cols["stream_label"].append(root.label)
+        cols["opened_by"].append(opened_by(s))
         cols["response_label"].append(s.label)
         cols["id_scheme"].append(s.codec.scheme if s.codec is not None else s.session.id_scheme)
         cols["counter_scope"].append(s.session.counter_scope)
@@ -79,6 +82,7 @@ def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
             "response_stream": pl.String,
             "session_inferred": pl.Boolean,
             "stream_label": pl.String,
+            "opened_by": pl.String,
             "response_label": pl.String,
             "id_scheme": pl.String,
             "counter_scope": pl.String,
@@ -316,6 +320,7 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("previous_id"),
         pl.col("session_inferred"),
         pl.col("stream_label"),
+        pl.col("opened_by"),
         pl.col("response_label"),
         pl.col("id_scheme"),
         pl.col("counter_scope"),

@@ -36,6 +36,7 @@ class ReplayFacts:
     crossed_streams: int = 0
     crossed_sessions: int = 0
     crossed_first: str | None = None
+    crossed_session: str | None = None  # the session the first leaked event belongs to
     bd_last_written: str | None = None
     continues_after_bd: bool = False  # the replay starts at the successor of that W
     cursor_attempt: int = 1
@@ -303,32 +304,48 @@ class ReplayJudge:
                 if not (scope == "server" or codec.scheme != "int"):
                     continue
                 facts.crossed_sessions += 1
-                if facts.crossed_first is None:
-                    facts.crossed_first = e.sse.id_field
-                    facts.extra_evidence.append(
-                        evidence(
-                            elsewhere.origin,
-                            f"event {e.sse.id_field} first sent on {elsewhere.label}",
-                        )
-                    )
-                    facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
+                self._cite_crossing(
+                    facts, r, e, evidence(elsewhere.origin, ""), elsewhere.label, elsewhere.session
+                )
                 continue
             pair = (e.sse.id_field, e.sse.data)
             first = self.first_seen.get(pair)
             if first is None or first is e or first.stream.logical is r.logical:
                 continue
+            owner = None
             if first.stream.session is r.session:
                 facts.crossed_streams += 1
             elif scope == "server" or codec.scheme != "int":
                 facts.crossed_sessions += 1
+                owner = first.stream.session.session_id
             else:
                 continue
-            if facts.crossed_first is None:
-                facts.crossed_first = e.sse.id_field
-                facts.extra_evidence.append(
-                    first.cite(f"event {e.sse.id_field} first sent on {first.stream.label}")
-                )
-                facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
+            self._cite_crossing(facts, r, e, first.cite(""), first.stream.label, owner)
+
+    @staticmethod
+    def _cite_crossing(
+        facts: ReplayFacts,
+        r: StreamRecord,
+        e: EventRecord,
+        sighting: Evidence,
+        label: str,
+        owner: str | None,
+    ) -> None:
+        """Cite the first leaked event, and the first event of another session: the
+        finding names the session the leaked events belong to."""
+        first_crossing = facts.crossed_first is None
+        first_of_session = owner is not None and facts.crossed_session is None
+        if not (first_crossing or first_of_session):
+            return
+        if first_crossing:
+            facts.crossed_first = e.sse.id_field
+        if first_of_session:
+            facts.crossed_session = owner
+        where = label if owner is None else f"{label}, session {owner}"
+        facts.extra_evidence.append(
+            {**sighting, "what": f"event {e.sse.id_field} first sent on {where}"}
+        )
+        facts.extra_evidence.append(e.cite(f"and replayed here to {r.label}"))
 
     def _adjusted(
         self, r: StreamRecord, codec: IdCodec, lk: IdKey | None

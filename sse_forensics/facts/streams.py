@@ -39,6 +39,22 @@ def stream_label(conn: Connection, ex: ExchangeRecord) -> str:
     return label_of(conn.id, ex.index, req.method if req else None, req.target if req else None)
 
 
+def opened_by(s: StreamRecord) -> str | None:
+    """The request that opened ``s``'s logical stream, in words every leg of a proxy shares
+    (issue 12, "one incident per lost range"): ``POST tools/call id=3`` (the JSON-RPC calls
+    of its body: a request ID is never reused within a session), ``GET`` (a standalone
+    stream). ``None`` when the request or its calls were not captured: then only the stream
+    key (connection and exchange) names the stream."""
+    root = s.logical
+    ex = root.exchange
+    if root.kind == "get":
+        return "GET"
+    if root.kind != "post" or not ex.calls:
+        return None
+    calls = ",".join(f"{c.method} id={c.rpc_id}" for c in ex.calls)
+    return f"POST {calls}"
+
+
 def build_streams(
     exchanges: list[ExchangeRecord],
     connections: dict[int, Connection],

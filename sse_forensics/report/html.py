@@ -24,6 +24,7 @@ from sse_forensics import __version__
 from sse_forensics.coverage import coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
+from sse_forensics.engine.incidents import Incident, group_incidents, incident_of, summarize
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.facts.build import build_facts
 from sse_forensics.facts.front import Front
@@ -121,7 +122,7 @@ def _when(ts: object) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _gap_text(f: Finding) -> str:
+def _gap_text(f: Finding | Incident) -> str:
     first, last, count = f.gap.get("first"), f.gap.get("last"), f.gap.get("count")
     if first is None and last is None:
         return ""
@@ -145,7 +146,7 @@ def _evidence_table(f: Finding) -> str:
     )
 
 
-def _finding(n: int, f: Finding, rules: RuleSet) -> str:
+def _finding(n: int, f: Finding, rules: RuleSet, incident: str | None) -> str:
     rule = rules.get(f.rule)
     colour = VERDICT_COLOUR.get(f.classification, "#777")
     parts = [
@@ -164,14 +165,55 @@ def _finding(n: int, f: Finding, rules: RuleSet) -> str:
         if rule.references:
             refs = "".join(f"<li class=mono>{text(r, 300)}</li>" for r in rule.references)
             parts.append(f"<h4>References</h4><ul>{refs}</ul>")
-    parts.append(f"<p class=meta>fingerprint <span class=mono>{text(f.fingerprint, 80)}</span></p>")
+    meta = f"fingerprint <span class=mono>{text(f.fingerprint, 80)}</span>"
+    if incident is not None:
+        meta += f" · incident <span class=mono>{text(incident, 80)}</span>"
+    parts.append(f"<p class=meta>{meta}</p>")
     parts.append("</article>")
     return "\n".join(parts)
 
 
-def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
+def _incidents(incidents: list[Incident], findings: list[Finding], numbers: dict[str, int]) -> str:
+    """One row per incident: its verdict, session, range, cause, the rules that fired (with
+    how many findings each) and links to those findings."""
+    if not incidents:
+        return ""
+    index = {f.fingerprint: n for n, f in enumerate(findings, 1)}
+    rows = []
+    for n, incident in enumerate(incidents, 1):
+        session = numbers.get(incident.session_id or "")
+        where = (
+            f'<a href="#session-{session}">{text(incident.session_id, 60)}</a>'
+            if session is not None
+            else text(incident.session_id, 60)
+        )
+        rules = "<br>".join(
+            f"<code>{text(r.rule, 80)}</code>" + (f" ×{r.count}" if r.count > 1 else "")
+            for r in incident.rules
+        )
+        links = " ".join(
+            f"<a href='#finding-{index[f.fingerprint]}'>{index[f.fingerprint]}</a>"
+            for f in incident.findings
+            if f.fingerprint in index
+        )
+        rows.append(
+            f"<tr><td>{n}</td><td>{_badge(incident.classification)}</td>"
+            f"<td>{text(incident.severity, 20)}</td><td class=mono>{where}</td>"
+            f"<td class=mono>{_gap_text(incident)}</td><td>{text(incident.cause or '', 40)}</td>"
+            f"<td>{rules}</td><td>{links}</td>"
+            f"<td class=mono>{text(incident.fingerprint, 40)}</td></tr>"
+        )
+    return (
+        "<h3>Incidents, most severe first</h3>"
+        "<table><tr><th>#</th><th>verdict</th><th>severity</th><th>session</th><th>gap</th>"
+        "<th>cause</th><th>rules</th><th>findings</th><th>incident id</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def _summary(result: ScanResult, numbers: dict[str, int], incidents: list[Incident]) -> str:
     tables = result.tables
-    counts = Counter(f.classification for f in result.findings)
+    counts = Counter(i.classification for i in incidents)  # verdicts of incidents
     verdicts = " ".join(f"{_badge(v)} {counts.get(v, 0)}" for v in reversed(CLASSIFICATIONS))
     inputs = "".join(f"<li class=mono>{text(p, 300)}</li>" for p in result.inputs)
     rows = []
@@ -210,8 +252,10 @@ def _summary(result: ScanResult, numbers: dict[str, int]) -> str:
         f"{len(result.connections)} TCP connections, {tables['sessions'].height} "
         f"session(s), {result.stats.streams} event stream(s), {result.stats.events} "
         f"SSE events, {result.stats.resumes} resume(s).</p>"
-        f"<p>Verdicts: {verdicts}</p><details><summary>Inputs</summary><ul>{inputs}</ul>"
-        f"</details><h3>Findings, most severe first</h3>{findings}</section>"
+        + (f"<p>Incidents: {text(summarize(incidents).text(), 200)}</p>" if incidents else "")
+        + f"<p>Verdicts: {verdicts}</p><details><summary>Inputs</summary><ul>{inputs}</ul>"
+        f"</details>{_incidents(incidents, result.findings, numbers)}"
+        f"<h3>Findings, most severe first</h3>{findings}</section>"
     )
 
 
@@ -260,6 +304,8 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
     figures: dict[str, dict] = {}
     sections: list[str] = []
     index = {id(f): n for n, f in enumerate(result.findings, 1)}  # numbered most severe first
+    incidents = group_incidents(result.findings)
+    incident = incident_of(incidents)
     groups: list[tuple[str | None, list[Finding]]] = [
         (sid, [f for f in result.findings if f.session_id == sid]) for sid in affected
     ]
@@ -294,7 +340,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
             body.append(_ladder_table(ladders.get(session_id)))
         else:
             head = '<section class="session" id="session-none"><h2>Other findings</h2>'
-        body.extend(_finding(index[id(f)], f, rules) for f in findings)
+        body.extend(_finding(index[id(f)], f, rules, incident.get(f.fingerprint)) for f in findings)
         sections.append(head + "\n".join(body) + "</section>")
 
     scripts = [plotly_js(), PLOT_BOOTSTRAP] if figures else []
@@ -309,7 +355,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
         if figures
         else ""
     )
-    title = f"sse-forensics report: {len(result.findings)} finding(s)"
+    title = f"sse-forensics report: {len(incidents)} incident(s), {len(result.findings)} finding(s)"
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
@@ -319,7 +365,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
         f"<p class=meta>sse-forensics {html.escape(__version__)} · every time below is "
         "capture time (UTC) · hover a plot for IDs and frames, drag to zoom, double-click to "
         "reset</p>"
-        + _summary(result, numbers)
+        + _summary(result, numbers, incidents)
         + "\n".join(sections)
         + _errors(result)
         + script_tags

@@ -17,11 +17,13 @@ import orjson
 from sse_forensics import __version__
 from sse_forensics.coverage import coverage
 from sse_forensics.engine.finding import Finding, iso_time
+from sse_forensics.engine.incidents import Incident, group_incidents, incident_of, summarize
 from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.siem import (
     SEVERITY_ID,
     compact,
     finding_time,
+    observed,
     observed_flow,
     rule_reference,
 )
@@ -44,11 +46,12 @@ SESSION_SUMMARY = [
 ]
 
 
-def ecs_finding(f: Finding) -> dict[str, object]:
+def ecs_finding(f: Finding, incident: str | None = None) -> dict[str, object]:
     """One finding as an ECS document (``docs/findings.md``; schema
     ``docs/schemas/finding.schema.json``). ``@timestamp`` and ``event.start`` are capture
     time, never the time of the scan, so a re-scan writes the same bytes; both are absent
-    only for a finding with no time at all (logs without timestamps)."""
+    only for a finding with no time at all (logs without timestamps). ``incident``: the id
+    of the incident the finding belongs to (:mod:`sse_forensics.engine.incidents`)."""
     flow = observed_flow(f)
     when = iso_time(finding_time(f))
     doc: dict[str, object] = {} if when is None else {"@timestamp": when}
@@ -109,11 +112,70 @@ def ecs_finding(f: Finding) -> dict[str, object]:
         "evidence": f.evidence,
         "references": f.references,
     }
+    if incident is not None:
+        doc["sse_forensics"]["incident_id"] = incident  # type: ignore[index]
     return doc
 
 
+def ecs_findings(findings: list[Finding], incidents: list[Incident]) -> list[dict[str, object]]:
+    """The findings as ECS documents, each with its incident's id."""
+    of = incident_of(incidents)
+    return [ecs_finding(f, of.get(f.fingerprint)) for f in findings]
+
+
 def findings_jsonl(result: ScanResult) -> bytes:
-    return b"".join(orjson.dumps(ecs_finding(f), option=_OPTS) + b"\n" for f in result.findings)
+    docs = ecs_findings(result.findings, group_incidents(result.findings))
+    return b"".join(orjson.dumps(doc, option=_OPTS) + b"\n" for doc in docs)
+
+
+def _endpoint(ip: str | None, port: int | None) -> dict[str, object] | None:
+    return compact({"ip": ip, "port": port}) or None
+
+
+def incident_document(incident: Incident) -> dict[str, object]:
+    """One incident (``incidents`` of the JSON document; ``docs/findings.md#incidents``)."""
+    lead = incident.lead
+    connections = []
+    for c in incident.connections:
+        flow = observed(c.community_id, c.client, c.server)
+        connections.append(
+            compact(
+                {
+                    "community_id": flow.community_id,
+                    "client": _endpoint(flow.client_ip, flow.client_port),
+                    "server": _endpoint(flow.server_ip, flow.server_port),
+                }
+            )
+        )
+    return {
+        "id": incident.fingerprint,
+        "classification": incident.classification,
+        "severity": incident.severity,
+        "start": iso_time(incident.ts),
+        "session_id": lead.session_id,
+        "session_inferred": lead.session_inferred,
+        "stream": lead.stream,
+        "stream_label": lead.stream_label,
+        "opened_by": lead.opened_by,
+        "id_scheme": lead.id_scheme,
+        "location": incident.location,
+        "gap": incident.gap,
+        "cause": incident.cause,
+        "rules": [
+            {
+                "rule": r.rule,
+                "title": r.title,
+                "classification": r.classification,
+                "severity": r.severity,
+                "count": r.count,
+                "finding_ids": list(r.finding_ids),
+            }
+            for r in incident.rules
+        ],
+        "findings": len(incident.findings),
+        "connections": connections,
+        "evidence": incident.evidence,
+    }
 
 
 def session_summaries(result: ScanResult) -> list[dict]:
@@ -129,6 +191,7 @@ def session_summaries(result: ScanResult) -> list[dict]:
 
 def scan_document(result: ScanResult) -> bytes:
     counts = Counter(f.classification for f in result.findings)
+    incidents = group_incidents(result.findings)
     doc = {
         "tool": {"name": "sse-forensics", "version": __version__},
         "inputs": result.inputs,
@@ -144,8 +207,11 @@ def scan_document(result: ScanResult) -> bytes:
         "capture_loss": result.loss.as_dict(),
         "logs": result.log_stats or None,
         "verdicts": dict(counts),
+        # Findings grouped into incidents: "3 lost ranges in 2 sessions, 7 findings".
+        "summary": summarize(incidents).as_dict(),
         "sessions": session_summaries(result),
-        "findings": [ecs_finding(f) for f in result.findings],
+        "incidents": [incident_document(i) for i in incidents],
+        "findings": ecs_findings(result.findings, incidents),
         "errors": [e.as_dict() for e in result.errors],
         "rule_errors": result.rule_errors,
         "not_judged": result.not_judged,

@@ -18,6 +18,7 @@ import orjson
 
 from sse_forensics import __version__
 from sse_forensics.engine.finding import Finding
+from sse_forensics.engine.incidents import group_incidents, incident_of
 from sse_forensics.report.siem import (
     SEVERITY_ID,
     Flow,
@@ -91,7 +92,10 @@ def _observables(f: Finding, flow: Flow) -> list[dict[str, object]]:
     ]
 
 
-def ocsf_record(f: Finding) -> dict[str, object]:
+def ocsf_record(f: Finding, incident: str | None = None) -> dict[str, object]:
+    """One finding as a Detection Finding. ``incident``: the id of its incident
+    (:mod:`sse_forensics.engine.incidents`), as ``metadata.correlation_uid``: the findings
+    of one loss share it, ``metadata.uid`` stays one per finding."""
     flow = observed_flow(f)
     ts = finding_time(f)
     # ``time`` is required: 0 only for a finding with no time at all (a log without times).
@@ -164,10 +168,14 @@ def ocsf_record(f: Finding) -> dict[str, object]:
             "ruleset": f.ruleset or None,
         }
     }
+    if incident is not None:
+        record["metadata"]["correlation_uid"] = incident  # type: ignore[index]
     if not record["observables"]:
         del record["observables"]
     return record
 
 
 def findings_ocsf(findings: list[Finding]) -> bytes:
-    return b"".join(orjson.dumps(ocsf_record(f)) + b"\n" for f in findings)
+    """One record per finding, each with its incident's id (``correlation_uid``)."""
+    of = incident_of(group_incidents(findings))
+    return b"".join(orjson.dumps(ocsf_record(f, of.get(f.fingerprint))) + b"\n" for f in findings)

@@ -66,15 +66,24 @@ class Flow:
         return f"ipv{versions.pop()}" if len(versions) == 1 else None
 
 
-def observed_flow(f: Finding) -> Flow:
-    community_id = f.community_id if f.community_id and COMMUNITY_ID.match(f.community_id) else None
+def observed(
+    community_id: str | None,
+    client: tuple[str | None, int | None],
+    server: tuple[str | None, int | None],
+) -> Flow:
+    """A connection as far as the evidence shows it: no placeholder of a log's
+    pseudo-connection survives."""
     return Flow(
-        community_id=community_id,
-        client_ip=ip_or_none(f.client[0]),
-        client_port=port_or_none(f.client[1]),
-        server_ip=ip_or_none(f.server[0]),
-        server_port=port_or_none(f.server[1]),
+        community_id=community_id if community_id and COMMUNITY_ID.match(community_id) else None,
+        client_ip=ip_or_none(client[0]),
+        client_port=port_or_none(client[1]),
+        server_ip=ip_or_none(server[0]),
+        server_port=port_or_none(server[1]),
     )
+
+
+def observed_flow(f: Finding) -> Flow:
+    return observed(f.community_id, f.client, f.server)
 
 
 def finding_time(f: Finding) -> float | None:

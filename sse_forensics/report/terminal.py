@@ -1,6 +1,7 @@
-"""The summary a person reads in ten seconds: what was scanned, verdict counts, the
-findings by severity, read errors, and the command that drills into each bad session; and
-the progress bar a long scan shows meanwhile."""
+"""The summary a person reads in ten seconds: what was scanned, the incidents and their
+verdicts ("1 lost range in 1 session, 3 findings"), the findings by severity, read errors,
+and the command that drills into each bad session; and the progress bar a long scan shows
+meanwhile."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from rich.text import Text
 from sse_forensics.coverage import Coverage, coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
+from sse_forensics.engine.incidents import group_incidents, summarize
 from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import (
@@ -159,7 +161,8 @@ def _read_summary(result: ScanResult) -> str:
 
 def render_scan(console: Console, result: ScanResult) -> None:
     tables = result.tables
-    counts = Counter(f.classification for f in result.findings)
+    incidents = group_incidents(result.findings)
+    counts = Counter(i.classification for i in incidents)
     affected = {f.session_id for f in result.findings if f.session_id}
     console.print(
         Text.assemble(
@@ -170,7 +173,9 @@ def render_scan(console: Console, result: ScanResult) -> None:
             f"{result.stats.events} SSE events, {result.stats.resumes} resume(s).",
         )
     )
-    verdicts = Text("Verdicts: ", style="bold")
+    if incidents:  # "3 lost ranges in 2 sessions, 7 findings"
+        console.print(Text.assemble(("Incidents: ", "bold"), summarize(incidents).text()))
+    verdicts = Text("Verdicts: ", style="bold")  # of the incidents, not of the findings
     for name in (SILENT_CORRUPTION, INDETERMINATE, CONTRACT_VIOLATION, EXPECTED_GAP):
         verdicts.append(f"{name} {counts.get(name, 0)}", style=VERDICT_STYLE[name])
         verdicts.append("  ")
