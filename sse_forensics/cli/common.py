@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
@@ -65,8 +63,10 @@ class Scheme(StrEnum):
 Paths = Annotated[
     list[str],
     typer.Argument(
+        metavar="PATH",
+        show_default=False,
         help="Captures (pcap/pcapng), logs (access logs, server event logs; plain, .gz, .zst) "
-        "or directories of them; captures are merged in time order."
+        "or directories of them; captures are merged in time order.",
     ),
 ]
 FailOnOpt = Annotated[
@@ -78,7 +78,7 @@ FailOnOpt = Annotated[
 ]
 RulesOpt = Annotated[
     list[Path] | None,
-    typer.Option("--rules", help="Extra directory of rule files (repeatable)."),
+    typer.Option("--rules", metavar="DIR", help="Extra directory of rule files (repeatable)."),
 ]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress bar, even on a terminal.")
@@ -86,13 +86,16 @@ QuietOpt = Annotated[
 LogFormatOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="FORMAT",
         help="Access-log format: 'nginx:<log_format>', 'apache:<LogFormat>' or a preset "
-        "(common, combined, mcp, apache-mcp); detected when omitted."
+        "(common, combined, mcp, apache-mcp); detected when omitted.",
     ),
 ]
 LogMapOpt = Annotated[
     Path | None,
-    typer.Option(help="TOML file mapping your JSON log fields to the canonical ones."),
+    typer.Option(
+        metavar="FILE", help="TOML file mapping your JSON log fields to the canonical ones."
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
@@ -100,12 +103,14 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
+        metavar="N",
         help="Worker processes for the per-session analysis (default: the machine's cores).",
     ),
 ]
 ClusterOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="WHERE",
         help="Run on Dask: 'local' or 'local:N' (a LocalCluster of N workers here) or a "
         "scheduler address such as tcp://scheduler:8786 (needs the cluster extra; "
         "docs/cluster.md). PATHS may then be fsspec URLs (s3://, gs://, file://).",
@@ -114,17 +119,26 @@ ClusterOpt = Annotated[
 ScratchOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="DIR",
         help="With --cluster: directory for the partition files, shared by this machine and "
         "every worker (default: the temp directory).",
     ),
 ]
-SessionHeader = Annotated[str, typer.Option(help="Header that carries the session ID.")]
+SessionHeader = Annotated[
+    str, typer.Option(metavar="NAME", help="Header that carries the session ID.")
+]
 PathRegex = Annotated[
-    str, typer.Option(help="Regex with a named group 'session' matched on the request path.")
+    str,
+    typer.Option(
+        metavar="REGEX", help="Regex with a named group 'session' matched on the request path."
+    ),
 ]
 IdSchemeOpt = Annotated[Scheme, typer.Option(help="Event-ID scheme; 'auto' detects per session.")]
 PrefixedRegex = Annotated[
-    str, typer.Option(help="Regex for prefixed IDs with named groups 'stream' and 'seq'.")
+    str,
+    typer.Option(
+        metavar="REGEX", help="Regex for prefixed IDs with named groups 'stream' and 'seq'."
+    ),
 ]
 
 
@@ -132,6 +146,7 @@ TLSKeylogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--tls-keylog",
+        metavar="FILE",
         help="NSS key log (SSLKEYLOGFILE) to decrypt TLS with (repeatable); pcapng "
         "Decryption Secrets Blocks are read without it.",
     ),
@@ -197,6 +212,8 @@ def run_scan(
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2. With
     ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well."""
+    from rich.console import Console
+
     from sse_forensics.cluster import ClusterUnavailable
     from sse_forensics.engine.registry import load_rules
     from sse_forensics.pipeline import scan_paths
@@ -240,6 +257,9 @@ def _scan_on_cluster(
     progress: ScanProgress | None,
     quiet: bool,
 ) -> ScanResult:
+    from rich.console import Console
+    from rich.text import Text
+
     from sse_forensics.cluster import scan_on_cluster
 
     def announce(link: str) -> None:
@@ -275,6 +295,9 @@ def exit_code(result: ScanResult, fail_on: FailOn) -> int:
 
 
 def usage_error(message: str) -> NoReturn:
+    from rich.console import Console
+    from rich.text import Text
+
     Console(stderr=True, soft_wrap=True).print(Text(f"sse-forensics: {message}", style="red"))
     raise typer.Exit(EXIT_USAGE)
 

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.cli.common import (
     DEFAULTS,
@@ -53,6 +51,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (summary, findings with rationale and
     remediation, a plot per affected session); it makes no network fetch when opened."""
+    from rich.console import Console
+    from rich.text import Text
+
     from sse_forensics.report.html import render_report
 
     config = analysis_config(

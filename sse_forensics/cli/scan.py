@@ -6,8 +6,6 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.cli.common import (
     DEFAULTS,
@@ -62,6 +60,8 @@ def scan(
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
     or OCSF)."""
+    from rich.console import Console
+
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
@@ -97,6 +97,9 @@ def scan(
 
 
 def _report_errors_to_stderr(result) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
     if result.errors or result.rule_errors:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         for e in result.errors:

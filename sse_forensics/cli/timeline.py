@@ -6,7 +6,6 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from sse_forensics.cli.common import (
     DEFAULTS,
@@ -52,6 +51,8 @@ def timeline(
 ) -> None:
     """Show what happened per session, in time order: requests and Last-Event-ID, statuses,
     SSE events as ID runs, gaps with their verdicts, signals, missing bytes, FIN/RST."""
+    from rich.console import Console
+
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
