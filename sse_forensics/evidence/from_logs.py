@@ -296,16 +296,12 @@ class SessionPart:
     unmatched: pl.DataFrame  # the access lines no event-log stream took
 
 
-def session_part(
-    events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFrame
-) -> SessionPart:
+def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFrame) -> SessionPart:
     """Evidence rows for the event-log records of whole sessions, and the access lines of
     the same sessions that describe them (merged into the stream's exchange). ``conn_ids``
     gives each group (:data:`GROUP_KEYS`) its pseudo-connection, numbered over the whole
     scan (:func:`group_order`); ``access`` carries ``file_no``."""
-    access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index(
-        "arow"
-    )
+    access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index("arow")
     if not events.height:
         return SessionPart(
             ConnectionColumns.frame(),
