@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.ids import DEFAULT_PREFIXED
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
     from sse_forensics.engine.registry import RuleSet
     from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult
+    from sse_forensics.report.selection import Selection
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -142,6 +147,41 @@ PrefixedRegex = Annotated[
 ]
 
 
+SessionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--session", metavar="ID", help="Only this session: its ID or any unique prefix of it."
+    ),
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TIME",
+        help="Only what happened at or after TIME: seconds since the epoch or ISO 8601 "
+        "(2026-11-30T03:42:41Z; UTC when no offset is given).",
+    ),
+]
+UntilOpt = Annotated[
+    str | None, typer.Option(metavar="TIME", help="Only what happened at or before TIME.")
+]
+HostOpt = Annotated[
+    str | None,
+    typer.Option(metavar="IP", help="Only connections with this address at either end."),
+]
+PortOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="PORT", min=0, max=65535, help="Only connections with this port at either end."
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE, not standard output."),
+]
+# The width a table written to a file (-o) is laid out for.
+FILE_WIDTH = 120
+
+
 TLSKeylogOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -163,16 +203,24 @@ def analysis_config(
     for path in tls_keylog or []:
         if not path.is_file():
             usage_error(f"--tls-keylog: no such file: {printable(path, 300)}")
-    for name, pattern, group in (
-        ("--session-path-regex", session_path_regex, "session"),
-        ("--prefixed-regex", prefixed_regex, "seq"),
+    for name, pattern, groups in (
+        ("--session-path-regex", session_path_regex, ("session",)),
+        # Without `stream`, every prefix would share one counter: IDs of two streams would
+        # read as one stream's gaps (PROFILE.md, "Event IDs").
+        ("--prefixed-regex", prefixed_regex, ("stream", "seq")),
     ):
         try:
             compiled = re.compile(pattern)
         except re.error as exc:
             usage_error(f"{name}: invalid regular expression: {exc}")
-        if group not in compiled.groupindex:
-            usage_error(f"{name}: the pattern needs a named group (?P<{group}>...)")
+        missing = [g for g in groups if g not in compiled.groupindex]
+        if missing:
+            needed = " and ".join(f"(?P<{g}>...)" for g in groups)
+            usage_error(
+                f"{name}: the pattern needs the named group{'s' * (len(groups) > 1)} {needed}"
+            )
+    if prefixed_regex != DEFAULT_PREFIXED and id_scheme in (Scheme.int, Scheme.opaque):
+        warn(f"--prefixed-regex has no effect with --id-scheme {id_scheme.value}")
     return AnalysisConfig(
         session_header=session_header,
         session_path_regex=session_path_regex,
@@ -292,6 +340,88 @@ def exit_code(result: ScanResult, fail_on: FailOn) -> int:
     if result.errors:
         return EXIT_READ_ERRORS
     return EXIT_OK
+
+
+def warn(message: str) -> None:
+    """One line on stderr about an option that cannot apply; the scan goes on."""
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, soft_wrap=True, highlight=False).print(
+        Text(f"sse-forensics: warning: {message}", style="yellow")
+    )
+
+
+def option_warnings(result: ScanResult, id_scheme: Scheme, log_format: str | None) -> None:
+    """Options the inputs turned out not to fit: a forced ``--id-scheme`` that the IDs do
+    not follow, a log format with no log to read."""
+    if id_scheme in (Scheme.int, Scheme.prefixed):
+        streams = {f.stream for f in result.findings if f.rule == "id-scheme-outlier"}
+        if streams:
+            warn(
+                f"--id-scheme {id_scheme.value}: {len(streams)} stream(s) carry event IDs that "
+                "are not of that scheme (see the id-scheme-outlier findings); --id-scheme auto "
+                "reads each stream by the scheme its IDs follow"
+            )
+    if log_format is not None and not result.log_stats:
+        warn("--log-format: no log among the inputs, it was not used")
+
+
+def parse_selection(
+    since: str | None, until: str | None, host: str | None, port: int | None
+) -> Selection:
+    """The ``--since``/``--until``/``--host``/``--port`` filters, checked before the scan."""
+    import ipaddress
+
+    from sse_forensics.report.selection import Selection, parse_time
+
+    times: list[float | None] = []
+    for name, text in (("--since", since), ("--until", until)):
+        try:
+            times.append(parse_time(text) if text is not None else None)
+        except ValueError as exc:
+            usage_error(f"{name}: {exc}")
+    start, end = times
+    if start is not None and end is not None and start > end:
+        usage_error("--since is later than --until")
+    if host is not None:
+        try:
+            host = str(ipaddress.ip_address(host))
+        except ValueError:
+            usage_error(f"--host: {printable(host, 80)!r} is not an IP address")
+    return Selection(None, start, end, host, port)
+
+
+def select_session(selection: Selection, prefix: str | None, sessions: Iterable[str]) -> Selection:
+    """``selection`` with ``--session`` resolved to one whole session ID (usage error when
+    the prefix names none or several)."""
+    import dataclasses
+
+    from sse_forensics.report.selection import SelectionError, resolve_session
+
+    if prefix is None:
+        return selection
+    try:
+        return dataclasses.replace(selection, session=resolve_session(prefix, sessions))
+    except SelectionError as exc:
+        usage_error(printable(str(exc), 600))
+
+
+@contextmanager
+def output_stream(path: Path | None, binary: bool = True) -> Iterator[IO[Any]]:
+    """Standard output, or ``path`` (``-o FILE``) opened for writing; a file that cannot be
+    written is a usage error."""
+    if path is None:
+        out = sys.stdout.buffer if binary else sys.stdout
+        yield out
+        out.flush()
+        return
+    try:
+        fh = open(path, "wb" if binary else "w", encoding=None if binary else "utf-8")  # noqa: SIM115
+    except OSError as exc:
+        usage_error(f"{printable(path, 300)}: cannot write: {exc.strerror or exc}")
+    with fh:  # opened apart: a file that cannot be written is a usage error, not a traceback
+        yield fh
 
 
 def usage_error(message: str) -> NoReturn:

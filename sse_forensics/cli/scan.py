@@ -9,15 +9,19 @@ import typer
 
 from sse_forensics.cli.common import (
     DEFAULTS,
+    FILE_WIDTH,
     ClusterOpt,
     FailOn,
     FailOnOpt,
+    HostOpt,
     IdSchemeOpt,
     JobsOpt,
     LogFormatOpt,
     LogMapOpt,
+    OutputOpt,
     PathRegex,
     Paths,
+    PortOpt,
     PrefixedRegex,
     QuietOpt,
     RulesOpt,
@@ -25,11 +29,18 @@ from sse_forensics.cli.common import (
     Scheme,
     ScratchOpt,
     SessionHeader,
+    SessionOpt,
+    SinceOpt,
     TLSKeylogOpt,
+    UntilOpt,
     analysis_config,
     exit_code,
     log_options,
+    option_warnings,
+    output_stream,
+    parse_selection,
     run_scan,
+    select_session,
 )
 from sse_forensics.report.escape import printable
 
@@ -44,7 +55,13 @@ def scan(
             help="Output format: table, json, jsonl (one finding per line) or ocsf.",
         ),
     ] = ScanFormat.table,
+    output: OutputOpt = None,
     fail_on: FailOnOpt = FailOn.silent_corruption,
+    session: SessionOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    host: HostOpt = None,
+    port: PortOpt = None,
     rules: RulesOpt = None,
     session_header: SessionHeader = DEFAULTS.session_header,
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
@@ -59,8 +76,9 @@ def scan(
     scratch: ScratchOpt = None,
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
-    or OCSF)."""
+    or OCSF). PATH may be - (standard input), a pipe or a compressed capture."""
     from rich.console import Console
+    from rich.text import Text
 
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
@@ -69,8 +87,9 @@ def scan(
     config = analysis_config(
         session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
     )
+    selection = parse_selection(since, until, host, port)
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
-    show_progress = not quiet and sys.stdout.isatty()
+    show_progress = not quiet and sys.stdout.isatty() and output is None
     result, _ = run_scan(
         paths,
         config,
@@ -82,32 +101,49 @@ def scan(
         scratch=scratch,
         quiet=quiet,
     )
-    if format is ScanFormat.jsonl:
-        sys.stdout.buffer.write(findings_jsonl(result))
-        _report_errors_to_stderr(result)
-    elif format is ScanFormat.ocsf:
-        sys.stdout.buffer.write(findings_ocsf(result.findings))
-        _report_errors_to_stderr(result)
-    elif format is ScanFormat.json:
-        sys.stdout.buffer.write(scan_document(result))
+    option_warnings(result, id_scheme, log_format)
+    sessions = result.tables["sessions"].get_column("session_id").to_list()
+    selection = select_session(selection, session, sessions)
+    shown = selection.apply(result)
+    if format is ScanFormat.table:
+        with output_stream(output, binary=False) as out:
+            console = (
+                Console(highlight=False)
+                if output is None
+                else Console(file=out, width=FILE_WIDTH, highlight=False)
+            )
+            render_scan(console, shown)
+            if not selection.everything:
+                console.print(
+                    Text(
+                        f"Shown: {printable(selection.describe(), 300)} "
+                        f"({len(shown.findings)} of {len(result.findings)} finding(s)).",
+                        style="dim",
+                    )
+                )
     else:
-        render_scan(Console(highlight=False), result)
-    sys.stdout.flush()
-    raise typer.Exit(exit_code(result, fail_on))
+        with output_stream(output) as out:
+            if format is ScanFormat.jsonl:
+                out.write(findings_jsonl(shown))
+            elif format is ScanFormat.ocsf:
+                out.write(findings_ocsf(shown.findings))
+            else:
+                out.write(scan_document(shown))
+        if format is not ScanFormat.json:
+            _report_errors_to_stderr(shown)
+    raise typer.Exit(exit_code(shown, fail_on))
 
 
 def _report_errors_to_stderr(result) -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from sse_forensics.report.terminal import fold_errors
+
     if result.errors or result.rule_errors:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
-        for e in result.errors:
-            where = f" frame {e.frame}" if e.frame is not None else ""
-            where = f" line {e.line}" if e.line is not None else where
-            err.print(
-                Text(f"input problem: {printable(e.source, 200)}{where}: {printable(e.what, 200)}")
-            )
+        for line in fold_errors(result.errors):
+            err.print(Text(f"input problem: {line}"))
         for msg in result.rule_errors:
             err.print(Text(f"rule not loaded: {printable(msg, 300)}"))
     from sse_forensics.coverage import coverage
