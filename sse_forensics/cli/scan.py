@@ -112,15 +112,15 @@ def scan(
                 if output is None
                 else Console(file=out, width=FILE_WIDTH, highlight=False)
             )
-            render_scan(console, shown)
             if not selection.everything:
                 console.print(
                     Text(
-                        f"Shown: {printable(selection.describe(), 300)} "
-                        f"({len(shown.findings)} of {len(result.findings)} finding(s)).",
-                        style="dim",
+                        f"Showing {printable(selection.describe(), 300)} only: "
+                        f"{len(shown.findings)} of {len(result.findings)} finding(s).",
+                        style="bold",
                     )
                 )
+            render_scan(console, shown)
     else:
         with output_stream(output) as out:
             if format is ScanFormat.jsonl:

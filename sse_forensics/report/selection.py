@@ -101,17 +101,11 @@ class Selection:
         return self.in_time(f.ts) and self.on_endpoints(f.client, f.server)
 
     def apply(self, result: ScanResult) -> ScanResult:
-        """``result`` with only the selected findings (and, for ``--session``, only that
-        session's row in the sessions table)."""
+        """``result`` with only the selected findings. What was scanned (inputs, sessions,
+        statistics, input problems, what could not be judged) stays as it was."""
         if self.everything:
             return result
-        tables = dict(result.tables)
-        sessions = tables.get("sessions")
-        if self.session is not None and sessions is not None and sessions.height:
-            tables["sessions"] = sessions.filter(sessions["session_id"] == self.session)
-        return dataclasses.replace(
-            result, findings=[f for f in result.findings if self.finding(f)], tables=tables
-        )
+        return dataclasses.replace(result, findings=[f for f in result.findings if self.finding(f)])
 
     def describe(self) -> str:
         """The filters in words, for a summary line ("" when nothing is filtered)."""

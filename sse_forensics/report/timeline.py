@@ -383,23 +383,28 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
-def resume_marks(row: dict[str, Any], ex: ExchangeRecord, owner: str | None = None) -> list[Text]:
+def resume_marks(
+    row: dict[str, Any], ex: ExchangeRecord, owner: str | None = None, in_storm: bool = False
+) -> list[Text]:
     """What the ``resumes`` facts single out about one resume (docs/facts.md, "resumes"),
-    one line each: an empty or keep-alive-only replay, a resume storm, replayed events
-    that were first sent on another stream or to another session (``owner``: the session
-    the first of them was first sent to)."""
+    one line each: an empty or keep-alive-only replay, a resume storm (``in_storm``: a
+    later attempt of a storm ``resume_storm`` started), replayed events that were first
+    sent on another stream or to another session (``owner``: the session the first of
+    them was first sent to)."""
     marks: list[Text] = []
     leid = printable(row.get("last_event_id"), 40)
     if row.get("empty_replay"):
-        if row.get("empty_how") == "keep-alive only":
+        ended = str(row.get("empty_how") or "").startswith("ended")
+        if ex.comments:
             how = f"keep-alives only ({_count(ex.comments, 'comment')}), no event"
+            how += ", then the stream ended" if ended else ""
         else:
-            how = "the stream ended without an event"
+            how = "the stream ended without an event" if ended else "no event"
         known = "; the stream had events after it" if row.get("later_events_known") else ""
         style = "bold red" if row.get("later_events_known") else "yellow"
         marks.append(Text(f"∅ empty replay after Last-Event-ID {leid}: {how}{known}", style=style))
     attempt = row.get("cursor_attempt") or 0
-    if row.get("resume_storm"):
+    if row.get("resume_storm") or in_storm:
         marks.append(
             Text(
                 f"↻ resume storm: attempt {attempt} from Last-Event-ID {leid} with no data "
@@ -438,6 +443,7 @@ def _exchange_rungs(
     all_events: bool,
     resume: dict[str, Any] | None = None,
     owner: str | None = None,
+    in_storm: bool = False,
 ) -> list[Rung]:
     conn = ex.connection_id
     key = (ex.connection_id, ex.index)
@@ -459,7 +465,7 @@ def _exchange_rungs(
     if resume is not None:
         rungs.extend(
             Rung("mark", resp_ts, conn, resp_origin, mark, key)
-            for mark in resume_marks(resume, ex, owner)
+            for mark in resume_marks(resume, ex, owner, in_storm)
         )
     mine = [g for g in gaps if g.stream is stream] if stream is not None else []
     for g in mine:
@@ -646,6 +652,12 @@ def session_ladders(
     wanted_conns = _selected_connections(facts, selection)
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
     resumes = _resume_rows(facts)
+    # Where each storm began: (stream, Last-Event-ID) → the attempt ``resume_storm`` marks.
+    storm_start = {
+        (row.get("stream"), row.get("last_event_id")): row.get("cursor_attempt") or 0
+        for row in resumes.values()
+        if row.get("resume_storm")
+    }
     first_sent = _FirstSent(facts)
     connections = facts.connections
     exchanges: dict[str, list[ExchangeRecord]] = {}
@@ -668,7 +680,11 @@ def session_ladders(
             owner = None
             if resume is not None and resume.get("crossed_sessions"):
                 owner = first_sent.session(resume.get("crossed_first"), session_id)
-            rungs.extend(_exchange_rungs(ex, stream, gaps, all_events, resume, owner))
+            in_storm = False
+            if resume is not None:
+                began = storm_start.get((resume.get("stream"), resume.get("last_event_id")))
+                in_storm = began is not None and (resume.get("cursor_attempt") or 0) > began
+            rungs.extend(_exchange_rungs(ex, stream, gaps, all_events, resume, owner, in_storm))
         for conn_id in sorted({ex.connection_id for ex in mine}):
             if conn_id in connections:
                 rungs.extend(_connection_rungs(connections[conn_id]))
@@ -746,7 +762,7 @@ def render_timeline(
             if known:
                 console.print(Text(f"Sessions: {known}"))
         elif not selection.everything:
-            console.print(Text(f"Nothing in {printable(selection.describe(), 300)}."))
+            console.print(Text(f"Nothing selected ({printable(selection.describe(), 300)})."))
         else:
             console.print("No HTTP exchanges found.")
         return
