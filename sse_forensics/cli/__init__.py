@@ -1,5 +1,5 @@
 """Command line: ``scan`` (findings), ``timeline`` (what was reassembled), ``report``,
-``rules``. Each command lives in its own module here; :mod:`.app` assembles them.
+``rules``. Each command lives in its own module here; :mod:`.commands` assembles them.
 
 This module stays light: ``sse-forensics --version`` answers without importing typer, rich
 or polars, and each command imports the pipeline only when it runs.
@@ -17,7 +17,7 @@ def main() -> None:
 
         print(f"sse-forensics {__version__}")
         return
-    from sse_forensics.cli.app import app
+    from sse_forensics.cli.commands import app
 
     try:
         app(prog_name="sse-forensics")
@@ -27,7 +27,7 @@ def main() -> None:
 
 def __getattr__(name: str) -> Any:  # ``from sse_forensics.cli import app`` still works
     if name == "app":
-        from sse_forensics.cli.app import app
+        from sse_forensics.cli.commands import app
 
         return app
     raise AttributeError(name)
