@@ -70,8 +70,9 @@ Paths = Annotated[
     typer.Argument(
         metavar="PATH",
         show_default=False,
-        help="Captures (pcap/pcapng), logs (access logs, server event logs; plain, .gz, .zst) "
-        "or directories of them; captures are merged in time order.",
+        help="Captures (pcap/pcapng, plain or .gz/.zst/.xz/.bz2), logs (access logs, server "
+        "event logs; plain, .gz, .zst), directories or globs of them, or - (standard input); "
+        "captures are merged in time order.",
     ),
 ]
 FailOnOpt = Annotated[
