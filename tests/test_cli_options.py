@@ -217,3 +217,18 @@ def test_rules_list_fits_80_columns() -> None:
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "missing-stream-gap" in text and "Live stream skipped" in text
     assert "…" not in text  # nothing cut: titles wrap
+
+
+def test_repeated_input_problems_fold_into_one_line() -> None:
+    from sse_forensics.errors import ReadError
+    from sse_forensics.report.terminal import fold_errors
+
+    errors = [ReadError("a.pcap", "bad chunk", frame=n) for n in range(12, 72)]
+    errors += [ReadError("a.pcap", "other", frame=80), ReadError("b.log", "x", line=3)]
+    errors += [ReadError("c.txt", "not read")]
+    assert fold_errors(errors) == [
+        "a.pcap frames 12–71: bad chunk ×60",
+        "a.pcap frame 80: other",
+        "b.log line 3: x",
+        "c.txt: not read",
+    ]
