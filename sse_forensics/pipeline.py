@@ -35,8 +35,9 @@ from sse_forensics.facts.front import Front, compute_front
 from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
-from sse_forensics.ingest.inputs import classify_inputs, merged_frames
+from sse_forensics.ingest.inputs import classify_inputs, merged_frames, resolve_inputs
 from sse_forensics.ingest.packet_index import index_captures
+from sse_forensics.ingest.spool import Spool, restore_names
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.flows import Connection
@@ -112,6 +113,7 @@ class ScanResult:
     rule_errors: list[str] = field(default_factory=list)
     not_judged: list[dict[str, object]] = field(default_factory=list)
     facts: Facts | None = None
+    ignored: list[str] = field(default_factory=list)  # documents in a scanned directory
 
 
 @dataclass(slots=True)
@@ -121,6 +123,7 @@ class Ingested:
     provided: frozenset[str]
     exchanges: int
     log_connections: int = 0
+    ignored: list[str] = field(default_factory=list)
 
 
 def _ingest_logs(
@@ -238,13 +241,18 @@ def ingest(
     progress: ScanProgress | None = None,
     jobs: int = 1,
     executor: Executor | None = None,
+    spool: Spool | None = None,
 ) -> Ingested:
     """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
-    a path that is neither a capture nor a log, or a log format that does not fit."""
+    a path that is neither a capture nor a log, or a log format that does not fit. Standard
+    input, pipes and compressed captures are copied into ``spool`` first; a directory's
+    files that are neither become errors (:func:`~sse_forensics.ingest.inputs.resolve_inputs`)."""
     logs = logs or LogOptions()
-    inputs, log_files = classify_inputs(paths, logs.access_format)
+    found = resolve_inputs(paths, logs.access_format, spool)
+    inputs, log_files = found.captures, found.logs
     with _scan_gc():
         reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor)
+    reassembly.errors[:0] = found.skipped + (spool.errors if spool is not None else [])
     exchanges = store.rows["exchanges"]
     log_connections = 0
     if log_files:
@@ -261,6 +269,7 @@ def ingest(
         evidence_provided(reassembly),
         exchanges,
         log_connections,
+        found.ignored,
     )
 
 
@@ -477,8 +486,8 @@ def scan_paths(
     rules = rules or load_rules(rule_dirs)
     if buckets is None:
         buckets = 1 if keep_records else partition_count(paths, jobs)
-    with EvidenceStore(buckets, scratch=scratch) as store:
-        ingested = ingest(paths, store, config, logs, progress, jobs, executor)
+    with EvidenceStore(buckets, scratch=scratch) as store, Spool(scratch) as spool:
+        ingested = ingest(paths, store, config, logs, progress, jobs, executor, spool)
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(
@@ -516,7 +525,7 @@ def scan_paths(
     facts = results[0].facts if keep_records and len(results) == 1 else None
     if keep_records and facts is None:
         facts = build_facts([], {}, Front())
-    return ScanResult(
+    result = ScanResult(
         paths=list(paths),
         inputs=ingested.inputs,
         stats=stats,
@@ -529,7 +538,10 @@ def scan_paths(
         rule_errors=list(rules.errors),
         not_judged=not_judged,
         facts=facts,
+        ignored=ingested.ignored,
     )
+    # Findings, errors and records cite `x.pcap.gz` or `<stdin>`, never the spooled copy.
+    return restore_names(result, spool.names)
 
 
 def reassemble_paths(paths: list[str]) -> Reassembly:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
@@ -17,6 +18,7 @@ from sse_forensics.facts.build import Facts
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.provenance import Origin
 from sse_forensics.report import terminal, timeline
+from sse_forensics.report.selection import Selection
 from sse_forensics.report.terminal import render_scan, scan_progress, shell_word
 from sse_forensics.report.timeline import (
     Rung,
@@ -210,3 +212,143 @@ def test_progress_bar_waits_a_second_and_stays_off_pipes(monkeypatch) -> None:
         assert progress.progress is not None
         task = progress.progress.tasks[0]
         assert (task.completed, task.total, task.description) == (10, 100, "reading captures")
+
+
+# -- marks, methods, folding, columns (issue: "Timeline and terminal") ---------------------
+
+EMPTY_KEEPALIVE = SAMPLES / "empty-replay-2xx-keepalive.pcap"
+EMPTY_ENDS = SAMPLES / "empty-replay-2xx-ends.pcap"
+STORM = SAMPLES / "resume-storm.pcap"
+CROSSED_SESSIONS = SAMPLES / "replay-crossed-sessions.pcap"
+CROSSED_STREAMS = SAMPLES / "replay-crossed-streams.pcap"
+
+
+def test_empty_replays_are_marked_with_how_they_were_empty() -> None:
+    keepalive = ladder_text(EMPTY_KEEPALIVE)
+    assert "∅ empty replay after Last-Event-ID 7: keep-alives only" in keepalive
+    ended = ladder_text(EMPTY_ENDS)
+    assert "∅ empty replay after Last-Event-ID 7: the stream ended without an event" in ended
+    assert "∅" not in ladder_text(LIVE_JUMP)
+
+
+def test_resume_storm_is_marked_from_the_attempt_that_makes_it_one() -> None:
+    lines = ladder_text(STORM).splitlines()
+    marks = [line for line in lines if "↻ resume storm" in line]
+    assert marks and "attempt 3 from Last-Event-ID 7" in marks[0]
+    resumes = [line for line in lines if "(resume)" in line]
+    assert len(marks) == len(resumes) - 2  # attempts 1 and 2 are not a storm yet
+
+
+def test_cross_session_leak_names_the_session_the_events_were_first_sent_to() -> None:
+    text = ladder_text(CROSSED_SESSIONS)
+    assert (
+        "⇄ cross-session leak: 1 replayed event first sent to session "
+        "replay-crossed-sessions-0001 (first: s1_31)" in text
+    )
+    assert "first sent on another stream of this session" in ladder_text(CROSSED_STREAMS)
+
+
+def test_the_request_that_opened_a_stream_shows_its_json_rpc_method() -> None:
+    text = ladder_text(LIVE_JUMP)
+    assert "→ POST /mcp  tools/call" in text and "→ POST /mcp  initialize" in text
+    facts = records([str(LIVE_JUMP)])
+    methods = [r.get("rpc_methods") for r in timeline.timeline_records(facts)]
+    assert ["tools/call"] in methods and ["initialize"] in methods
+
+
+def snap(src: Path, dst: Path, snaplen: int) -> Path:
+    """``src`` (classic little-endian pcap) as tcpdump -s ``snaplen`` would have kept it."""
+    data = src.read_bytes()
+    out = bytearray(data[:24])
+    out[16:20] = snaplen.to_bytes(4, "little")
+    pos = 24
+    while pos + 16 <= len(data):
+        incl = int.from_bytes(data[pos + 8 : pos + 12], "little")
+        kept = data[pos + 16 : pos + 16 + incl][:snaplen]
+        out += data[pos : pos + 8] + len(kept).to_bytes(4, "little") + data[pos + 12 : pos + 16]
+        out += kept
+        pos += 16 + incl
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+def test_identical_consecutive_lines_fold_with_a_count_and_a_frame_range(tmp_path) -> None:
+    cut = snap(STORM, tmp_path / "snap.pcap", 100)
+    text = ladder_text(cut)
+    folded = [line for line in text.splitlines() if "×" in line]
+    assert folded and "server bytes missing from the capture (snaplen) ×" in folded[0]
+    count = int(folded[0].rsplit("×", 1)[1])
+    first, last = folded[0].split()[2].split("–")
+    assert int(last) - int(first) >= count - 1 > 0
+
+
+def test_fold_repeats_keeps_different_lines_and_connections_apart() -> None:
+    def rung(text: str, frame: int, conn: int = 1) -> Rung:
+        return Rung(
+            "missing-bytes", float(frame), conn, Origin("x", frame, float(frame)), Text(text)
+        )
+
+    same = [rung("⚠ 441 server bytes missing (snaplen)", n) for n in range(10, 70)]
+    (one,) = timeline.fold_repeats(same)
+    assert one.text.plain.endswith(" ×60") and timeline.frame_label(one, False) == "10–69"
+    mixed = [rung("a", 1), rung("a", 2, conn=2), rung("b", 3), rung("b", 4)]
+    assert [r.text.plain for r in timeline.fold_repeats(mixed)] == ["a", "a", "b ×2"]
+    assert same[0].text.plain == "⚠ 441 server bytes missing (snaplen)"  # inputs untouched
+
+
+def test_the_middle_of_a_resume_storm_folds_into_one_line() -> None:
+    rungs = []
+    for n in range(8):
+        key = (n + 2, 0)
+        rungs.append(Rung("request", float(n), n + 2, None, Text(f"→ GET {n}"), key))
+        rungs.append(Rung("response", float(n), n + 2, None, Text("← 200 OK"), key))
+        rungs.append(Rung("disconnect", float(n) + 0.5, n + 2, None, Text("⏏ FIN from client")))
+    storm = [(n + 2, 0) for n in range(8)]
+    folded = timeline._collapse_storms(rungs, [storm])
+    shown = [r.text.plain for r in folded if r.kind == "request"]
+    assert shown == ["→ GET 0", "→ GET 1", "→ GET 2", "→ GET 7"]
+    (line,) = [r.text.plain for r in folded if r.kind == "collapsed"]
+    assert line.startswith("… ↻ 4 more resumes of this storm")
+    assert sum(r.kind == "disconnect" for r in folded) == 4  # their connections fold too
+
+
+def test_frame_numbers_are_never_broken_and_the_column_is_labelled() -> None:
+    facts = records([str(LIVE_JUMP)])
+    console = Console(record=True, width=44, file=io.StringIO(), highlight=False)
+    render_timeline(console, facts)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "time" in line and "conn" in line)
+    assert "frame" in header
+    frames = {str(r.origin.number) for lad in session_ladders(facts) for r in lad.rungs if r.origin}
+    cells = {line[15:22].strip() for line in text.splitlines()}
+    assert frames <= {c for c in cells if c}
+
+
+def test_timeline_selection_by_time_and_port() -> None:
+    facts = records([str(LIVE_JUMP)])
+    (ladder,) = session_ladders(facts)
+    t0 = ladder.start
+    later = Selection(since=t0 + 0.005)
+    (cut,) = session_ladders(facts, selection=later)
+    assert cut.rungs and all(r.ts is None or r.ts >= t0 + 0.005 for r in cut.rungs)
+    assert len(cut.rungs) < len(ladder.rungs)
+    assert session_ladders(facts, selection=Selection(port=1)) == []
+    recs = list(timeline.timeline_records(facts, selection=later))
+    assert recs and all(r["ts"] >= t0 + 0.005 for r in recs)
+
+
+def test_scan_table_shows_whole_session_ids_when_the_terminal_has_room() -> None:
+    result = scan_paths([str(SAMPLES / "crafted-snaplen.pcap")])
+    (session,) = {f.session_id for f in result.findings}
+    assert len(session) > terminal.MIN_SESSION_WIDTH
+
+    def table(width: int) -> str:
+        console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
+        render_scan(console, result)
+        return console.export_text()
+
+    wide = table(200)
+    assert session in [w for line in wide.splitlines() for w in line.split()]
+    # Too little room beside the other columns: cut to the minimum, never narrower.
+    assert terminal._session_width(result.findings, 80) == terminal.MIN_SESSION_WIDTH
+    assert terminal._session_width(result.findings, 200) == len(session)

@@ -1,57 +1,33 @@
-"""Command line: ``scan`` (findings), ``timeline`` (what was reassembled), ``rules``.
+"""Command line: ``scan`` (findings), ``timeline`` (what was reassembled), ``report``,
+``rules``. Each command lives in its own module here; :mod:`.commands` assembles them.
 
-Each command lives in its own module here; this one assembles the application.
+This module stays light: ``sse-forensics --version`` answers without importing typer, rich
+or polars, and each command imports the pipeline only when it runs.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
-
-import typer
-
-from sse_forensics import __version__
-from sse_forensics.cli.common import EXIT_OK
-from sse_forensics.cli.report import report
-from sse_forensics.cli.rules import rules_app
-from sse_forensics.cli.scan import scan
-from sse_forensics.cli.timeline import timeline
-
-app = typer.Typer(
-    name="sse-forensics",
-    help=(
-        "Find lost Server-Sent Events in packet captures of MCP streamable-HTTP traffic and "
-        "say, per session, whether each loss was signalled (expected_gap), silent "
-        "(silent_corruption) or unknowable from the capture (indeterminate)."
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
-app.command()(scan)
-app.command()(timeline)
-app.command()(report)
-app.add_typer(rules_app, name="rules")
-
-
-def _version(value: bool) -> None:
-    if value:
-        print(f"sse-forensics {__version__}")
-        raise typer.Exit(EXIT_OK)
-
-
-@app.callback()
-def main_callback(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    """sse-forensics: offline forensics for resumable SSE streams."""
+from typing import Any
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # the common case, answered before any import
+        from sse_forensics import __version__
+
+        print(f"sse-forensics {__version__}")
+        return
+    from sse_forensics.cli.commands import app
+
     try:
-        app()
+        app(prog_name="sse-forensics")
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def __getattr__(name: str) -> Any:  # ``from sse_forensics.cli import app`` still works
+    if name == "app":
+        from sse_forensics.cli.commands import app
+
+        return app
+    raise AttributeError(name)

@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import IO, TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.ids import DEFAULT_PREFIXED
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
     from sse_forensics.engine.registry import RuleSet
     from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult
+    from sse_forensics.report.selection import Selection
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -66,8 +69,11 @@ class Scheme(StrEnum):
 Paths = Annotated[
     list[str],
     typer.Argument(
-        help="Captures (pcap/pcapng), logs (access logs, server event logs; plain, .gz, .zst) "
-        "or directories of them; captures are merged in time order."
+        metavar="PATH",
+        show_default=False,
+        help="Captures (pcap/pcapng, plain or .gz/.zst/.xz/.bz2), logs (access logs, server "
+        "event logs; plain, .gz, .zst), directories or globs of them, or - (standard input); "
+        "captures are merged in time order.",
     ),
 ]
 FailOnOpt = Annotated[
@@ -79,7 +85,7 @@ FailOnOpt = Annotated[
 ]
 RulesOpt = Annotated[
     list[Path] | None,
-    typer.Option("--rules", help="Extra directory of rule files (repeatable)."),
+    typer.Option("--rules", metavar="DIR", help="Extra directory of rule files (repeatable)."),
 ]
 QuietOpt = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress bar, even on a terminal.")
@@ -87,13 +93,16 @@ QuietOpt = Annotated[
 LogFormatOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="FORMAT",
         help="Access-log format: 'nginx:<log_format>', 'apache:<LogFormat>' or a preset "
-        "(common, combined, mcp, apache-mcp); detected when omitted."
+        "(common, combined, mcp, apache-mcp); detected when omitted.",
     ),
 ]
 LogMapOpt = Annotated[
     Path | None,
-    typer.Option(help="TOML file mapping your JSON log fields to the canonical ones."),
+    typer.Option(
+        metavar="FILE", help="TOML file mapping your JSON log fields to the canonical ones."
+    ),
 ]
 JobsOpt = Annotated[
     int | None,
@@ -101,12 +110,14 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
+        metavar="N",
         help="Worker processes for the per-session analysis (default: the machine's cores).",
     ),
 ]
 ClusterOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="WHERE",
         help="Run on Dask: 'local' or 'local:N' (a LocalCluster of N workers here) or a "
         "scheduler address such as tcp://scheduler:8786 (needs the cluster extra; "
         "docs/cluster.md). PATHS may then be fsspec URLs (s3://, gs://, file://).",
@@ -115,24 +126,69 @@ ClusterOpt = Annotated[
 ScratchOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="DIR",
         help="With --cluster: directory for the partition files, shared by this machine and "
         "every worker (default: the temp directory).",
     ),
 ]
-SessionHeader = Annotated[str, typer.Option(help="Header that carries the session ID.")]
+SessionHeader = Annotated[
+    str, typer.Option(metavar="NAME", help="Header that carries the session ID.")
+]
 PathRegex = Annotated[
-    str, typer.Option(help="Regex with a named group 'session' matched on the request path.")
+    str,
+    typer.Option(
+        metavar="REGEX", help="Regex with a named group 'session' matched on the request path."
+    ),
 ]
 IdSchemeOpt = Annotated[Scheme, typer.Option(help="Event-ID scheme; 'auto' detects per session.")]
 PrefixedRegex = Annotated[
-    str, typer.Option(help="Regex for prefixed IDs with named groups 'stream' and 'seq'.")
+    str,
+    typer.Option(
+        metavar="REGEX", help="Regex for prefixed IDs with named groups 'stream' and 'seq'."
+    ),
 ]
+
+
+SessionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--session", metavar="ID", help="Only this session: its ID or any unique prefix of it."
+    ),
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TIME",
+        help="Only what happened at or after TIME: seconds since the epoch or ISO 8601 "
+        "(2026-11-30T03:42:41Z; UTC when no offset is given).",
+    ),
+]
+UntilOpt = Annotated[
+    str | None, typer.Option(metavar="TIME", help="Only what happened at or before TIME.")
+]
+HostOpt = Annotated[
+    str | None,
+    typer.Option(metavar="IP", help="Only connections with this address at either end."),
+]
+PortOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="PORT", min=0, max=65535, help="Only connections with this port at either end."
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", metavar="FILE", help="Write to FILE, not standard output."),
+]
+# The width a table written to a file (-o) is laid out for.
+FILE_WIDTH = 120
 
 
 TLSKeylogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--tls-keylog",
+        metavar="FILE",
         help="NSS key log (SSLKEYLOGFILE) to decrypt TLS with (repeatable); pcapng "
         "Decryption Secrets Blocks are read without it.",
     ),
@@ -149,16 +205,24 @@ def analysis_config(
     for path in tls_keylog or []:
         if not path.is_file():
             usage_error(f"--tls-keylog: no such file: {printable(path, 300)}")
-    for name, pattern, group in (
-        ("--session-path-regex", session_path_regex, "session"),
-        ("--prefixed-regex", prefixed_regex, "seq"),
+    for name, pattern, groups in (
+        ("--session-path-regex", session_path_regex, ("session",)),
+        # Without `stream`, every prefix would share one counter: IDs of two streams would
+        # read as one stream's gaps (PROFILE.md, "Event IDs").
+        ("--prefixed-regex", prefixed_regex, ("stream", "seq")),
     ):
         try:
             compiled = re.compile(pattern)
         except re.error as exc:
             usage_error(f"{name}: invalid regular expression: {exc}")
-        if group not in compiled.groupindex:
-            usage_error(f"{name}: the pattern needs a named group (?P<{group}>...)")
+        missing = [g for g in groups if g not in compiled.groupindex]
+        if missing:
+            needed = " and ".join(f"(?P<{g}>...)" for g in groups)
+            usage_error(
+                f"{name}: the pattern needs the named group{'s' * (len(groups) > 1)} {needed}"
+            )
+    if prefixed_regex != DEFAULT_PREFIXED and id_scheme in (Scheme.int, Scheme.opaque):
+        warn(f"--prefixed-regex has no effect with --id-scheme {id_scheme.value}")
     return AnalysisConfig(
         session_header=session_header,
         session_path_regex=session_path_regex,
@@ -198,6 +262,8 @@ def run_scan(
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2. With
     ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well."""
+    from rich.console import Console
+
     from sse_forensics.cluster import ClusterUnavailable
     from sse_forensics.engine.registry import load_rules
     from sse_forensics.pipeline import scan_paths
@@ -241,6 +307,9 @@ def _scan_on_cluster(
     progress: ScanProgress | None,
     quiet: bool,
 ) -> ScanResult:
+    from rich.console import Console
+    from rich.text import Text
+
     from sse_forensics.cluster import scan_on_cluster
 
     def announce(link: str) -> None:
@@ -275,7 +344,92 @@ def exit_code(result: ScanResult, fail_on: FailOn) -> int:
     return EXIT_OK
 
 
+def warn(message: str) -> None:
+    """One line on stderr about an option that cannot apply; the scan goes on."""
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, soft_wrap=True, highlight=False).print(
+        Text(f"sse-forensics: warning: {message}", style="yellow")
+    )
+
+
+def option_warnings(result: ScanResult, id_scheme: Scheme, log_format: str | None) -> None:
+    """Options the inputs turned out not to fit: a forced ``--id-scheme`` that the IDs do
+    not follow, a log format with no log to read."""
+    if id_scheme in (Scheme.int, Scheme.prefixed):
+        streams = {f.stream for f in result.findings if f.rule == "id-scheme-outlier"}
+        if streams:
+            warn(
+                f"--id-scheme {id_scheme.value}: {len(streams)} stream(s) carry event IDs that "
+                "are not of that scheme (see the id-scheme-outlier findings); --id-scheme auto "
+                "reads each stream by the scheme its IDs follow"
+            )
+    if log_format is not None and not result.log_stats:
+        warn("--log-format: no log among the inputs, it was not used")
+
+
+def parse_selection(
+    since: str | None, until: str | None, host: str | None, port: int | None
+) -> Selection:
+    """The ``--since``/``--until``/``--host``/``--port`` filters, checked before the scan."""
+    import ipaddress
+
+    from sse_forensics.report.selection import Selection, parse_time
+
+    times: list[float | None] = []
+    for name, text in (("--since", since), ("--until", until)):
+        try:
+            times.append(parse_time(text) if text is not None else None)
+        except ValueError as exc:
+            usage_error(f"{name}: {exc}")
+    start, end = times
+    if start is not None and end is not None and start > end:
+        usage_error("--since is later than --until")
+    if host is not None:
+        try:
+            host = str(ipaddress.ip_address(host))
+        except ValueError:
+            usage_error(f"--host: {printable(host, 80)!r} is not an IP address")
+    return Selection(None, start, end, host, port)
+
+
+def select_session(selection: Selection, prefix: str | None, sessions: Iterable[str]) -> Selection:
+    """``selection`` with ``--session`` resolved to one whole session ID (usage error when
+    the prefix names none or several)."""
+    import dataclasses
+
+    from sse_forensics.report.selection import SelectionError, resolve_session
+
+    if prefix is None:
+        return selection
+    try:
+        return dataclasses.replace(selection, session=resolve_session(prefix, sessions))
+    except SelectionError as exc:
+        usage_error(printable(str(exc), 600))
+
+
+@contextmanager
+def output_stream(path: Path | None, binary: bool = True) -> Iterator[IO[Any]]:
+    """Standard output, or ``path`` (``-o FILE``) opened for writing; a file that cannot be
+    written is a usage error."""
+    if path is None:
+        out = sys.stdout.buffer if binary else sys.stdout
+        yield out
+        out.flush()
+        return
+    try:
+        fh = open(path, "wb" if binary else "w", encoding=None if binary else "utf-8")  # noqa: SIM115
+    except OSError as exc:
+        usage_error(f"{printable(path, 300)}: cannot write: {exc.strerror or exc}")
+    with fh:  # opened apart: a file that cannot be written is a usage error, not a traceback
+        yield fh
+
+
 def usage_error(message: str) -> NoReturn:
+    from rich.console import Console
+    from rich.text import Text
+
     Console(stderr=True, soft_wrap=True).print(Text(f"sse-forensics: {message}", style="red"))
     raise typer.Exit(EXIT_USAGE)
 

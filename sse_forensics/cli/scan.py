@@ -6,20 +6,22 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.cli.common import (
     DEFAULTS,
+    FILE_WIDTH,
     ClusterOpt,
     FailOn,
     FailOnOpt,
+    HostOpt,
     IdSchemeOpt,
     JobsOpt,
     LogFormatOpt,
     LogMapOpt,
+    OutputOpt,
     PathRegex,
     Paths,
+    PortOpt,
     PrefixedRegex,
     QuietOpt,
     RulesOpt,
@@ -27,11 +29,18 @@ from sse_forensics.cli.common import (
     Scheme,
     ScratchOpt,
     SessionHeader,
+    SessionOpt,
+    SinceOpt,
     TLSKeylogOpt,
+    UntilOpt,
     analysis_config,
     exit_code,
     log_options,
+    option_warnings,
+    output_stream,
+    parse_selection,
     run_scan,
+    select_session,
 )
 from sse_forensics.report.escape import printable
 
@@ -47,7 +56,13 @@ def scan(
             "tickets (one incident per line, ready for a tracker: docs/tickets.md).",
         ),
     ] = ScanFormat.table,
+    output: OutputOpt = None,
     fail_on: FailOnOpt = FailOn.silent_corruption,
+    session: SessionOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    host: HostOpt = None,
+    port: PortOpt = None,
     rules: RulesOpt = None,
     session_header: SessionHeader = DEFAULTS.session_header,
     session_path_regex: PathRegex = DEFAULTS.session_path_regex,
@@ -62,7 +77,11 @@ def scan(
     scratch: ScratchOpt = None,
 ) -> None:
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
-    or OCSF) or as tickets, one per incident."""
+    or OCSF) or as tickets, one per incident. PATH may be - (standard input), a pipe or a
+    compressed capture."""
+    from rich.console import Console
+    from rich.text import Text
+
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
@@ -70,8 +89,9 @@ def scan(
     config = analysis_config(
         session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
     )
+    selection = parse_selection(since, until, host, port)
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
-    show_progress = not quiet and sys.stdout.isatty()
+    show_progress = not quiet and sys.stdout.isatty() and output is None
     result, _ = run_scan(
         paths,
         config,
@@ -83,35 +103,53 @@ def scan(
         scratch=scratch,
         quiet=quiet,
     )
-    if format is ScanFormat.jsonl:
-        sys.stdout.buffer.write(findings_jsonl(result))
-        _report_errors_to_stderr(result)
-    elif format is ScanFormat.ocsf:
-        sys.stdout.buffer.write(findings_ocsf(result.findings))
-        _report_errors_to_stderr(result)
-    elif format is ScanFormat.tickets:
-        from sse_forensics.report.tickets import scan_options, tickets_jsonl
-
-        options = scan_options(config, log_format, log_map)
-        sys.stdout.buffer.write(tickets_jsonl(result, options))
-        _report_errors_to_stderr(result)
-    elif format is ScanFormat.json:
-        sys.stdout.buffer.write(scan_document(result))
+    option_warnings(result, id_scheme, log_format)
+    sessions = result.tables["sessions"].get_column("session_id").to_list()
+    selection = select_session(selection, session, sessions)
+    shown = selection.apply(result)
+    if format is ScanFormat.table:
+        with output_stream(output, binary=False) as out:
+            console = (
+                Console(highlight=False)
+                if output is None
+                else Console(file=out, width=FILE_WIDTH, highlight=False)
+            )
+            if not selection.everything:
+                console.print(
+                    Text(
+                        f"Showing {printable(selection.describe(), 300)} only: "
+                        f"{len(shown.findings)} of {len(result.findings)} finding(s).",
+                        style="bold",
+                    )
+                )
+            render_scan(console, shown)
     else:
-        render_scan(Console(highlight=False), result)
-    sys.stdout.flush()
-    raise typer.Exit(exit_code(result, fail_on))
+        with output_stream(output) as out:
+            if format is ScanFormat.jsonl:
+                out.write(findings_jsonl(shown))
+            elif format is ScanFormat.ocsf:
+                out.write(findings_ocsf(shown.findings))
+            elif format is ScanFormat.tickets:
+                from sse_forensics.report.tickets import scan_options, tickets_jsonl
+
+                out.write(tickets_jsonl(shown, scan_options(config, log_format, log_map)))
+            else:
+                out.write(scan_document(shown))
+        if format is not ScanFormat.json:
+            _report_errors_to_stderr(shown)
+    raise typer.Exit(exit_code(shown, fail_on))
 
 
 def _report_errors_to_stderr(result) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from sse_forensics.report.terminal import fold_errors
+
     if result.errors or result.rule_errors:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
-        for e in result.errors:
-            where = f" frame {e.frame}" if e.frame is not None else ""
-            where = f" line {e.line}" if e.line is not None else where
-            err.print(
-                Text(f"input problem: {printable(e.source, 200)}{where}: {printable(e.what, 200)}")
-            )
+        for line in fold_errors(result.errors):
+            err.print(Text(f"input problem: {line}"))
         for msg in result.rule_errors:
             err.print(Text(f"rule not loaded: {printable(msg, 300)}"))
     from sse_forensics.coverage import coverage

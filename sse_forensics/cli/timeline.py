@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from sse_forensics.cli.common import (
     DEFAULTS,
     EXIT_OK,
     EXIT_READ_ERRORS,
+    FILE_WIDTH,
+    HostOpt,
     IdSchemeOpt,
     LogFormatOpt,
     LogMapOpt,
+    OutputOpt,
     PathRegex,
     Paths,
+    PortOpt,
     PrefixedRegex,
     Scheme,
     SessionHeader,
+    SessionOpt,
+    SinceOpt,
     TimelineFormat,
     TLSKeylogOpt,
+    UntilOpt,
     analysis_config,
     log_options,
+    option_warnings,
+    output_stream,
+    parse_selection,
+    select_session,
     usage_error,
 )
 from sse_forensics.errors import UnreadableInput
@@ -35,7 +44,12 @@ def timeline(
     format: Annotated[
         TimelineFormat, typer.Option("--format", "-f", help="Output format.")
     ] = TimelineFormat.table,
-    session: Annotated[str | None, typer.Option(help="Only this session ID.")] = None,
+    output: OutputOpt = None,
+    session: SessionOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    host: HostOpt = None,
+    port: PortOpt = None,
     all_events: Annotated[
         bool,
         typer.Option(
@@ -52,12 +66,15 @@ def timeline(
 ) -> None:
     """Show what happened per session, in time order: requests and Last-Event-ID, statuses,
     SSE events as ID runs, gaps with their verdicts, signals, missing bytes, FIN/RST."""
+    from rich.console import Console
+
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
     config = analysis_config(
         session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
     )
+    selection = parse_selection(since, until, host, port)
     logs = log_options(log_format, log_map)
     try:
         result = scan_paths(paths, config, logs=logs, keep_records=True)
@@ -65,10 +82,19 @@ def timeline(
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ValueError as exc:  # a log format string or field map that does not compile
         usage_error(printable(str(exc), 400))
+    option_warnings(result, id_scheme, log_format)
     facts = result.facts
     assert facts is not None  # keep_records
+    selection = select_session(selection, session, facts.sessions)
     if format is TimelineFormat.jsonl:
-        sys.stdout.buffer.write(timeline_jsonl(timeline_records(facts, session)))
+        with output_stream(output) as out:
+            out.write(timeline_jsonl(timeline_records(facts, selection=selection)))
     else:
-        render_timeline(Console(highlight=False), facts, session, all_events)
+        with output_stream(output, binary=False) as out:
+            console = (
+                Console(highlight=False)
+                if output is None
+                else Console(file=out, width=FILE_WIDTH, highlight=False)
+            )
+            render_timeline(console, facts, all_events=all_events, selection=selection)
     raise typer.Exit(EXIT_READ_ERRORS if result.errors else EXIT_OK)

@@ -7,27 +7,110 @@ import heapq
 import math
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.packets import Frame
 from sse_forensics.ingest.pcap import CaptureReader, CaptureStats, sniff_capture
+from sse_forensics.ingest.spool import (
+    Spool,
+    capture_inside,
+    compressed_other,
+    compression_of,
+    needs_copy,
+)
 
 
-def classify_inputs(
-    paths: list[str], access_format: str | None = None
-) -> tuple[list[str], list[str]]:
+@dataclass(slots=True)
+class Inputs:
+    """What ``paths`` expand to. ``captures`` and ``logs`` are paths the readers open (a
+    copy in the spool for standard input, a pipe or a compressed capture); ``skipped``
+    says, one error per file, which files of a directory or glob were neither."""
+
+    captures: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    skipped: list[ReadError] = field(default_factory=list)
+    # Files of a directory or glob that are documents or source code, not evidence: named
+    # in one line, never an input problem (a capture directory often holds a README).
+    ignored: list[str] = field(default_factory=list)
+
+
+# Names no capture or log carries: documentation, source code, configuration, pictures.
+NOT_EVIDENCE_SUFFIXES = frozenset(
+    [
+        ".md",
+        ".rst",
+        ".adoc",
+        ".py",
+        ".pyc",
+        ".ipynb",
+        ".js",
+        ".mjs",
+        ".ts",
+        ".go",
+        ".rs",
+        ".java",
+        ".c",
+        ".h",
+        ".sh",
+        ".toml",
+        ".yaml",
+        ".yml",
+        ".ini",
+        ".cfg",
+        ".html",
+        ".css",
+        ".svg",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".pdf",
+    ]
+)
+
+
+def _is_document(path: str) -> bool:
+    """A file that is plainly not evidence: a documentation/source/config name, or a JSON
+    *document* (an event log is JSON lines: its first line is a whole object; a document's
+    first line is a lone ``{`` or ``[``)."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in NOT_EVIDENCE_SUFFIXES:
+        return True
+    if suffix != ".json":
+        return False
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(4096).strip()
+    except OSError:
+        return False
+    return first in (b"{", b"[")
+
+
+NOT_RECOGNISED = (
+    "neither a pcap/pcapng capture nor a log this tool recognises (for an access log, "
+    "give its format with --log-format)"
+)
+
+
+def resolve_inputs(
+    paths: list[str], access_format: str | None = None, spool: Spool | None = None
+) -> Inputs:
     """Split ``paths`` into capture files and log files (each told by its content, not its
-    name). A directory contributes the captures and logs directly in it (other files are
-    skipped); a glob, the files it matches. A file given by name that is neither raises
+    name). A directory contributes the files directly in it; a glob, the files it matches;
+    any such file that is neither a capture nor a log is listed in ``skipped`` (hidden
+    files are not looked at). A file given by name that is neither raises
+    :class:`UnreadableInput`. ``-`` (standard input), a pipe and a compressed capture are
+    copied into ``spool`` first (:mod:`.spool`); without one they raise
     :class:`UnreadableInput`. Logs come back with each rotated set oldest first
     (``access.log.2.gz``, ``access.log.1``, ``access.log``)."""
-    from sse_forensics.ingest.logs import sniff_log  # logs are optional input: load lazily
     from sse_forensics.ingest.logs.files import rotation_key
 
-    captures: list[str] = []
-    logs: list[str] = []
+    out = Inputs()
     for path in paths:
-        if os.path.isdir(path) or (not os.path.exists(path) and glob.has_magic(path)):
+        if needs_copy(path):
+            _classify(_spool(spool, path).copy_stream(path), out, access_format, spool, True)
+        elif os.path.isdir(path) or (not os.path.exists(path) and glob.has_magic(path)):
             if os.path.isdir(path):
                 names = [os.path.join(path, n) for n in sorted(os.listdir(path))]
             else:
@@ -37,25 +120,68 @@ def classify_inputs(
             for candidate in names:
                 if not os.path.isfile(candidate) or os.path.basename(candidate).startswith("."):
                     continue
-                if sniff_capture(candidate):
-                    captures.append(candidate)
-                elif sniff_log(candidate, access_format=access_format):
-                    logs.append(candidate)
+                _classify(candidate, out, access_format, spool, False)
         elif not os.path.exists(path):
             raise UnreadableInput(path, "no such file or directory")
-        elif sniff_capture(path):
-            captures.append(path)
-        elif sniff_log(path, access_format=access_format) or access_format is not None:
-            # With a format given, a named file is read as that log: the reader then says
-            # exactly where its first line stops matching.
-            logs.append(path)
         else:
-            raise UnreadableInput(
-                path,
-                "neither a pcap/pcapng capture nor a log this tool recognises "
-                "(for an access log, give its format with --log-format)",
-            )
-    return captures, sorted(dict.fromkeys(logs), key=rotation_key)
+            _classify(path, out, access_format, spool, True)
+    out.logs = sorted(dict.fromkeys(out.logs), key=rotation_key)
+    return out
+
+
+def _spool(spool: Spool | None, path: str) -> Spool:
+    if spool is None:
+        raise UnreadableInput(path, "a stream or a compressed capture needs a scan to read it")
+    return spool
+
+
+def _classify(
+    path: str, out: Inputs, access_format: str | None, spool: Spool | None, named: bool
+) -> None:
+    """Put ``path`` where it belongs in ``out``; ``named``: the user named it (else it came
+    from a directory or a glob)."""
+    from sse_forensics.ingest.logs import sniff_log  # logs are optional input: load lazily
+
+    if sniff_capture(path):
+        out.captures.append(path)
+        return
+    kind = capture_inside(path) or compressed_other(path)
+    if kind is not None:
+        path = _spool(spool, path).decompress(path, kind)
+        if sniff_capture(path):
+            out.captures.append(path)
+            return
+    if sniff_log(path, access_format=access_format) or (named and access_format is not None):
+        # With a format given, a named file is read as that log: the reader then says
+        # exactly where its first line stops matching.
+        out.logs.append(path)
+        return
+    shown = spool.name(path) if spool is not None else path
+    if not named and kind is None and _is_document(path):
+        out.ignored.append(shown)
+        return
+    why = NOT_RECOGNISED
+    if kind is None and (packed := compression_of(_head(path))) is not None:
+        why = f"{packed} data that decompresses to no capture or log this tool recognises"
+    if named:
+        raise UnreadableInput(shown, why)
+    out.skipped.append(ReadError(shown, f"not read: {why}"))
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8)
+    except OSError:
+        return b""
+
+
+def classify_inputs(
+    paths: list[str], access_format: str | None = None
+) -> tuple[list[str], list[str]]:
+    """``(captures, logs)`` of :func:`resolve_inputs`, for files that need no copy."""
+    found = resolve_inputs(paths, access_format)
+    return found.captures, found.logs
 
 
 def _keyed(reader: CaptureReader) -> Iterator[tuple[float, Frame | ReadError]]:

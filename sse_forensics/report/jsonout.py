@@ -195,6 +195,7 @@ def scan_document(result: ScanResult) -> bytes:
     doc = {
         "tool": {"name": "sse-forensics", "version": __version__},
         "inputs": result.inputs,
+        "ignored_files": result.ignored,
         "stats": {
             "frames": result.stats.frames,
             "tcp_segments": result.stats.tcp_segments,

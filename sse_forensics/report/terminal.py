@@ -5,6 +5,7 @@ meanwhile."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from sse_forensics.coverage import Coverage, coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.incidents import group_incidents, summarize
+from sse_forensics.errors import ReadError
 from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import (
@@ -87,7 +89,8 @@ def _frames(f: Finding) -> str:
     places = sorted({e["frame"] for e in f.evidence if e.get("frame") is not None})
     lines = sorted({e["line"] for e in f.evidence if e.get("line") is not None})
     shown = [str(x) for x in places] + [f"L{x}" for x in lines]
-    return ",".join(shown[:6]) + ("…" if len(shown) > 6 else "")
+    # ", ": a narrow column wraps between two numbers, never inside one.
+    return ", ".join(shown[:6]) + ("…" if len(shown) > 6 else "")
 
 
 # Below this width the seven-column table squeezes out the gap and evidence columns.
@@ -102,18 +105,47 @@ def print_findings_compact(console: Console, findings: list[Finding]) -> None:
         head.append(f"  {f.severity}  ")
         head.append(f.rule, style="bold")
         console.print(head)
-        where = f"     session {printable(f.session_id, 48)}  gap {_gap_span(f)}"
+        where = f"     session {printable(f.session_id, MAX_SESSION_SHOWN)}  gap {_gap_span(f)}"
         frames = _frames(f)
         console.print(Text(where + (f"  at {frames}" if frames else ""), style="dim"))
 
 
-def findings_table(findings: list[Finding]) -> Table:
-    """Most alarming first (the engine's order: verdict, then severity, then time)."""
+# The session column is never narrower than this; wider, up to the whole ID, when the
+# terminal leaves room beside the other columns.
+MIN_SESSION_WIDTH = 24
+MAX_SESSION_SHOWN = 200  # a session ID is the client's to choose: a hostile one is cut
+# The gap and frames columns get at least this much when a wide session column is sized.
+ROOM_FOR_GAP_AND_FRAMES = 40
+
+
+def _session_width(findings: list[Finding], width: int | None) -> int:
+    longest = max((len(printable(f.session_id, MAX_SESSION_SHOWN)) for f in findings), default=0)
+    if width is None:
+        return max(MIN_SESSION_WIDTH, longest)
+    fixed = sum(  # "#", verdict, severity and rule columns, plus two spaces between columns
+        max((len(x) for x in values), default=0) + 2
+        for values in (
+            [str(len(findings))],
+            [f.classification for f in findings],
+            [f.severity for f in findings],
+            [f.rule for f in findings],
+        )
+    )
+    room = width - fixed - ROOM_FOR_GAP_AND_FRAMES
+    return max(MIN_SESSION_WIDTH, min(longest, room))
+
+
+def findings_table(findings: list[Finding], width: int | None = None) -> Table:
+    """Most alarming first (the engine's order: verdict, then severity, then time). Session
+    IDs are whole when ``width`` (the terminal's) leaves room for them, else cut with "…"
+    (the drill-down commands below the table always name them whole)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     for col in ("#", "verdict", "severity", "rule"):
         table.add_column(col, no_wrap=True, justify="right" if col == "#" else "left")
     # Long session IDs must not squeeze the gap and evidence columns out of a narrow terminal.
-    table.add_column("session", overflow="ellipsis", max_width=24, no_wrap=True)
+    table.add_column(
+        "session", overflow="ellipsis", max_width=_session_width(findings, width), no_wrap=True
+    )
     table.add_column("gap (events)", overflow="fold", min_width=8)
     table.add_column("frames/lines", overflow="fold", min_width=8)
     for n, f in enumerate(findings, 1):
@@ -122,7 +154,7 @@ def findings_table(findings: list[Finding]) -> Table:
             Text(f.classification, style=VERDICT_STYLE.get(f.classification, "")),
             f.severity,
             f.rule,
-            Text(printable(f.session_id, 40)),
+            Text(printable(f.session_id, MAX_SESSION_SHOWN)),
             Text(_gap_span(f)),
             Text(_frames(f), style="dim"),
         )
@@ -159,6 +191,58 @@ def _read_summary(result: ScanResult) -> str:
     return ", ".join(parts)
 
 
+def _error_place(err: ReadError) -> tuple[str, int | None]:
+    if err.frame is not None:
+        return "frame", err.frame
+    if err.line is not None:
+        return "line", err.line
+    return "", None
+
+
+def fold_errors(errors: list[ReadError]) -> list[str]:
+    """One line per input problem, ``source frame N: what``; a run of consecutive problems
+    that say the same thing about the same file folds into one line with its first and
+    last place and a count (``frames 12–80: … ×60``)."""
+    lines: list[str] = []
+    run: list[ReadError] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        first, last = run[0], run[-1]
+        kind, start = _error_place(first)
+        _, end = _error_place(last)
+        where = ""
+        if start is not None and len(run) > 1 and end != start:
+            where = f" {kind}s {start}–{end}"
+        elif start is not None:
+            where = f" {kind} {start}"
+        count = f" ×{len(run)}" if len(run) > 1 else ""
+        what = printable(first.what, 200)
+        lines.append(f"{printable(first.source, 120)}{where}: {what}{count}")
+        run.clear()
+
+    for err in errors:
+        if run and (err.source, err.what, _error_place(err)[0]) != (
+            run[0].source,
+            run[0].what,
+            _error_place(run[0])[0],
+        ):
+            flush()
+        run.append(err)
+    flush()
+    return lines
+
+
+def _ignored_line(ignored: list[str]) -> str:
+    """One line for the documents and source files of a scanned directory."""
+    kinds = sorted({os.path.splitext(p)[1].lower() or "(no suffix)" for p in ignored})
+    return (
+        f"Not evidence, not read: {len(ignored)} document/source file(s) "
+        f"({printable(', '.join(kinds), 120)}; listed in --format json)."
+    )
+
+
 def render_scan(console: Console, result: ScanResult) -> None:
     tables = result.tables
     incidents = group_incidents(result.findings)
@@ -173,6 +257,8 @@ def render_scan(console: Console, result: ScanResult) -> None:
             f"{result.stats.events} SSE events, {result.stats.resumes} resume(s).",
         )
     )
+    if result.ignored:
+        console.print(Text(_ignored_line(result.ignored), style="dim"))
     if incidents:  # "3 lost ranges in 2 sessions, 7 findings"
         console.print(Text.assemble(("Incidents: ", "bold"), summarize(incidents).text()))
     verdicts = Text("Verdicts: ", style="bold")  # of the incidents, not of the findings
@@ -184,7 +270,7 @@ def render_scan(console: Console, result: ScanResult) -> None:
     if result.findings:
         console.print()
         if console.width >= WIDE_TABLE:
-            console.print(findings_table(result.findings))
+            console.print(findings_table(result.findings, console.width))
         else:
             print_findings_compact(console, result.findings)
         console.print()
@@ -200,19 +286,11 @@ def render_scan(console: Console, result: ScanResult) -> None:
         console.print(
             Text(f"{len(result.errors)} input problem(s) (the scan went on):", style="bold")
         )
-        for err in result.errors[:MAX_ERRORS_SHOWN]:
-            where = (
-                f"frame {err.frame}"
-                if err.frame is not None
-                else (f"line {err.line}" if err.line is not None else "")
-            )
-            console.print(
-                Text(f"  {printable(err.source, 120)} {where}: {printable(err.what, 200)}")
-            )
-        if len(result.errors) > MAX_ERRORS_SHOWN:
-            console.print(
-                f"  … and {len(result.errors) - MAX_ERRORS_SHOWN} more (see --format json)"
-            )
+        lines = fold_errors(result.errors)
+        for line in lines[:MAX_ERRORS_SHOWN]:
+            console.print(Text(f"  {line}"))
+        if len(lines) > MAX_ERRORS_SHOWN:
+            console.print(f"  … and {len(lines) - MAX_ERRORS_SHOWN} more (see --format json)")
     for msg in result.rule_errors:
         console.print(Text(f"rule not loaded: {printable(msg, 300)}", style="red"))
     if result.not_judged:

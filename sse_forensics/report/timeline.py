@@ -6,7 +6,13 @@
 - the terminal view: per session a *ladder* (:func:`session_ladders`) of its connections and
   streams: requests with ``Last-Event-ID``, statuses, SSE events compressed into ID runs, the
   gaps the facts found (PROFILE.md, "Gap signalling"), signals, missing capture bytes and
-  FIN/RST disconnects.
+  FIN/RST disconnects; marks on the resumes the ``resumes`` facts single out (empty and
+  keep-alive-only replays, resume storms, events replayed from another stream or session);
+  the JSON-RPC method of each request. Identical consecutive lines fold into one with a
+  count, and the middle of a resume storm folds into one line.
+
+Both take a :class:`~sse_forensics.report.selection.Selection` (``--session``, ``--since``,
+``--until``, ``--host``, ``--port``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from rich.console import Console
@@ -30,6 +36,7 @@ from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 from sse_forensics.reassembly.stream import Direction
 from sse_forensics.report.escape import printable
+from sse_forensics.report.selection import Selection
 from sse_forensics.verdicts import (
     CONTRACT_VIOLATION,
     EXPECTED_GAP,
@@ -44,15 +51,33 @@ def _where(origin) -> dict:
     return {"source": origin.source, origin.kind: origin.number, "ts": origin.ts}
 
 
-def timeline_records(facts: Facts, session: str | None = None) -> Iterator[dict]:
+def _selected_connections(facts: Facts, selection: Selection) -> set[int] | None:
+    """The connections ``--host``/``--port`` select (None: no such filter)."""
+    if selection.host is None and selection.port is None:
+        return None
+    return {
+        cid
+        for cid, conn in facts.connections.items()
+        if selection.on_endpoints(tuple(conn.client), tuple(conn.server))
+    }
+
+
+def timeline_records(
+    facts: Facts, session: str | None = None, selection: Selection | None = None
+) -> Iterator[dict]:
     """Records sorted by timestamp: ``request``, ``response``, ``event``, ``missing-bytes``,
-    ``response-end``."""
+    ``response-end``; only those ``selection`` selects."""
+    selection = selection or Selection(session)
+    session = selection.session or session
+    wanted_conns = _selected_connections(facts, selection)
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
     records: list[dict] = []
     for ex in facts.exchanges:
         rec = facts.exchange_sessions.get((ex.connection_id, ex.index))
         session_id = rec.session_id if rec else None
         if session is not None and session_id != session:
+            continue
+        if wanted_conns is not None and ex.connection_id not in wanted_conns:
             continue
         stream = streams.get((ex.connection_id, ex.index))
         base = {
@@ -70,6 +95,7 @@ def timeline_records(facts: Facts, session: str | None = None) -> Iterator[dict]
                     "method": ex.request.method,
                     "target": ex.request.target,
                     "last_event_id": header(ex.request.headers, "Last-Event-ID"),
+                    "rpc_methods": [c.method for c in ex.calls] or None,
                 }
             )
         if ex.response is not None:
@@ -116,6 +142,7 @@ def timeline_records(facts: Facts, session: str | None = None) -> Iterator[dict]
                     "reason": ex.response_end_reason,
                 }
             )
+    records = [r for r in records if selection.in_time(r["ts"])]
     records.sort(key=lambda r: (r["ts"] is None, r["ts"] or 0.0, r["connection"], r["exchange"]))
     yield from records
 
@@ -134,6 +161,7 @@ RungKind = Literal[
     "event",
     "signal",
     "gap",
+    "mark",
     "missing-bytes",
     "response-end",
     "disconnect",
@@ -143,6 +171,12 @@ RungKind = Literal[
 # Consecutive plain (non-event-stream) exchanges beyond this many fold into one line unless
 # --all-events: an MCP session is mostly small JSON-RPC POSTs that say little about loss.
 MAX_PLAIN_EXCHANGES_SHOWN = 4
+# Of a resume storm (the ``resume_storm`` fact), the resumes shown before and after the
+# fold: the attempts that make it a storm, and the last one.
+STORM_SHOWN_BEFORE = 3
+STORM_SHOWN_AFTER = 1
+MAX_SESSION_SHOWN = 200  # a session ID is the client's to choose: a hostile one is cut
+MAX_METHODS_SHOWN = 2
 VERDICT_STYLE = {
     SILENT_CORRUPTION: "bold red",
     INDETERMINATE: "magenta",
@@ -175,13 +209,17 @@ def zero_window_periods(connection: Connection) -> list[ZeroWindowPeriod]:
 
 @dataclass(slots=True)
 class Rung:
-    """One line of the ladder."""
+    """One line of the ladder. ``exchange``: the (connection, index) it belongs to, if any.
+    ``count`` identical consecutive lines folded into this one, the last at ``last``."""
 
     kind: RungKind
     ts: float | None
     connection: int
     origin: Origin | None
     text: Text
+    exchange: tuple[int, int] | None = None
+    count: int = 1
+    last: Origin | None = None
 
 
 @dataclass(slots=True)
@@ -243,16 +281,23 @@ def _event_label(e: EventRecord) -> str:
     return f"{ident}  {printable(e.sse.event, 30)}  {printable(e.sse.data, 60)}"
 
 
-def _gap_rung(gap: GapRecord, conn: int, at: EventRecord | Origin | None, ts: float | None) -> Rung:
+def _gap_rung(
+    gap: GapRecord,
+    conn: int,
+    at: EventRecord | Origin | None,
+    ts: float | None,
+    exchange: tuple[int, int] | None = None,
+) -> Rung:
     origin = at.origin if isinstance(at, EventRecord) else at
     style = VERDICT_STYLE.get(gap.verdict, "")
-    return Rung("gap", ts, conn, origin, Text(gap_label(gap), style=style))
+    return Rung("gap", ts, conn, origin, Text(gap_label(gap), style=style), exchange)
 
 
 def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> list[Rung]:
     """A stream's events as ID runs (or one rung each), its gaps placed where they show:
     before the first event after the gap, or at the signal that alone reveals it."""
     conn = s.connection.id
+    key = (s.exchange.connection_id, s.exchange.index)
     before_event: dict[int, list[GapRecord]] = {}
     at_signal: dict[int, list[GapRecord]] = {}
     for g in gaps:
@@ -266,39 +311,52 @@ def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> li
     def flush() -> None:
         if run:
             first = run[0].origin
-            rungs.append(
-                Rung("events", first.ts if first else None, conn, first, Text(_run_label(run)))
-            )
+            ts = first.ts if first else None
+            rungs.append(Rung("events", ts, conn, first, Text(_run_label(run)), key))
             run.clear()
 
     for e in s.events:
         ts = e.origin.ts if e.origin else None
         for g in before_event.get(id(e), []):
             flush()
-            rungs.append(_gap_rung(g, conn, e, ts))
+            rungs.append(_gap_rung(g, conn, e, ts, key))
         if e.kind == "signal":
             flush()
             payload = printable(e.sse.data, 80)
             text = Text(f"⚑ {printable(e.sse.event, 40)} {payload}", style="cyan")
-            rungs.append(Rung("signal", ts, conn, e.origin, text))
-            rungs.extend(_gap_rung(g, conn, e, ts) for g in at_signal.get(id(e), []))
+            rungs.append(Rung("signal", ts, conn, e.origin, text, key))
+            rungs.extend(_gap_rung(g, conn, e, ts, key) for g in at_signal.get(id(e), []))
         elif all_events:
             style = "dim" if e.kind in ("priming", "close", "other") else ""
-            rungs.append(Rung("event", ts, conn, e.origin, Text(_event_label(e), style=style)))
+            text = Text(_event_label(e), style=style)
+            rungs.append(Rung("event", ts, conn, e.origin, text, key))
         elif e.kind in ("data", "other"):
             run.append(e)
         else:
             flush()
             label = f"prime {printable(e.sse.id_field, 40)}" if e.kind == "priming" else "close"
-            rungs.append(Rung("event", ts, conn, e.origin, Text(label, style="dim")))
+            rungs.append(Rung("event", ts, conn, e.origin, Text(label, style="dim"), key))
     flush()
     return rungs
+
+
+def rpc_methods(ex: ExchangeRecord) -> str:
+    """The JSON-RPC methods the request body called (``tools/call``, or ``tools/call +2``
+    for a batch), "" for none."""
+    methods = [printable(c.method or "?", 40) for c in ex.calls]
+    if not methods:
+        return ""
+    shown = ", ".join(methods[:MAX_METHODS_SHOWN])
+    return shown + (f" +{len(methods) - MAX_METHODS_SHOWN}" if len(methods) > 2 else "")
 
 
 def _request_text(ex: ExchangeRecord, stream: StreamRecord | None) -> Text:
     if ex.request is None:
         return Text("→ (request not captured)", style="dim")
     text = Text(f"→ {printable(ex.request.method, 20)} {printable(ex.request.target, 80)}")
+    methods = rpc_methods(ex)
+    if methods:
+        text.append(f"  {methods}", style="bold")
     leid = header(ex.request.headers, "Last-Event-ID")
     if leid is not None:
         text.append(f"  Last-Event-ID: {printable(leid, 40)}", style="bold")
@@ -321,10 +379,74 @@ def _response_text(ex: ExchangeRecord) -> Text:
     return text
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def resume_marks(
+    row: dict[str, Any], ex: ExchangeRecord, owner: str | None = None, in_storm: bool = False
+) -> list[Text]:
+    """What the ``resumes`` facts single out about one resume (docs/facts.md, "resumes"),
+    one line each: an empty or keep-alive-only replay, a resume storm (``in_storm``: a
+    later attempt of a storm ``resume_storm`` started), replayed events that were first
+    sent on another stream or to another session (``owner``: the session the first of
+    them was first sent to)."""
+    marks: list[Text] = []
+    leid = printable(row.get("last_event_id"), 40)
+    if row.get("empty_replay"):
+        ended = str(row.get("empty_how") or "").startswith("ended")
+        if ex.comments:
+            how = f"keep-alives only ({_count(ex.comments, 'comment')}), no event"
+            how += ", then the stream ended" if ended else ""
+        else:
+            how = "the stream ended without an event" if ended else "no event"
+        known = "; the stream had events after it" if row.get("later_events_known") else ""
+        style = "bold red" if row.get("later_events_known") else "yellow"
+        marks.append(Text(f"∅ empty replay after Last-Event-ID {leid}: {how}{known}", style=style))
+    attempt = row.get("cursor_attempt") or 0
+    if row.get("resume_storm") or in_storm:
+        marks.append(
+            Text(
+                f"↻ resume storm: attempt {attempt} from Last-Event-ID {leid} with no data "
+                "in between",
+                style="bold yellow",
+            )
+        )
+    crossed = row.get("crossed_sessions") or 0
+    if crossed:
+        first = printable(row.get("crossed_first"), 40)
+        whose = f"session {printable(owner, MAX_SESSION_SHOWN)}" if owner else "another session"
+        marks.append(
+            Text(
+                f"⇄ cross-session leak: {_count(crossed, 'replayed event')} first sent to "
+                f"{whose} (first: {first})",
+                style="bold red",
+            )
+        )
+    crossed_streams = row.get("crossed_streams") or 0
+    if crossed_streams:
+        first = printable(row.get("crossed_first"), 40)
+        marks.append(
+            Text(
+                f"⇄ {_count(crossed_streams, 'replayed event')} first sent on another stream "
+                f"of this session (first: {first})",
+                style="red",
+            )
+        )
+    return marks
+
+
 def _exchange_rungs(
-    ex: ExchangeRecord, stream: StreamRecord | None, gaps: list[GapRecord], all_events: bool
+    ex: ExchangeRecord,
+    stream: StreamRecord | None,
+    gaps: list[GapRecord],
+    all_events: bool,
+    resume: dict[str, Any] | None = None,
+    owner: str | None = None,
+    in_storm: bool = False,
 ) -> list[Rung]:
     conn = ex.connection_id
+    key = (ex.connection_id, ex.index)
     req_origin = ex.request.origin if ex.request else None
     resp_origin = ex.response.origin if ex.response else None
     if stream is None and not ex.holes:
@@ -333,36 +455,34 @@ def _exchange_rungs(
         text.append("  ")
         text.append_text(_response_text(ex))
         origin = req_origin or resp_origin
-        return [Rung("exchange", origin.ts if origin else None, conn, origin, text)]
+        return [Rung("exchange", origin.ts if origin else None, conn, origin, text, key)]
     rungs: list[Rung] = []
     if req_origin is not None or ex.request is None:
         ts = req_origin.ts if req_origin else (resp_origin.ts if resp_origin else None)
-        rungs.append(Rung("request", ts, conn, req_origin, _request_text(ex, stream)))
-    rungs.append(
-        Rung(
-            "response",
-            resp_origin.ts if resp_origin else None,
-            conn,
-            resp_origin,
-            _response_text(ex),
+        rungs.append(Rung("request", ts, conn, req_origin, _request_text(ex, stream), key))
+    resp_ts = resp_origin.ts if resp_origin else None
+    rungs.append(Rung("response", resp_ts, conn, resp_origin, _response_text(ex), key))
+    if resume is not None:
+        rungs.extend(
+            Rung("mark", resp_ts, conn, resp_origin, mark, key)
+            for mark in resume_marks(resume, ex, owner, in_storm)
         )
-    )
     mine = [g for g in gaps if g.stream is stream] if stream is not None else []
     for g in mine:
         if g.after is None and g.detected_by == "status":
-            rungs.append(_gap_rung(g, conn, resp_origin, resp_origin.ts if resp_origin else None))
+            rungs.append(_gap_rung(g, conn, resp_origin, resp_ts, key))
     if stream is not None:
         rungs.extend(_event_rungs(stream, mine, all_events))
     for hole in ex.holes:
         at = hole.span.after or hole.span.before
         text = Text(f"⚠ {hole.span.describe()}", style="magenta")
-        rungs.append(Rung("missing-bytes", at.ts if at else None, conn, at, text))
+        rungs.append(Rung("missing-bytes", at.ts if at else None, conn, at, text, key))
     # A log records a response, not how its bytes ended: nothing to say about its end.
     ended_early = ex.response_end_reason not in (None, "log") and not ex.response_complete
     if stream is not None and ended_early:
         end = ex.response_end or ex.last_body_origin
         text = Text(f"⏹ response ended early: {printable(ex.response_end_reason, 80)}", style="dim")
-        rungs.append(Rung("response-end", end.ts if end else None, conn, end, text))
+        rungs.append(Rung("response-end", end.ts if end else None, conn, end, text, key))
     return rungs
 
 
@@ -413,18 +533,140 @@ def _collapse_plain(rungs: list[Rung]) -> list[Rung]:
     return out
 
 
+def _collapse_storms(rungs: list[Rung], storms: list[list[tuple[int, int]]]) -> list[Rung]:
+    """Fold the middle of each resume storm (``storms``: the exchanges of each, in time
+    order) into one line: the attempts that made it a storm and the last one stay. A
+    connection that carried nothing but folded resumes folds with them (its FIN/RST)."""
+    hidden: set[tuple[int, int]] = set()
+    labels: dict[tuple[int, int], str] = {}
+    for storm in storms:
+        middle = storm[STORM_SHOWN_BEFORE : len(storm) - STORM_SHOWN_AFTER]
+        if len(middle) < 2:  # folding must hide more than it adds
+            continue
+        hidden.update(middle)
+        labels[middle[0]] = (
+            f"… ↻ {len(middle)} more resumes of this storm, answered like those around "
+            "them (--all-events shows them)"
+        )
+    if not hidden:
+        return rungs
+    shown_conns = {r.exchange[0] for r in rungs if r.exchange and r.exchange not in hidden}
+    hidden_conns = {k[0] for k in hidden} - shown_conns
+    out: list[Rung] = []
+    for r in rungs:
+        if r.exchange in labels and r.kind in ("request", "response", "exchange"):
+            label = labels.pop(r.exchange)
+            out.append(Rung("collapsed", r.ts, r.connection, None, Text(label, style="dim")))
+        if r.exchange in hidden or (r.exchange is None and r.connection in hidden_conns):
+            continue
+        out.append(r)
+    return out
+
+
+def fold_repeats(rungs: list[Rung]) -> list[Rung]:
+    """Identical consecutive lines of one connection as one line with a count ("⚠ 441
+    server bytes missing (snaplen) ×60"), its frame column showing first–last."""
+    out: list[Rung] = []
+    for r in rungs:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and prev.kind == r.kind
+            and prev.connection == r.connection
+            and prev.text.plain == r.text.plain
+            and r.kind not in ("request", "response", "exchange")
+        ):
+            prev.count += r.count
+            prev.last = r.last or r.origin
+            continue
+        out.append(
+            Rung(r.kind, r.ts, r.connection, r.origin, r.text.copy(), r.exchange, r.count, r.last)
+        )
+    for r in out:
+        if r.count > 1:
+            r.text.append(f" ×{r.count}", style="bold")
+    return out
+
+
+def _resume_rows(facts: Facts) -> dict[str, dict[str, Any]]:
+    """The ``resumes`` fact rows by the key of the resume's own stream."""
+    table = facts.tables.get("resumes")
+    if table is None or not table.height or "response_stream" not in table.columns:
+        return {}
+    return {row["response_stream"]: row for row in table.iter_rows(named=True)}
+
+
+class _FirstSent:
+    """Which session an event ID was first sent to, over every stream of the records
+    (indexed once, on the first question: only a cross-session leak asks)."""
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        self._first: dict[str, tuple[float, str]] | None = None
+
+    def session(self, event_id: str | None, other_than: str) -> str | None:
+        if event_id is None:
+            return None
+        if self._first is None:
+            self._first = {}
+            for s in self.facts.streams:
+                for e in s.events:
+                    if not e.carries_id or e.origin is None or e.sse.id_field is None:
+                        continue
+                    seen = self._first.get(e.sse.id_field)
+                    if seen is None or e.origin.ts < seen[0]:
+                        self._first[e.sse.id_field] = (e.origin.ts, s.session.session_id)
+        seen = self._first.get(event_id)
+        return seen[1] if seen is not None and seen[1] != other_than else None
+
+
+def _storms(
+    mine: list[ExchangeRecord], streams: dict[tuple[int, int], StreamRecord], resumes: dict
+) -> list[list[tuple[int, int]]]:
+    """Per storm (consecutive resumes of one stream from one Last-Event-ID with no data in
+    between, ``cursor_attempt`` counting them), its exchanges in order."""
+    storms: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for ex in mine:
+        stream = streams.get((ex.connection_id, ex.index))
+        row = resumes.get(stream.key) if stream is not None else None
+        if row is None or not row.get("cursor_attempt"):
+            continue
+        cursor = (str(row.get("stream")), str(row.get("last_event_id")))
+        if row["cursor_attempt"] == 1:
+            storms.pop(cursor, None)
+        storms.setdefault(cursor, []).append((ex.connection_id, ex.index))
+    return [keys for keys in storms.values() if len(keys) >= STORM_SHOWN_BEFORE]
+
+
 def session_ladders(
-    facts: Facts, session: str | None = None, all_events: bool = False
+    facts: Facts,
+    session: str | None = None,
+    all_events: bool = False,
+    selection: Selection | None = None,
 ) -> list[SessionLadder]:
     """Per session (in order of first activity), its requests, responses, event runs, gaps,
-    signals, missing-bytes spans and disconnects, sorted by capture time."""
+    signals, missing-bytes spans and disconnects, sorted by capture time; only what
+    ``selection`` selects (a session with nothing selected has no ladder)."""
+    selection = selection or Selection(session)
+    session = selection.session or session
+    wanted_conns = _selected_connections(facts, selection)
     streams = {(s.exchange.connection_id, s.exchange.index): s for s in facts.streams}
+    resumes = _resume_rows(facts)
+    # Where each storm began: (stream, Last-Event-ID) → the attempt ``resume_storm`` marks.
+    storm_start = {
+        (row.get("stream"), row.get("last_event_id")): row.get("cursor_attempt") or 0
+        for row in resumes.values()
+        if row.get("resume_storm")
+    }
+    first_sent = _FirstSent(facts)
     connections = facts.connections
     exchanges: dict[str, list[ExchangeRecord]] = {}
     records: dict[str, SessionRecord] = {}
     for ex in facts.exchanges:
         rec = facts.exchange_sessions.get((ex.connection_id, ex.index))
         if rec is None or (session is not None and rec.session_id != session):
+            continue
+        if wanted_conns is not None and ex.connection_id not in wanted_conns:
             continue
         exchanges.setdefault(rec.session_id, []).append(ex)
         records[rec.session_id] = rec
@@ -434,31 +676,62 @@ def session_ladders(
         rungs: list[Rung] = []
         for ex in mine:
             stream = streams.get((ex.connection_id, ex.index))
-            rungs.extend(_exchange_rungs(ex, stream, gaps, all_events))
+            resume = resumes.get(stream.key) if stream is not None else None
+            owner = None
+            if resume is not None and resume.get("crossed_sessions"):
+                owner = first_sent.session(resume.get("crossed_first"), session_id)
+            in_storm = False
+            if resume is not None:
+                began = storm_start.get((resume.get("stream"), resume.get("last_event_id")))
+                in_storm = began is not None and (resume.get("cursor_attempt") or 0) > began
+            rungs.extend(_exchange_rungs(ex, stream, gaps, all_events, resume, owner, in_storm))
         for conn_id in sorted({ex.connection_id for ex in mine}):
             if conn_id in connections:
                 rungs.extend(_connection_rungs(connections[conn_id]))
         rungs.sort(key=lambda r: (r.ts is None, r.ts or 0.0))  # stable: stream order kept
+        rungs = [r for r in rungs if selection.in_time(r.ts)]
+        if not rungs:
+            continue
         if not all_events:
-            rungs = _collapse_plain(rungs)
+            rungs = _collapse_storms(_collapse_plain(rungs), _storms(mine, streams, resumes))
+            rungs = fold_repeats(rungs)
         ladders.append(SessionLadder(records[session_id], rungs, gaps))
     ladders.sort(key=lambda lad: (lad.start is None, lad.start or 0.0))
     return ladders
 
 
-def _frame_label(origin: Origin | None, many_sources: bool) -> str:
-    if origin is None:
-        return ""
-    where = f"{origin.number}" if origin.kind == "frame" else f"line {origin.number}"
+def _place(origin: Origin, many_sources: bool) -> str:
     if many_sources:
-        return f"{printable(os.path.basename(origin.source), 40)}:{where}"
-    return where
+        return f"{printable(os.path.basename(origin.source), 40)}:{origin.number}"
+    return str(origin.number)
+
+
+def frame_label(rung: Rung, many_sources: bool) -> str:
+    """The frame (or log line) of ``rung``, ``first–last`` for a folded one; prefixed with
+    the file's name when the session spans several files."""
+    if rung.origin is None:
+        return ""
+    label = _place(rung.origin, many_sources)
+    if rung.last is not None and rung.last != rung.origin:
+        if rung.last.source == rung.origin.source:
+            label += f"–{rung.last.number}"
+        else:
+            label += f"–{_place(rung.last, True)}"
+    return label
+
+
+def _frame_header(rungs: list[Rung], many_sources: bool) -> str:
+    kinds = {r.origin.kind for r in rungs if r.origin is not None}
+    header = {frozenset({"line"}): "log line", frozenset({"frame"}): "frame"}.get(
+        frozenset(kinds), "frame/line" if kinds else "frame"
+    )
+    return f"file:{header}" if many_sources else header
 
 
 def _title(ladder: SessionLadder) -> Text:
     rec = ladder.session
     title = Text("session ", style="bold")
-    title.append(printable(rec.session_id, 80))
+    title.append(printable(rec.session_id, MAX_SESSION_SHOWN))
     inferred = "inferred, " if rec.inferred else ""
     version = printable(rec.protocol_version or "?", 20)
     title.append(
@@ -473,16 +746,23 @@ def render_timeline(
     facts: Facts,
     session: str | None = None,
     all_events: bool = False,
+    selection: Selection | None = None,
 ) -> None:
     """Per session, a ladder of its connections and streams in time order (rich tables;
-    every captured string goes through :func:`printable` into a ``Text``, never markup)."""
-    ladders = session_ladders(facts, session, all_events)
+    every captured string goes through :func:`printable` into a ``Text``, never markup).
+    Time, connection and frame numbers are never broken across lines; the session title
+    is whole (wrapped, not cut, on a narrow terminal)."""
+    selection = selection or Selection(session)
+    session = selection.session or session
+    ladders = session_ladders(facts, session, all_events, selection)
     if not ladders:
-        if session is not None:
+        if session is not None and session not in facts.sessions:
             known = ", ".join(printable(s, 60) for s in sorted(facts.sessions)[:10])
             console.print(Text(f"No session {printable(session, 80)!s} in this capture."))
             if known:
                 console.print(Text(f"Sessions: {known}"))
+        elif not selection.everything:
+            console.print(Text(f"Nothing selected ({printable(selection.describe(), 300)})."))
         else:
             console.print("No HTTP exchanges found.")
         return
@@ -496,21 +776,18 @@ def render_timeline(
             title.append(
                 f"  in {printable(os.path.basename(next(iter(sources))), 80)}", style="dim"
             )
-        console.print(title)
+        console.print(title, overflow="fold")
         table = Table(show_edge=False, box=None)
-        for col, justify in (
-            ("time", "right"),
-            ("conn", "right"),
-            ("frame", "right"),
-            ("", "left"),
-        ):
-            table.add_column(col, justify=justify, overflow="fold")
+        table.add_column("time", justify="right", no_wrap=True)
+        table.add_column("conn", justify="right", no_wrap=True)
+        table.add_column(_frame_header(ladder.rungs, many), justify="right", no_wrap=True)
+        table.add_column("what happened", justify="left", overflow="fold")
         for r in ladder.rungs:
             style = CONNECTION_STYLES[r.connection % len(CONNECTION_STYLES)]
             table.add_row(
                 f"+{r.ts - t0:.3f}s" if r.ts is not None else "",
                 Text(str(r.connection), style=style),
-                _frame_label(r.origin, many),
+                frame_label(r, many),
                 r.text,
             )
         console.print(table)
