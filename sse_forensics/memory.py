@@ -1,0 +1,36 @@
+"""Freed memory goes back to the system (issue "production scale": peak memory bounded by
+the work in flight, not by the input).
+
+glibc serves a large allocation (a numpy array, a column) from ``mmap`` and returns it to
+the system when it is freed — until the first such block is freed: from then on it raises
+its threshold to that block's size, and later arrays of that size come from the heap, where
+freed space stays resident for the rest of the process. A scan allocates and frees
+per-packet and per-event arrays of every size batch after batch, so without a fixed
+threshold its resident memory ratchets up with the input (measured on a 400k-packet
+capture: classifying the flows kept 134 MB resident instead of 13). Fixing the threshold
+costs a few percent of CPU time (page faults on fresh mappings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import sys
+
+# mallopt(3) parameter number of M_MMAP_THRESHOLD, and the value glibc starts with.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
+
+_done = False
+
+
+def return_freed_memory() -> None:
+    """Pin glibc's mmap threshold for this process (idempotent; a no-op elsewhere)."""
+    global _done
+    if _done or not sys.platform.startswith("linux"):
+        return
+    _done = True
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
