@@ -9,8 +9,8 @@ from sse_forensics.errors import ReadError
 from sse_forensics.limits import (
     DEFAULT_LIMITS,
     LIMIT_NAMES,
-    MiB,
     CapHit,
+    MiB,
     cap_hits,
     fold_caps,
     parse_limits,
