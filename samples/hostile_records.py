@@ -14,6 +14,7 @@ import argparse
 import struct
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # samples/ is not a package
@@ -85,6 +86,15 @@ def counted(ids: list[bytes]) -> list[bytes]:
     return [*events, c.sse_event(ids[-1], c.result(b"done"))]
 
 
+def in_session(session: bytes, build: Callable[[c.Incident], c.Capture]):
+    """``build`` with the incident's ``Mcp-Session-Id`` set to ``session``."""
+
+    def with_session(incident: c.Incident) -> c.Capture:
+        return build(replace(incident, session=session))
+
+    return with_session
+
+
 BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\nbad request"
 
 CAPTURE_CASES: dict[str, Callable[[c.Incident], c.Capture]] = {
@@ -103,6 +113,9 @@ CAPTURE_CASES: dict[str, Callable[[c.Incident], c.Capture]] = {
     # A Last-Event-ID with a bare CR: the resume's own jump (8-12) must not go unjudged.
     "garbage-last-event-id": resume_with(b"7\rX-Injected: 1", None),
     "plain-resume-jump": resume_with(b"7", None),
+    # Session IDs a shell word cannot carry as they are: NUL, invalid UTF-8, non-ASCII.
+    "session-nul": in_session(b"s\x00e\x00ss", resume_with(b"7", None)),
+    "session-non-ascii": in_session(b"s\xe9ss-\xc3\xa9-\xff\xfe", resume_with(b"7", None)),
 }
 
 

@@ -157,7 +157,11 @@ def _ingest_logs(
             progress("logs", min(done[0], total), total)
 
     batches = iter_log_batches(
-        logs, access_format=options.access_format, log_map=options.log_map, progress=on_chunk
+        logs,
+        access_format=options.access_format,
+        log_map=options.log_map,
+        progress=on_chunk,
+        limits=config.limits,
     )
     try:
         return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files)

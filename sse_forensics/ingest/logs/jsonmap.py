@@ -357,6 +357,54 @@ def decode_json_lines(
     return DecodedChunk(out, int((~blank).sum()), sorted(bad))
 
 
+def dtype_depth(dtype: pl.DataType) -> int:
+    """Nesting of a decoded JSON value's type: 0 for a scalar, 1 + its deepest member's
+    for a struct or list."""
+    if isinstance(dtype, pl.Struct):
+        return 1 + max((dtype_depth(f.dtype) for f in dtype.fields), default=0)
+    if isinstance(dtype, pl.List | pl.Array):
+        return 1 + dtype_depth(dtype.inner)
+    return 0
+
+
+def _value_depth(value: object) -> int:
+    """Nesting of one decoded JSON value (iterative: orjson holds at most 1024 levels)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
+
+
+def too_deep(
+    records: pl.DataFrame, data: bytes, first_line: int, max_depth: int
+) -> tuple[pl.DataFrame, list[int]]:
+    """``records`` (``line``, ``__rec``) of the chunk ``data`` (its first line numbered
+    ``first_line``) without those nested more than ``max_depth`` (the ``json_depth``
+    cap), and their line numbers. The chunk's union type says at once whether any record
+    can be that deep; only then are its lines measured (orjson)."""
+    dtype = records.schema.get("__rec")
+    if dtype is None or not records.height or dtype_depth(dtype) <= max_depth:
+        return records, []
+    lines = data.split(b"\n")
+    deep = []
+    for line in records.get_column("line").to_list():
+        try:
+            value = orjson.loads(lines[line - first_line])
+        except orjson.JSONDecodeError:
+            continue
+        if _value_depth(value) > max_depth:
+            deep.append(line)
+    return records.filter(~pl.col("line").is_in(deep)), deep
+
+
 def _decode_inferred(
     text: pl.Series, candidate: pl.Series, bad: list[tuple[int, str]]
 ) -> tuple[pl.Series, pl.Series]:
