@@ -11,8 +11,10 @@ still report. Built from ``crafted.py``'s pieces; big inputs are made at test ti
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -178,6 +180,93 @@ PCAPNG_CASES: dict[str, Callable[[], bytes]] = {
 }
 
 
+# -- logs -------------------------------------------------------------------------------------
+
+LOGS = Path(__file__).resolve().parent / "logs"
+ORDINARY_EVENT_LOG = LOGS / "live-jump-unsignalled" / "events.jsonl"  # 8-12 dropped
+ORDINARY_ACCESS_LOG = LOGS / "live-jump-unsignalled" / "access.log"
+
+
+def event_record(**fields: object) -> bytes:
+    """One event-log line of session ``hostile``, ``fields`` overriding the defaults."""
+    record = {"ts": 1796010160.0, "session": "hostile", "stream": "s", "kind": "written"}
+    record.update(fields)
+    return json.dumps(record).encode()
+
+
+def _ids(ids: list[object]) -> list[bytes]:
+    return [event_record(event_id=i, ts=1796010160.0 + n) for n, i in enumerate(ids)]
+
+
+def _nested(depth: int) -> bytes:
+    return event_record(event_id="1", extra=None).replace(
+        b'"extra": null', b'"extra": ' + b"[" * depth + b"]" * depth
+    )
+
+
+# name -> (lines before the ordinary log, lines after it)
+EVENT_LOG_CASES: dict[str, tuple[list[bytes], list[bytes]]] = {
+    "event-log-long-id": ([], _ids(["1", "2", LONG_DIGITS.decode(), "3"])),
+    # A JSON number of 5000 digits: its decimal text is the ID.
+    "event-log-long-id-number": (
+        [],
+        [*_ids(["1", "2"]), event_record(event_id=0).replace(b": 0", b": " + LONG_DIGITS)],
+    ),
+    "event-log-year-10000": (
+        [],
+        [
+            event_record(event_id="1", ts="10000-01-01T00:00:00Z"),
+            event_record(event_id="2", ts=253402300800.0 * 10),
+            event_record(event_id="3", ts=-1e300),
+        ],
+    ),
+    # A field that is a string in 300 records, then an object.
+    "event-log-type-change": (
+        [],
+        [*_ids([str(n) for n in range(1, 301)]), event_record(event_id="301", session={"a": 1})],
+    ),
+    "event-log-long-first-record": ([event_record(event_id="1", note="x" * 70_000)], []),
+    "event-log-nested-first-record": ([_nested(5000)], []),
+    "event-log-deep-record": ([], [_nested(300)]),
+}
+
+
+def event_log_case(name: str) -> bytes:
+    """Case ``name``: hostile records around the ordinary event log (a live jump 8-12)."""
+    before, after = EVENT_LOG_CASES[name]
+    ordinary = ORDINARY_EVENT_LOG.read_bytes()
+    return (
+        b"".join(line + b"\n" for line in before)
+        + ordinary
+        + b"".join(line + b"\n" for line in after)
+    )
+
+
+def write_gzip(path: Path, head: bytes, zeros: int, tail: bytes = b"") -> Path:
+    """A gzip file of ``head``, ``zeros`` NUL bytes (one line, however long) and ``tail``,
+    compressed as it streams: a 4 GB expansion costs 4 MB on disk and no memory."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * (1 << 24)
+    with path.open("wb") as out:
+        out.write(packer.compress(head))
+        while zeros > 0:
+            out.write(packer.compress(block[: min(zeros, len(block))]))
+            zeros -= len(block)
+        out.write(packer.compress(tail) + packer.flush())
+    return path
+
+
+def write_long_line_log(path: Path, head: bytes, length: int, tail: bytes = b"") -> Path:
+    """A plain log of ``head``, one line of ``length`` NUL bytes (a sparse file: no disk
+    used) and ``tail``."""
+    with path.open("wb") as out:
+        out.write(head)
+        out.truncate(len(head) + length)
+        out.seek(0, 2)
+        out.write(b"\n" + tail)
+    return path
+
+
 def capture_case(name: str) -> c.Capture:
     """Case ``name`` (incident 1) merged after the ordinary gap (incident 0)."""
     capture = ordinary_gap(c.Incident.of(0, "ordinary-gap"))
@@ -196,6 +285,10 @@ def main(out_dir: Path) -> list[Path]:
     for name, build in PCAPNG_CASES.items():
         path = out_dir / f"{name}.pcapng"
         path.write_bytes(build())
+        written.append(path)
+    for name in EVENT_LOG_CASES:
+        path = out_dir / f"{name}.jsonl"
+        path.write_bytes(event_log_case(name))
         written.append(path)
     return written
 

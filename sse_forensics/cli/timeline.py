@@ -64,10 +64,8 @@ def timeline(
     logs = log_options(log_format, log_map)
     try:
         result = scan_paths(paths, config, logs=logs, keep_records=True)
-    except UnreadableInput as exc:
+    except UnreadableInput as exc:  # a log format or map that does not compile: log_options
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
-    except ValueError as exc:  # a log format string or field map that does not compile
-        usage_error(printable(str(exc), 400))
     facts = result.facts
     assert facts is not None  # keep_records
     if session is not None:
