@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # samples/ is not a pa
 import crafted as c
 
 LONG_DIGITS = b"9" * 5000  # past Python's int-string limit (4300 digits)
+ORDINARY_SESSION = "ef7bcfc82886c6774d36907fbeb24417"  # the ordinary gap's, in captures
+LOG_SESSION = "live-jump-unsignalled-0001"  # and in the logs
 
 
 def ordinary_gap(incident: c.Incident) -> c.Capture:

@@ -27,8 +27,8 @@ from sse_forensics.pipeline import LogOptions, ScanResult, scan_paths
 sys.path.insert(0, str(SAMPLES))  # samples/ is not a package
 import hostile_records as hostile
 
-ORDINARY = "ef7bcfc82886c6774d36907fbeb24417"  # the ordinary gap's session in captures
-LOG_SESSION = "live-jump-unsignalled-0001"  # and in the logs
+ORDINARY = hostile.ORDINARY_SESSION
+LOG_SESSION = hostile.LOG_SESSION
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
