@@ -38,8 +38,6 @@ class Limits:
     # Digits of a numeric event ID, Last-Event-ID or prefixed counter read as a number; a
     # longer one (or one past 2**63 - 1: counters are 64-bit) is an opaque ID.
     id_digits: int = 19
-    # Characters of one event ID or Last-Event-ID kept for matching.
-    id_chars: int = 4096
     # TCP connections tracked at once (the oldest idle one is evicted, with a capture-loss
     # note, like Zeek's and Suricata's memcaps).
     flows: int = 100_000
