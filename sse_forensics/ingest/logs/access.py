@@ -698,7 +698,7 @@ def _field_values(
     for var in fmt.variables:
         if var.column in times:
             value = _clf_time(*times[var.column], frame, zones)
-            columns[var.column] = value
+            columns[var.column] = valid_epoch(value) if var.column == "ts" else value
             checks.append(pl.col(var.column).is_not_null())
             continue
         raw = texts[var.column].replace("-", None)  # _present, keeping the chunks
