@@ -32,17 +32,20 @@ from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, Excha
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.front import Front, compute_front
+from sse_forensics.facts.ids import over_long_counters
 from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames, resolve_inputs
 from sse_forensics.ingest.packet_index import index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
+from sse_forensics.limits import CapHit, Limits, cap_hits, fold_caps
 from sse_forensics.memory import return_freed_memory
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.loss import CaptureLoss
+from sse_forensics.reassembly.sse_columns import RETRY_MAX
 from sse_forensics.verdicts import PROVIDED_BY
 
 if TYPE_CHECKING:
@@ -116,6 +119,12 @@ class ScanResult:
     not_judged: list[dict[str, object]] = field(default_factory=list)
     facts: Facts | None = None
     ignored: list[str] = field(default_factory=list)  # documents in a scanned directory
+    limits: Limits = field(default_factory=Limits)  # the caps this scan ran under
+
+    @property
+    def caps(self) -> list[CapHit]:
+        """The caps that fired (each also an input problem in ``errors``)."""
+        return cap_hits(self.errors)
 
 
 @dataclass(slots=True)
@@ -153,7 +162,11 @@ def _ingest_logs(
             progress("logs", min(done[0], total), total)
 
     batches = iter_log_batches(
-        logs, access_format=options.access_format, log_map=options.log_map, progress=on_chunk
+        logs,
+        access_format=options.access_format,
+        log_map=options.log_map,
+        progress=on_chunk,
+        limits=config.limits,
     )
     try:
         return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files)
@@ -363,6 +376,46 @@ class _StoreSource:
         ).unique("conn_id")
 
 
+def _over_long_numbers(store: EvidenceStore, config: AnalysisConfig) -> list[ReadError]:
+    """The ``id_digits`` cap hits (:func:`sse_forensics.facts.ids.over_long_counters`):
+    event IDs and Last-Event-IDs long enough to hold an over-long counter, read back from
+    the store (a filtered column scan); and retry values past 64 bits."""
+    long = config.limits.id_digits
+
+    def origin(prefix: str) -> list[str | pl.Expr]:
+        return [pl.col(f"{prefix}_{f}").alias(f) for f in ("src", "num", "ts", "kind")]
+
+    ids = [
+        store.columns(
+            EventColumns,
+            [pl.col("id_field").alias("value"), pl.lit("event ID").alias("what"), *origin("first")],
+            pl.col("id_field").str.len_chars() >= long,
+        ),
+        store.columns(
+            ExchangeColumns,
+            [
+                pl.col("last_event_id").alias("value"),
+                pl.lit("Last-Event-ID").alias("what"),
+                *origin("req"),
+            ],
+            pl.col("last_event_id").str.len_chars() >= long,
+        ),
+    ]
+    frames = [f for f in ids if f.height]
+    hits: list[ReadError] = []
+    if frames:
+        hits += over_long_counters(pl.concat(frames), config.prefixed_regex, config.limits)
+    # A retry past 64 bits is kept as the largest one: said once per file.
+    retries = store.columns(EventColumns, origin("first"), pl.col("retry") >= RETRY_MAX).unique(
+        "src", keep="first", maintain_order=True
+    )
+    for src, num, ts, kind in retries.iter_rows():
+        where = {"frame": num} if kind == "frame" else {"line": num}
+        what = "retry of more than 19 digits: read as the longest reconnection time"
+        hits.append(ReadError(src, what, ts=ts, **where))
+    return hits
+
+
 def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     """What the whole scan decides across sessions (:mod:`sse_forensics.facts.front`),
     reading the events one partition at a time."""
@@ -493,6 +546,7 @@ def scan_paths(
         buckets = 1 if keep_records else partition_count(paths, jobs)
     with EvidenceStore(buckets, scratch=scratch) as store, Spool(scratch) as spool:
         ingested = ingest(paths, store, config, logs, progress, jobs, executor, spool)
+        ingested.reassembly.errors.extend(_over_long_numbers(store, config))
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(
@@ -536,7 +590,7 @@ def scan_paths(
         stats=stats,
         loss=reassembly.loss,
         log_stats=reassembly.log_stats,
-        errors=reassembly.errors,
+        errors=fold_caps(reassembly.errors),
         connections=reassembly.connections,
         tables=tables,
         findings=findings,
@@ -544,6 +598,7 @@ def scan_paths(
         not_judged=not_judged,
         facts=facts,
         ignored=ingested.ignored,
+        limits=config.limits,
     )
     # Findings, errors and records cite `x.pcap.gz` or `<stdin>`, never the spooled copy.
     return restore_names(result, spool.names)

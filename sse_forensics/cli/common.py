@@ -147,6 +147,15 @@ PrefixedRegex = Annotated[
         metavar="REGEX", help="Regex for prefixed IDs with named groups 'stream' and 'seq'."
     ),
 ]
+LimitOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--limit",
+        metavar="NAME=VALUE",
+        help="Change a cap on the work one input may cost, e.g. body_bytes=256MiB "
+        "(repeatable; every cap, its default and what it cuts: docs/limits.md).",
+    ),
+]
 
 
 SessionOpt = Annotated[
@@ -201,7 +210,14 @@ def analysis_config(
     id_scheme: Scheme,
     prefixed_regex: str,
     tls_keylog: list[Path] | None = None,
+    limits: list[str] | None = None,
 ) -> AnalysisConfig:
+    from sse_forensics.limits import parse_limits
+
+    try:
+        caps = parse_limits(limits or [])
+    except ValueError as exc:
+        usage_error(printable(str(exc), 400))
     for path in tls_keylog or []:
         if not path.is_file():
             usage_error(f"--tls-keylog: no such file: {printable(path, 300)}")
@@ -229,6 +245,7 @@ def analysis_config(
         id_scheme=None if id_scheme is Scheme.auto else id_scheme.value,
         prefixed_regex=prefixed_regex,
         tls_keylog=tuple(str(p) for p in tls_keylog or []),
+        limits=caps,
     )
 
 
@@ -244,6 +261,15 @@ def log_options(log_format: str | None, log_map: Path | None) -> LogOptions:
             compile_format(log_format)
         except ValueError as exc:
             usage_error(f"--log-format: {printable(str(exc), 400)}")
+    if log_map is not None:
+        from sse_forensics.ingest.logs import compile_format, load_log_map
+
+        try:  # the map and the format it names, before any file is read
+            fmt = load_log_map(str(log_map)).access_format
+            if fmt is not None:
+                compile_format(fmt)
+        except ValueError as exc:
+            usage_error(f"--log-map: {printable(str(exc), 400)}")
     return LogOptions(log_format, str(log_map) if log_map is not None else None)
 
 
@@ -288,10 +314,10 @@ def run_scan(
                 keep_tables=keep_records,  # a scan reports counts and the sessions table
                 jobs=jobs or os.cpu_count() or 1,
             )
+    # A log format or field map that does not compile was refused before (log_options):
+    # any other exception is a bug, never to be passed off as the user's mistake.
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
-    except ValueError as exc:  # a log format string or field map that does not compile
-        usage_error(printable(str(exc), 400))
     except ClusterUnavailable as exc:
         usage_error(printable(str(exc), 400))
     return result, ruleset
@@ -399,12 +425,16 @@ def select_session(selection: Selection, prefix: str | None, sessions: Iterable[
     the prefix names none or several)."""
     import dataclasses
 
+    from sse_forensics.report.escape import find_session
     from sse_forensics.report.selection import SelectionError, resolve_session
 
     if prefix is None:
         return selection
+    known = list(sessions)
+    # A session ID holding NUL is named by the escaped form the summary prints.
+    prefix = find_session(prefix, known) or prefix
     try:
-        return dataclasses.replace(selection, session=resolve_session(prefix, sessions))
+        return dataclasses.replace(selection, session=resolve_session(prefix, known))
     except SelectionError as exc:
         usage_error(printable(str(exc), 600))
 

@@ -14,6 +14,7 @@ from sse_forensics.cli.common import (
     FailOnOpt,
     HostOpt,
     IdSchemeOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     PathRegex,
@@ -59,6 +60,7 @@ def report(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: Annotated[
@@ -73,7 +75,7 @@ def report(
     from sse_forensics.report.html import render_report
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     selection = parse_selection(since, until, host, port)
     show_progress = not quiet and sys.stderr.isatty()

@@ -16,6 +16,7 @@ from sse_forensics.cli.common import (
     HostOpt,
     IdSchemeOpt,
     JobsOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     OutputOpt,
@@ -69,6 +70,7 @@ def scan(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: QuietOpt = False,
@@ -87,7 +89,7 @@ def scan(
     from sse_forensics.report.terminal import render_scan
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     selection = parse_selection(since, until, host, port)
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.

@@ -13,6 +13,7 @@ from sse_forensics.cli.common import (
     FILE_WIDTH,
     HostOpt,
     IdSchemeOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     OutputOpt,
@@ -61,6 +62,7 @@ def timeline(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
 ) -> None:
@@ -72,13 +74,13 @@ def timeline(
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     selection = parse_selection(since, until, host, port)
     logs = log_options(log_format, log_map)
     try:
         result = scan_paths(paths, config, logs=logs, keep_records=True)
-    except UnreadableInput as exc:
+    except UnreadableInput as exc:  # a log format or map that does not compile: log_options
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ValueError as exc:  # a log format string or field map that does not compile
         usage_error(printable(str(exc), 400))

@@ -23,6 +23,7 @@ from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.incidents import group_incidents, summarize
 from sse_forensics.errors import ReadError
+from sse_forensics.limits import CapHit, describe
 from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import (
@@ -54,7 +55,11 @@ STAGE_LABEL = {
 def shell_word(value: str) -> str:
     """``value`` as one exact bash word that is safe to print: ``shlex.quote`` when every
     character is printable, else ANSI-C quoting (``$'\\x1b…'``) so the escaped form a
-    terminal shows still names the real session when pasted."""
+    terminal shows still names the real session when pasted. No argument can hold NUL: a
+    value with one is given in its escaped form, which ``timeline --session`` resolves
+    (:func:`~sse_forensics.report.escape.find_session`)."""
+    if "\0" in value:
+        return shlex.quote(printable(value, None))
     if all(printable(ch, None) == ch for ch in value):
         return shlex.quote(value)
     out = []
@@ -182,6 +187,33 @@ def print_unjudged(console: Console, cov: Coverage) -> None:
         )
 
 
+def print_caps(console: Console, caps: list[CapHit]) -> None:
+    """The caps that fired (docs/limits.md): which, where, what was cut, what it costs."""
+    if not caps:
+        return
+    console.print(
+        Text(
+            f"{len(caps)} cap(s) fired (the scan went on; --limit changes them):",
+            style="bold yellow",
+        )
+    )
+    for hit in caps[:MAX_ERRORS_SHOWN]:
+        where = (
+            f" frame {hit.frame}"
+            if hit.frame is not None
+            else (f" line {hit.line}" if hit.line is not None else "")
+        )
+        times = f" ({hit.count} times)" if hit.count > 1 else ""
+        console.print(
+            Text(
+                f"  {hit.cap}={describe(hit.cap, hit.limit)}: {printable(hit.source, 120)}{where}: "
+                f"{printable(hit.cut, 200)}{times}; {printable(hit.consequence, 200)}"
+            )
+        )
+    if len(caps) > MAX_ERRORS_SHOWN:
+        console.print(f"  … and {len(caps) - MAX_ERRORS_SHOWN} more (see --format json)")
+
+
 def _read_summary(result: ScanResult) -> str:
     parts = []
     if result.stats.frames or not result.log_stats:
@@ -282,11 +314,11 @@ def render_scan(console: Console, result: ScanResult) -> None:
     if not cov.complete:
         print_unjudged(console, cov)
 
-    if result.errors:
-        console.print(
-            Text(f"{len(result.errors)} input problem(s) (the scan went on):", style="bold")
-        )
-        lines = fold_errors(result.errors)
+    print_caps(console, result.caps)
+    problems = [e for e in result.errors if not isinstance(e, CapHit)]
+    if problems:
+        console.print(Text(f"{len(problems)} input problem(s) (the scan went on):", style="bold"))
+        lines = fold_errors(problems)
         for line in lines[:MAX_ERRORS_SHOWN]:
             console.print(Text(f"  {line}"))
         if len(lines) > MAX_ERRORS_SHOWN:
