@@ -192,8 +192,12 @@ class _ConnectionAnalyzer:
                 self._choose_app("h2" if first.startswith(_H2_PREFACE[:16]) else "http/1.1")
             else:
                 last = self.held[-1] if self.held else None
-                if not (isinstance(piece, MissingSpan) and last and last[0] == direction
-                        and isinstance(last[1], MissingSpan)):
+                if not (
+                    isinstance(piece, MissingSpan)
+                    and last
+                    and last[0] == direction
+                    and isinstance(last[1], MissingSpan)
+                ):
                     self.held.append((direction, piece))  # consecutive gaps: one is enough
                 return
         if isinstance(piece, MissingSpan):

@@ -243,6 +243,14 @@ class AccessFormat:
     columns: tuple[str, ...] = field(default=())
 
     @property
+    def time_is_start(self) -> bool:
+        """Whether the logged time is when the request began (Apache ``%t``,
+        ``%{sec}t``: "the time the request was received") rather than when the line was
+        written, at the response's end (nginx ``$time_local``, ``$time_iso8601``,
+        ``$msec``)."""
+        return self.dialect == "apache"
+
+    @property
     def quotes(self) -> int:
         """How many ``"`` a well-formed line holds."""
         return len(self.segments) - 1

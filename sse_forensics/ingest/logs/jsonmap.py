@@ -156,6 +156,7 @@ ACCESS_PRESETS: dict[str, FieldMap] = {
         _rules(
             {
                 "ts": "start_time",
+                "start": "start_time",
                 "client_ip": {"path": "downstream_remote_address", "strip_port": True},
                 "method": "method",
                 "target": "path",
@@ -177,6 +178,7 @@ ACCESS_PRESETS: dict[str, FieldMap] = {
         _rules(
             {
                 "ts": ["StartUTC", "time"],
+                "start": "StartUTC",
                 "client_ip": "ClientHost",
                 "method": "RequestMethod",
                 "target": "RequestPath",
@@ -206,12 +208,14 @@ EVENTS_MAP = FieldMap(
             "stream": "stream",
             "event_id": "event_id",
             "kind": "kind",
-            "control_type": "event.type",
+            "control_type": ["event.type", "event.event"],
             "first": "event.first",
             "last": "event.last",
             "requested": "event.requested",
             "oldest_retained": "event.oldest_retained",
             "last_written_id": "event.last_written_id",
+            "data": "event.data",
+            "protocol_version": ["event.protocol_version", "event.protocolVersion"],
             "reason": "reason",
             "where": "where",
             "request": "request",
@@ -568,6 +572,10 @@ def timestamp(text: pl.Expr) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Float64, strict=False), parsed.dt.epoch("us") / 1e6)
 
 
+_TEXT_AS_IS = frozenset({"data"})
+"""Columns whose empty text is a value (a priming event's data is ``""``)."""
+
+
 def apply_map(
     records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, pl.DataType]
 ) -> tuple[pl.DataFrame, list[str]]:
@@ -597,7 +605,8 @@ def apply_map(
             exprs.append(value.cast(target).alias(column))
             continue
         text = pl.coalesce([_as_string(e, d) for e, d in found])
-        text = pl.when(~text.is_in(["", "-"])).then(text)
+        if column not in _TEXT_AS_IS:
+            text = pl.when(~text.is_in(["", "-"])).then(text)
         if rule.strip_port:
             text = text.str.replace(r"^\[(.*)\]:\d+$", "$1").str.replace(r"^([^:]*):\d+$", "$1")
         if rule.values:

@@ -55,8 +55,10 @@ from sse_forensics.ingest.logs.model import (
     FileStats,
     LogKind,
     LogSet,
+    control_type_totals,
     empty_access,
     empty_events,
+    with_start,
 )
 
 MAX_SAMPLES_PER_FILE = 20
@@ -260,7 +262,10 @@ def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -
     frame whose columns are chunked apart at its next select: in the caller's hands, or
     when read_logs attaches sessions)."""
     if found.kind != "access-text":
-        return _parse_json_chunk(chunk, source, found, max_samples)
+        parsed = _parse_json_chunk(chunk, source, found, max_samples)
+        if found.kind == "access-json":
+            parsed.rows = with_start(parsed.rows, time_is_start=False)
+        return parsed
     assert found.access_format is not None
     fmt = found.access_format
     parsed = parse_access_chunk(
@@ -275,7 +280,8 @@ def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -
         ReadError(source, f"does not match {fmt.name}: {why}: {text}", line=line)
         for line, why, text in parsed.samples
     ]
-    return _Parsed(parsed.rows, parsed.lines, parsed.unreadable, samples)
+    rows = with_start(parsed.rows, fmt.time_is_start)
+    return _Parsed(rows, parsed.lines, parsed.unreadable, samples)
 
 
 WORKERS = 1
@@ -460,6 +466,8 @@ def _read_file(
             file_stats.lines += result.lines
             file_stats.rows += result.rows.height
             file_stats.unreadable += result.unreadable
+            if found.kind == "event-log":
+                file_stats.count_controls(result.rows)
             if not checked and result.lines and not result.rows.height:
                 why = result.samples[0].what if result.samples else "no line matches"
                 raise UnreadableInput(path, f"no line is {found.format_name}: {why}")
@@ -581,6 +589,7 @@ def log_stats(
 ) -> dict[str, object]:
     """The ``stats`` of a log read (:attr:`LogSet.stats`): per file and in total, since
     ``started`` (a ``time.perf_counter()``)."""
+    controls, ignored = control_type_totals(files)
     return {
         "files": [s.as_dict() for s in files],
         "bytes": sum(s.bytes for s in files),
@@ -588,5 +597,7 @@ def log_stats(
         "access_rows": access_rows,
         "event_rows": event_rows,
         "unreadable_lines": sum(s.unreadable for s in files),
+        "control_types": controls,
+        "ignored_control_types": ignored,
         "seconds": round(time.perf_counter() - started, 3),
     }

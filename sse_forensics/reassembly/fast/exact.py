@@ -77,9 +77,7 @@ class ExactDriver:
                 continue
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
-                    conn, errors, self.tls_keys
-                )
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, self.tls_keys)
             analyzer.data(direction, piece)
 
     def _finalise(self, conn: Connection) -> None:
