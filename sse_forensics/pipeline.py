@@ -81,6 +81,15 @@ class LogOptions:
     access_format: str | None = None
     log_map: str | None = None
 
+    def text_format(self) -> str | None:
+        """The text access-log format: ``access_format``, else the map's ``[access]
+        format`` (raises ``ValueError`` for a map that cannot be read)."""
+        if self.access_format is not None or self.log_map is None:
+            return self.access_format
+        from sse_forensics.ingest.logs import load_log_map
+
+        return load_log_map(self.log_map).access_format
+
 
 @dataclass(slots=True)
 class ScanStats:
@@ -242,7 +251,7 @@ def ingest(
     """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
     a path that is neither a capture nor a log, or a log format that does not fit."""
     logs = logs or LogOptions()
-    inputs, log_files = classify_inputs(paths, logs.access_format)
+    inputs, log_files = classify_inputs(paths, logs.text_format())
     with _scan_gc():
         reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor)
     exchanges = store.rows["exchanges"]

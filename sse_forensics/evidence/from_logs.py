@@ -102,9 +102,14 @@ group_order = R.group_order
 LINE_ORDER = ["t0", "file_no", "line"]
 
 
-def line_start() -> pl.Expr:
-    """``t0``: when an access line's request began, as far as the log tells."""
-    return pl.coalesce("start", "ts").alias("t0")
+def line_times() -> list[pl.Expr]:
+    """``t0`` and ``t1``: when an access line's request began and its response ended, as
+    far as the line tells (:func:`_refine_times` narrows them with the event log)."""
+    _, end = _line_span()
+    return [
+        pl.coalesce("start", "ts").alias("t0"),
+        pl.when(pl.col("ts").is_not_null()).then(end).alias("t1"),
+    ]
 
 
 @dataclass(slots=True)
@@ -376,11 +381,7 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
     unmatched lines). ``conn_ids`` gives each group (:data:`GROUP_KEYS`) its
     pseudo-connection, numbered over the whole scan (:func:`group_order`); ``access``
     carries ``file_no``."""
-    access = (
-        access.with_columns(line_start())
-        .sort(LINE_ORDER, nulls_last=True, maintain_order=True)
-        .with_row_index("arow")
-    )
+    access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index("arow")
     if not events.height:
         return SessionPart(
             ConnectionColumns.frame(),
@@ -393,7 +394,7 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
     refused = set(log.groups.filter(pl.col("refused")).get_column("group").to_list())
     merged = {a: g for a, g in matched.items() if g not in refused}
     line_of = {g: a for a, g in merged.items()}
-    access = _refine_starts(access, log, merged)
+    access = _refine_times(access, log, merged)
     groups = (
         log.groups.filter(~pl.col("group").is_in(list(set(matched.values()) & refused)))
         .join(conn_ids.select(*GROUP_KEYS, "conn_id"), on=GROUP_KEYS, how="left", nulls_equal=True)
@@ -430,13 +431,13 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
     )
 
 
-def _refine_starts(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) -> pl.DataFrame:
-    """``access`` with ``t0`` refined by what the event log and the file's order tell:
-    ``$time_local`` has one-second resolution, but a line is written when its response
-    ends, after the event log's last record of that response and after the lines above
-    it ended: its end is at least the latest of those (in its file), its start that end
-    less ``request_time``. And a resume began after the event it names was written. So a
-    resume refused or answered within the same second as the stream it resumes comes
+def _refine_times(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) -> pl.DataFrame:
+    """``access`` with ``t0``/``t1`` refined by what the event log and the file's order
+    tell: ``$time_local`` has one-second resolution, but a line is written when its
+    response ends, after the event log's last record of that response and after the lines
+    above it ended: its end is at least the latest of those (in its file), its start that
+    end less ``request_time``. And a resume began after the event it names was written.
+    So a resume refused or answered within the same second as the stream it resumes comes
     after it, whatever the durations."""
     if not access.height:
         return access
@@ -449,25 +450,22 @@ def _refine_starts(access: pl.DataFrame, log: _EventLog, merged: dict[int, int])
         .group_by("session", pl.col("event_id").alias("last_event_id"))
         .agg(pl.col("ts").min().alias("sent"))
     )
-    _, end = _line_span()
-    ended = pl.max_horizontal(end, pl.col("g_last"))
     timed = pl.col("request_time").is_not_null() & pl.col("ts").is_not_null()
     refined = (
         access.join(last.select("arow", "g_last"), on="arow", how="left")
         .with_columns(access_session().alias("session"))
         .join(sent, on=["session", "last_event_id"], how="left")
         .sort("file_no", "line")
-        .with_columns(ended.cum_max().over("file_no").alias("ended"))
+        .with_columns(pl.max_horizontal("t1", "g_last").cum_max().over("file_no").alias("ended"))
         .with_columns(
+            pl.when(pl.col("ts").is_not_null()).then(pl.col("ended")).alias("t1"),
             pl.max_horizontal(
-                "t0",
-                pl.when(timed).then(pl.col("ended") - pl.col("request_time")),
-                "sent",
-            ).alias("t0")
+                "t0", pl.when(timed).then(pl.col("ended") - pl.col("request_time")), "sent"
+            ).alias("t0"),
         )
-        .select("arow", "t0")
+        .select("arow", "t0", "t1")
     )
-    return access.drop("t0").join(refined, on="arow", how="left").select(access.columns)
+    return access.drop("t0", "t1").join(refined, on="arow", how="left").select(access.columns)
 
 
 def client_order(unmatched: pl.DataFrame) -> pl.DataFrame:
@@ -722,8 +720,8 @@ def _access_exchanges(
     how = pl.coalesce("explicit_how", "ffill_how", "bfill_how")
     fallback = pl.lit("inferred:") + pl.col("client") + pl.lit(f"->{LOG_HOST}:0")
     line = _line_origin("x")
-    _, end = _line_span()
     began = pl.col("t0").fill_null(0.0)  # the request's start, else the line's time
+    end = pl.col("t1").fill_null(0.0)  # when the response ended
     out = df.select(
         pl.col("conn_id").cast(pl.Int64),
         pl.col("index").cast(pl.Int64),

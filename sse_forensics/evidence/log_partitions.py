@@ -151,7 +151,7 @@ def ingest_logs(
         else:
             number = file_no.setdefault(batch.source, len(file_no))
             rows = rows.select(F.ACCESS_LOG_COLUMNS).with_columns(
-                pl.lit(number, pl.Int64).alias("file_no"), F.line_start()
+                pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
             )
             access_rows += rows.height
             may_match = rows.filter(F.matchable())
@@ -232,4 +232,4 @@ def _access_schema() -> dict[str, pl.DataType]:
     from sse_forensics.ingest.logs.model import ACCESS_SCHEMA
 
     schema = {c: ACCESS_SCHEMA[c] for c in F.ACCESS_LOG_COLUMNS}
-    return {**schema, "file_no": pl.Int64(), "t0": pl.Float64()}
+    return {**schema, "file_no": pl.Int64(), "t0": pl.Float64(), "t1": pl.Float64()}

@@ -42,6 +42,7 @@ from sse_forensics.facts.model import (
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
+from sse_forensics.facts.sessions import PostTime
 from sse_forensics.facts.sessions import by_exchange as exchange_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
@@ -76,7 +77,7 @@ def build_facts(
     front: Front,
     events: pl.DataFrame | None = None,
     sessions: dict[str, SessionRecord] | None = None,
-    latest_post: dict[str, float] | None = None,
+    posts: dict[str, list[PostTime]] | None = None,
 ) -> Facts:
     """The fact tables of one partition: its exchanges, their events (the ``events``
     evidence table), the connections they sit on, and what the whole scan decided across
@@ -95,7 +96,7 @@ def build_facts(
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
-    requests = RequestIndex(collect_requests(exchanges, by_exchange), latest_post)
+    requests = RequestIndex(collect_requests(exchanges, by_exchange), posts)
     frame_ = stream_frame(streams)
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
     cols = event_columns(events, frame_, codecs, logged)

@@ -235,6 +235,7 @@ class LogMap:
     access: FieldMap | None = None
     events: FieldMap = EVENTS_MAP
     access_format: str | None = None
+    access_names: Mapping[str, FieldRule] = field(default_factory=dict)  # [access] as given
 
 
 def load_log_map(path: str) -> LogMap:
@@ -253,6 +254,7 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
         raise ValueError(f"{where}: unknown section(s) {sorted(unknown)}; use [access], [events]")
     access = None
     access_format = None
+    names: dict[str, FieldRule] = {}
     section = doc.get("access")
     if isinstance(section, dict):
         section = dict(section)
@@ -262,14 +264,17 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
             raise ValueError(
                 f"{where}: unknown access preset {preset!r} ({', '.join(ACCESS_PRESETS)})"
             )
+        if access_format is not None and not isinstance(access_format, str):
+            raise ValueError(f"{where} [access].format: expected a string")
         base = ACCESS_PRESETS[preset] if preset else FieldMap("custom", {})
+        names = _rules(section, f"{where} [access]")
         if section or preset:
-            access = base.updated(f"{where}", _rules(section, f"{where} [access]"))
+            access = base.updated(f"{where}", names)
     events = EVENTS_MAP
     section = doc.get("events")
     if isinstance(section, dict):
         events = EVENTS_MAP.updated(where, _rules(section, f"{where} [events]"))
-    return LogMap(access, events, access_format)
+    return LogMap(access, events, access_format, names)
 
 
 def _has_path(record: object, path: Path) -> bool:

@@ -122,7 +122,11 @@ def detect(
             return Detected("access-json", field_map=fmap)
     spec = access_format or log_map.access_format
     candidates = [spec] if spec is not None else list(F.SNIFF_ORDER)
-    formats = [c if isinstance(c, F.AccessFormat) else F.compile_format(c) for c in candidates]
+    names = variable_names(log_map)
+    formats = [
+        c if isinstance(c, F.AccessFormat) else F.compile_format(c, names, strict=spec is not None)
+        for c in candidates
+    ]
     # The format matching most of the first lines (garbage lines may come first).
     hits = [sum(bool(re.match(f.line_regex(), line)) for line in lines) for f in formats]
     if max(hits) > 0:
@@ -135,6 +139,18 @@ def detect(
         "not a known log: the first lines are neither JSON objects nor access-log lines "
         f"of the presets {', '.join(F.SNIFF_ORDER)} (give the format with --log-format)"
     )
+
+
+def variable_names(log_map: LogMap) -> tuple[F.VariableName, ...]:
+    """The ``--log-map`` ``[access]`` entries that can name a text format's variable (a
+    single name, not a JSON path): ``session_id = "http_x_session"``."""
+    out = []
+    for column, rule in log_map.access_names.items():
+        if column in ("source", "line", "extra") or column not in ACCESS_SCHEMA:
+            continue
+        if len(rule.paths) == 1 and len(rule.paths[0]) == 1:
+            out.append(F.VariableName(column, str(rule.paths[0][0]), rule.scale))
+    return tuple(out)
 
 
 def _has_kind(fmap: FieldMap, record: dict) -> bool:
@@ -347,7 +363,7 @@ def iter_log_batches(
     files: list[FileStats] = []
     lmap = load_log_map(log_map) if isinstance(log_map, str) else log_map
     if isinstance(access_format, str):
-        access_format = F.compile_format(access_format)
+        access_format = F.compile_format(access_format, variable_names(lmap or LogMap()))
     plans: list[tuple[str, Detected]] = []
     for path in expand_log_paths(paths):  # all detected first: a wrong file fails at once
         found = detect(path, access_format=access_format, log_map=lmap)
