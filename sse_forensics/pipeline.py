@@ -552,10 +552,14 @@ def reassemble_paths(paths: list[str]) -> Reassembly:
 
 def evidence_provided(reassembly: Reassembly) -> frozenset[str]:
     """The kinds of evidence the inputs give (``verdicts.PROVIDED_BY``)."""
+    from sse_forensics.ingest.logs.model import INITIALIZE, canonical_control_type
+
     provided: set[str] = set()
     if reassembly.frames:
         provided |= PROVIDED_BY["capture"]
     for file in reassembly.log_stats.get("files", []):  # type: ignore[union-attr]
         kind = file.get("kind", "")
         provided |= PROVIDED_BY["event-log" if kind == "event-log" else "access-log"]
+        if INITIALIZE in {canonical_control_type(t) for t in file.get("control_types", {})}:
+            provided |= PROVIDED_BY["event-log-initialize"]
     return frozenset(provided) if provided else PROVIDED_BY["capture"]

@@ -237,3 +237,129 @@ def test_a_signal_type_no_rule_knows_is_read_as_invalid_not_raised() -> None:
     assert not parse_signal("retry-scheduled", '{"first": 1}').valid
     assert not parse_signal("stream-gap", None).valid
     assert parse_signal("stream-gap", '{"first": 8, "last": 12}').last == "12"
+
+
+# --- the control types a rule uses ------------------------------------------------------
+
+
+def _with_records(tmp_path: Path, name: str, extra: Records, access: bool = True) -> Path:
+    """The logs of ``name`` in ``tmp_path``, the event log with ``extra`` records (kept in
+    time order)."""
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    records = sorted(_records_of(name) + extra, key=lambda r: r["ts"] or 0.0)
+    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if access:
+        (folder / "access.log").write_bytes((LOGS / name / "access.log").read_bytes())
+    return folder
+
+
+def _last_written(name: str) -> dict:
+    return [r for r in _records_of(name) if r["kind"] == "written"][-1]
+
+
+def test_a_410_decision_is_the_refused_resume_never_a_second_one(tmp_path: Path) -> None:
+    name = "resume-410"
+    after = _last_written(name)
+    refusal = {
+        "ts": after["ts"] + 0.05,
+        "session": after["session"],
+        "kind": "control",
+        "event": {"type": "410", "requested": "7"},
+    }
+    events_only = _with_records(tmp_path / "e", name, [refusal], access=False)
+    resumes = scan_paths([str(events_only)]).tables["resumes"]
+    assert resumes.select("status", "last_event_id").rows() == [(410, "7")]
+    both_logs = _with_records(tmp_path / "b", name, [refusal])
+    result = scan_paths([str(both_logs)])
+    assert result.tables["resumes"].height == 1  # the access line and the record are one
+    assert _got(result) == _got(scan_paths([str(LOGS / name)]))
+    joined = scan_paths([str(SAMPLES / f"{name}.pcap"), str(both_logs)])
+    assert _got(joined) == _expected(name) and joined.tables["resumes"].height == 1
+
+
+def test_keepalive_records_show_a_keepalive_only_replay(tmp_path: Path) -> None:
+    """The replay that sent only `: ping` comments (request x0004) is a response of the
+    event log too, and what it did is known: it stayed open, it did not end."""
+    name = "empty-replay-2xx-keepalive"
+    after = _last_written(name)
+    pings = [
+        {
+            "ts": after["ts"] + 0.5 * (k + 1),
+            "session": after["session"],
+            "stream": after["stream"],
+            "request": "x0004",
+            "last_event_id": "7",
+            "kind": "control",
+            "event": {"type": "keepalive"},
+        }
+        for k in range(4)
+    ]
+    folder = _with_records(tmp_path, name, pings)
+    result = scan_paths([str(folder)])
+    assert _got(result) == _expected(name)
+    resumes = result.tables["resumes"]
+    assert resumes.select("empty_how").rows() == [("keep-alive only",)]
+    plain = scan_paths([str(LOGS / name)]).tables["resumes"]
+    assert plain.select("empty_how").rows() == [("ended (access log)",)]
+
+
+def test_an_initialize_record_sets_the_sessions_protocol_era(tmp_path: Path) -> None:
+    name = "resume-in-stateless-era"
+    first = _records_of(name)[0]
+    init = {
+        "ts": first["ts"] - 0.01,
+        "session": first["session"],
+        "kind": "control",
+        "event": {"type": "initialize", "protocol_version": "2026-07-28"},
+    }
+    plain = scan_paths([str(LOGS / name)])
+    assert "resume-in-stateless-era" in {i["rule"] for i in plain.not_judged}
+    result = scan_paths([str(_with_records(tmp_path, name, [init]))])
+    assert result.tables["sessions"]["protocol_version"].to_list() == ["2026-07-28"]
+    assert "resume-in-stateless-era" not in {i["rule"] for i in result.not_judged}
+    assert _got(result) == _expected(name)
+
+
+def test_a_close_record_is_a_close_event(tmp_path: Path) -> None:
+    name = "clean-live-int"
+    last = _last_written(name)
+    close = {**last, "ts": last["ts"] + 0.001, "event_id": None, "event": {"type": "close"}}
+    for shape, record in (("written", close), ("decision", {**close, "kind": "control"})):
+        folder = _with_records(tmp_path / shape, name, [record])
+        result = scan_paths([str(folder)], keep_records=True)
+        assert not result.findings
+        assert result.facts is not None
+        kinds = [e.kind for s in result.facts.streams for e in s.events]
+        assert kinds[-1] == "close" and kinds.count("close") == 1
+
+
+def test_opaque_ids_a_gap_in_producer_order_never_names_a_priming_event(tmp_path: Path) -> None:
+    """An event store's log (UUIDs, priming events stored with empty data): e3 and e4 were
+    stored and never written between e2 and e5; a priming event minted between them for a
+    replay nobody read is no lost message."""
+    ids = {n: f"{n}-{'%08x' % (n * 2654435761 % 2**32)}-uuid" for n in range(7)}
+    p1, p2 = "a1b2c3d4-prime-one", "e5f6a7b8-prime-two"
+    base = {"session": "S-opaque", "stream": "2"}
+    records: Records = []
+    t = 1796010000.0
+
+    def add(kind: str, event_id: str, data: str | None = None) -> None:
+        nonlocal t
+        t += 0.01
+        event = {} if data is None else {"event": {"data": data}}
+        records.append({"ts": t, **base, "event_id": event_id, "kind": kind, **event})
+
+    add("emitted", p1, "")
+    add("written", p1, "")
+    for n in (1, 2):
+        add("emitted", ids[n], '{"jsonrpc":"2.0"}')
+        add("written", ids[n])
+    add("emitted", p2, "")
+    for n in (3, 4, 5):
+        add("emitted", ids[n], '{"jsonrpc":"2.0"}')
+    add("written", ids[5])
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = scan_paths([str(path)])
+    assert _got(result) == Counter([("missing-stream-gap", "silent_corruption", ids[3], ids[4])])
