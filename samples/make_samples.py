@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +36,7 @@ sys.path.insert(0, str(SAMPLES_DIR))  # samples/ is not a package: import the si
 import dpkt  # noqa: E402
 from profile_client import ClientPlan, SlowConsumer, run_plan  # noqa: E402
 from profile_server import (  # noqa: E402
+    LogStyle,
     ProfileServer,
     ServerKnobs,
     ServerLog,
@@ -84,7 +85,8 @@ def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[..., object]:
     def run(port: int, log_dir: Path | None = None) -> object:
         """Serve and drive the scenario; with ``log_dir`` the server writes its logs there."""
         buffers = (knobs.send_buffer, knobs.write_high_water)
-        log = ServerLog(log_dir) if log_dir is not None else None
+        style = LOG_STYLES.get(knobs.session_prefix)
+        log = ServerLog(log_dir, style) if log_dir is not None else None
         try:
             with running_server(ProfileServer(knobs, log).app(), port, *buffers) as url:
                 return run_plan(url, plan)
@@ -99,10 +101,7 @@ def sdk(resume: bool, seed: str) -> Callable[..., object]:
     def run(port: int, log_dir: Path | None = None) -> object:
         import mcp_sdk_capture  # imported late: the SDK is only needed for these two
 
-        if log_dir is not None:
-            raise ValueError("the MCP SDK server writes no logs: no log sample from it")
-
-        return mcp_sdk_capture.run(port, resume=resume, seed=seed)
+        return mcp_sdk_capture.run(port, resume=resume, seed=seed, log_dir=log_dir)
 
     return run
 
@@ -633,6 +632,25 @@ LOG_SAMPLES = {
     "resume-in-stateless-era": "plain",
     "client-adjusted-resume": "plain",
     "resume-lost-cursor": "plain",
+    "mcp-sdk-clean": "plain",
+    "mcp-sdk-resume": "plain",
+}
+# How each sample's server writes its logs (profile_server.LogStyle; default: access log in
+# the `mcp` format, each signal as a control record naming its request and stream). The
+# others are the shapes real servers write: the session only in the response header
+# column, a signal logged as the event written or as both records, decisions logged with
+# no request or stream, the negotiated version, keep-alives and refusals as records.
+RECORDS_ALL = LogStyle(initialize=True, keepalives=True, refusals=True)
+LOG_STYLES = {
+    "clean-resume-int": LogStyle(access_format="combined-mcp", initialize=True),
+    "live-gap-signalled": replace(RECORDS_ALL, signals="both", bare_decisions=True),
+    "gap-signal-late": replace(RECORDS_ALL, signals="written"),
+    "resume-gap-signalled": replace(RECORDS_ALL, access_format="combined-mcp", signals="written"),
+    "backpressure-disconnect-resume": replace(RECORDS_ALL, signals="both"),
+    "backpressure-disconnect-resume-mismatch": replace(RECORDS_ALL, bare_decisions=True),
+    "resume-410": replace(RECORDS_ALL, access_format="combined-mcp", bare_decisions=True),
+    "empty-replay-2xx-keepalive": replace(RECORDS_ALL, access_format="combined-mcp"),
+    "resume-in-stateless-era": RECORDS_ALL,
 }
 ACCESS_LINE = re.compile(
     r'^\S+ - \S+ \[[^]]+\] "(\S+) [^"]*" (\d{3}) \d+ "[^"]*" "[^"]*" "([^"]*)"'
@@ -642,14 +660,16 @@ SIGNALS = ("stream-gap", "resume-gap", "backpressure-disconnect")
 
 def check_logs(log_dir: Path, pcap: Path, port: int) -> list[str]:
     """Problems with the logs of a run, against its capture: the event log's ``written`` IDs
-    must be the SSE IDs on the wire, its ``control`` records the signals on the wire, and the
-    access log's (method, Last-Event-ID, status) the HTTP exchanges of the capture."""
+    must be the SSE IDs on the wire, its signal records (decisions, written events or both)
+    the signals on the wire, and the access log's (method, Last-Event-ID, status) the HTTP
+    exchanges of the capture."""
     records = [json.loads(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
-    written = Counter(r["event_id"] for r in records if r["kind"] == "written")
+    written = Counter(
+        r["event_id"] for r in records if r["kind"] == "written" and r["event_id"] is not None
+    )
     problems = []
     if written != Counter(wire_event_ids(pcap, port)):
         problems.append(f"written {sorted(written)} != wire IDs")
-    controls = Counter(r["event"]["type"] for r in records if r["kind"] == "control")
     exchanges = http_exchanges(pcap, port)
     signals = Counter(
         event
@@ -657,8 +677,21 @@ def check_logs(log_dir: Path, pcap: Path, port: int) -> list[str]:
         for _, event, _ in sse_events(stream.body)
         if event in SIGNALS
     )
-    if controls != signals:
-        problems.append(f"control records {dict(controls)} != signals on the wire {dict(signals)}")
+    for kind in ("control", "written"):
+        logged = Counter(
+            r["event"]["type"]
+            for r in records
+            if r["kind"] == kind
+            and isinstance(r.get("event"), dict)
+            and r["event"].get("type") in SIGNALS
+        )
+        if logged and logged != signals:
+            problems.append(f"{kind} records {dict(logged)} != signals on the wire {dict(signals)}")
+    recorded = any(
+        isinstance(r.get("event"), dict) and r["event"].get("type") in SIGNALS for r in records
+    )
+    if signals and not recorded:
+        problems.append(f"no record of the signals on the wire {dict(signals)}")
     logged = Counter()
     for line in (log_dir / "access.log").read_text().splitlines():
         match = ACCESS_LINE.match(line)

@@ -85,7 +85,7 @@ EVENT_LOG_COLUMNS = [
 
 ACCESS_LOG_COLUMNS = [
     "source", "line", "ts", "client_ip", "method", "target", "protocol", "status",
-    "request_time", "start", "last_event_id", "session_id", "sent_session_id",
+    "bytes_sent", "request_time", "start", "last_event_id", "session_id", "sent_session_id",
     "content_type",
 ]  # fmt: skip
 """The access-log columns evidence is built from (plus ``file_no``, the file's place in the
@@ -324,9 +324,9 @@ def _line_span() -> tuple[pl.Expr, pl.Expr]:
 
 def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
     """access row (``arow``) → event-log group it describes: same session, same
-    ``Last-Event-ID``, an event-stream 200 for a stream (a 410 for a refusal), and the
-    line's request start closest to the group's first record, inside the line's span;
-    lines in time order, each group taken at most once."""
+    ``Last-Event-ID``, an event-stream 200 for a stream (a 410 for a refusal), the group's
+    first record inside the line's span; nearest starts first, each line and each group
+    taken at most once. A line that sent no body bytes takes no group that wrote events."""
     start, end = _line_span()
     lines = access.filter(matchable()).select(
         "arow",
@@ -335,12 +335,20 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
         (pl.col("status") == 410).alias("refused"),
         start.alias("start"),
         end.alias("end"),
+        (pl.col("bytes_sent") == 0).fill_null(False).alias("empty"),
     )
     if not lines.height or not groups.height:
         return {}
     candidates = (
         lines.join(
-            groups.select("group", "session", "leid", "refused", pl.col("first_ts").fill_null(0.0)),
+            groups.select(
+                "group",
+                "session",
+                "leid",
+                "refused",
+                pl.col("first_ts").fill_null(0.0),
+                pl.col("wrote").fill_null(False),
+            ),
             on=["session", "leid", "refused"],
             how="inner",
             nulls_equal=True,
@@ -348,14 +356,15 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
         .filter(
             (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK)
             & (pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK)
+            & ~(pl.col("empty") & pl.col("wrote"))
         )
         .with_columns((pl.col("first_ts") - pl.col("start")).abs().alias("distance"))
-        .sort(["arow", "distance", "group"])
+        .sort(["distance", "arow", "group"])
     )
     matched: dict[int, int] = {}
     taken: set[int] = set()
-    # Greedy in line order over the (few) candidate pairs: a later line cannot take a
-    # stream an earlier one matched.
+    # Nearest pairs first over the (few) candidates: with one-second times a line that
+    # began a little earlier must not take the stream of the line that began with it.
     for arow, group in candidates.select("arow", "group").iter_rows():
         if arow in matched or group in taken:
             continue
