@@ -33,7 +33,7 @@ from pathlib import Path
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(SAMPLES_DIR))  # the capture helpers live beside this script
-from make_samples import record_until_complete, tcpdump  # noqa: E402
+from make_samples import check_logs, record_until_complete, tcpdump  # noqa: E402
 
 SDK_DIR = SAMPLES_DIR / "ts_sdk"
 MADE_BY = "loopback (official MCP TypeScript SDK)"
@@ -149,7 +149,7 @@ def capture(mode: str, out_dir: Path) -> tuple[Path, dict, int]:
             return run_client(url, CLIENT_MODE[mode]), port
 
     saw, port = record_until_complete(f"ts-sdk-{mode}", record)
-    problems = check_run(mode, saw, pcap)
+    problems = check_run(mode, saw, pcap) + check_logs(log_dir, pcap, port)
     if problems:
         raise RuntimeError(f"ts-sdk-{mode}: " + "; ".join(problems))
     return pcap, saw, port

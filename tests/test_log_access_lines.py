@@ -17,9 +17,9 @@ from test_log_samples import LOGS, _expected, _got
 from sse_forensics.ingest.logs import read_logs
 from sse_forensics.pipeline import LogOptions, scan_paths
 
-# The samples' access.log: nginx's `mcp` preset.
+# The samples' access.log: nginx's `mcp` preset, or `combined-mcp` (no request session).
 MCP_LINE = re.compile(
-    r'^(?P<head>.*?"[^"]*" \d{3} \d+ "[^"]*" "[^"]*") "(?P<leid>[^"]*)" "(?P<sid>[^"]*)" '
+    r'^(?P<head>.*?"[^"]*" \d{3} \d+ "[^"]*" "[^"]*") "(?P<leid>[^"]*)" (?:"(?P<sid>[^"]*)" )?'
     r'"(?P<sent>[^"]*)" (?P<rt>\S+)$'
 )
 COMBINED_MCP = (
@@ -38,7 +38,7 @@ def _rewrite(name: str, folder: Path, line: str, events: bool = True) -> Path:
     for text in (LOGS / name / "access.log").read_text().splitlines():
         m = MCP_LINE.match(text)
         assert m is not None, text
-        out.append(line.format(**m.groupdict()))
+        out.append(line.format(**m.groupdict(default="-")))
     (folder / "access.log").write_text("\n".join(out) + "\n")
     if events:
         (folder / "events.jsonl").write_bytes((LOGS / name / "events.jsonl").read_bytes())
@@ -140,7 +140,7 @@ def test_a_long_streams_line_after_its_resume_does_not_reorder_them(tmp_path: Pa
 
 FULL_LINE = re.compile(
     r'^(?P<addr>\S+) - \S+ \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" (?P<status>\d{3}) \d+ '
-    r'"[^"]*" "[^"]*" "(?P<leid>[^"]*)" "[^"]*" "(?P<sent>[^"]*)" (?P<rt>\S+)$'
+    r'"[^"]*" "[^"]*" "(?P<leid>[^"]*)" (?:"[^"]*" )?"(?P<sent>[^"]*)" (?P<rt>\S+)$'
 )
 
 

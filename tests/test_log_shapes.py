@@ -15,6 +15,7 @@ import pytest
 from conftest import SAMPLES
 from test_log_samples import LOGS, _event_log, _expected, _got
 
+from sse_forensics.ingest.logs.model import canonical_control_type
 from sse_forensics.pipeline import scan_paths
 
 Records = list[dict]
@@ -29,8 +30,34 @@ SIGNALLED = {
 }
 
 
+SIGNAL_TYPES = ("stream-gap", "resume-gap", "backpressure-disconnect")
+
+
+def _is_signal(record: dict, kind: str) -> bool:
+    event = record.get("event")
+    return record["kind"] == kind and isinstance(event, dict) and event.get("type") in SIGNAL_TYPES
+
+
 def _payload(record: dict) -> dict:
-    return {k: v for k, v in record["event"].items() if k != "type"}
+    event = record["event"]
+    if "data" in event:
+        return json.loads(event["data"])
+    return {k: v for k, v in event.items() if k != "type"}
+
+
+def decision_base(records: Records) -> Records:
+    """The sample's records with each signal logged once, as the server's decision naming
+    its request and stream (taken from the written record when the sample has one)."""
+    wrote = [r for r in records if _is_signal(r, "written")]
+    decided = [r for r in records if _is_signal(r, "control")]
+    out = [r for r in records if r not in wrote and r not in decided]
+    if wrote:
+        for r in wrote:
+            event = {"type": r["event"]["type"], **_payload(r)}
+            out.append({**r, "kind": "control", "event": event, "ts": r["ts"] - 2e-6})
+    else:
+        out.extend(decided)
+    return sorted(out, key=lambda r: r["ts"])
 
 
 def _as_written(record: dict) -> dict:
@@ -49,25 +76,25 @@ def decision_only(records: Records) -> Records:
 
 
 def written_only(records: Records) -> Records:
-    return [_as_written(r) if r["kind"] == "control" else r for r in records]
+    return [_as_written(r) if _is_signal(r, "control") else r for r in records]
 
 
 def both(records: Records) -> Records:
     out = []
     for r in records:
         out.append(r)
-        if r["kind"] == "control":
+        if _is_signal(r, "control"):
             out.append(_as_written(r))
     return out
 
 
 def decision_without_request(records: Records) -> Records:
-    return [_strip(r, "request") if r["kind"] == "control" else r for r in records]
+    return [_strip(r, "request") if _is_signal(r, "control") else r for r in records]
 
 
 def decision_without_request_or_stream(records: Records) -> Records:
     return [
-        _strip(r, "request", "stream", "last_event_id") if r["kind"] == "control" else r
+        _strip(r, "request", "stream", "last_event_id") if _is_signal(r, "control") else r
         for r in records
     ]
 
@@ -76,7 +103,7 @@ def both_decision_bare(records: Records) -> Records:
     """Both records, the decision with nothing but its session and time."""
     out = []
     for r in records:
-        if r["kind"] == "control":
+        if _is_signal(r, "control"):
             out.append(_strip(r, "request", "stream", "last_event_id"))
             out.append(_as_written(r))
         else:
@@ -101,7 +128,8 @@ def _logs_in_shape(tmp_path: Path, name: str, shape: Callable[[Records], Records
     folder = tmp_path / name
     folder.mkdir(parents=True)
     _, records = _event_log(LOGS / name)
-    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in shape(records)))
+    shaped = shape(decision_base(records))
+    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in shaped))
     (folder / "access.log").write_bytes((LOGS / name / "access.log").read_bytes())
     return folder
 
@@ -153,7 +181,7 @@ def test_a_written_signal_without_payload_takes_the_decisions(tmp_path: Path) ->
         out = []
         for r in records:
             out.append(r)
-            if r["kind"] == "control":
+            if _is_signal(r, "control"):
                 bare = _as_written(r)
                 bare["event"] = {"type": r["event"]["type"]}
                 out.append(bare)
@@ -242,12 +270,21 @@ def test_a_signal_type_no_rule_knows_is_read_as_invalid_not_raised() -> None:
 # --- the control types a rule uses ------------------------------------------------------
 
 
-def _with_records(tmp_path: Path, name: str, extra: Records, access: bool = True) -> Path:
+def _with_records(
+    tmp_path: Path, name: str, extra: Records, access: bool = True, drop: tuple[str, ...] = ()
+) -> Path:
     """The logs of ``name`` in ``tmp_path``, the event log with ``extra`` records (kept in
-    time order)."""
+    time order) instead of the sample's control records of the same types (and ``drop``)."""
     folder = tmp_path / name
     folder.mkdir(parents=True)
-    records = sorted(_records_of(name) + extra, key=lambda r: r["ts"] or 0.0)
+    types = {canonical_control_type(t) for t in drop}
+    types |= {canonical_control_type(r["event"]["type"]) for r in extra if r["kind"] == "control"}
+    kept = [
+        r
+        for r in _records_of(name)
+        if r["kind"] != "control" or canonical_control_type(r["event"]["type"]) not in types
+    ]
+    records = sorted(kept + extra, key=lambda r: r["ts"] or 0.0)
     (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if access:
         (folder / "access.log").write_bytes((LOGS / name / "access.log").read_bytes())
@@ -300,8 +337,8 @@ def test_keepalive_records_show_a_keepalive_only_replay(tmp_path: Path) -> None:
     assert _got(result) == _expected(name)
     resumes = result.tables["resumes"]
     assert resumes.select("empty_how").rows() == [("keep-alive only",)]
-    plain = scan_paths([str(LOGS / name)]).tables["resumes"]
-    assert plain.select("empty_how").rows() == [("ended (access log)",)]
+    plain = scan_paths([str(_with_records(tmp_path / "plain", name, [], drop=("keepalive",)))])
+    assert plain.tables["resumes"].select("empty_how").rows() == [("ended (access log)",)]
 
 
 def test_an_initialize_record_sets_the_sessions_protocol_era(tmp_path: Path) -> None:
@@ -313,7 +350,7 @@ def test_an_initialize_record_sets_the_sessions_protocol_era(tmp_path: Path) -> 
         "kind": "control",
         "event": {"type": "initialize", "protocol_version": "2026-07-28"},
     }
-    plain = scan_paths([str(LOGS / name)])
+    plain = scan_paths([str(_with_records(tmp_path / "plain", name, [], drop=("initialize",)))])
     assert "resume-in-stateless-era" in {i["rule"] for i in plain.not_judged}
     result = scan_paths([str(_with_records(tmp_path, name, [init]))])
     assert result.tables["sessions"]["protocol_version"].to_list() == ["2026-07-28"]

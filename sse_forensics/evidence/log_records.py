@@ -19,10 +19,11 @@ Records are then grouped into responses, one group per (session, stream, exchang
 2. decisions, keep-alives and closes that name their ``request``: into the written
    group of the same session and request, whatever stream they name; a request no written
    record names is a response of its own (a replay that only sent keep-alives);
-3. those that name no request: into the group of their session (and stream, when they
-   name one) whose time span holds them or, between two groups, the nearer one — a
-   ``Last-Event-ID`` they name picks among the groups that resumed from it. None is ever
-   a response of its own: a decision logged with nothing to attach it to is dropped;
+3. those that name no request (and written signals that name neither request nor
+   stream): into the group of their session (and stream, when they name one) whose time
+   span holds them or, between two groups, the nearer one — a ``Last-Event-ID`` they name
+   picks among the groups that resumed from it. None is ever a response of its own: a
+   record logged with nothing to attach it to is dropped;
 4. each ``refused`` record is a ``410`` answer of its own (unless an access line of the
    same resume already shows it, :mod:`.from_logs`).
 """
@@ -104,7 +105,12 @@ def assign_groups(rows: pl.DataFrame) -> pl.DataFrame:
     decisions, keep-alives, closes, refusals), each with the ``exchange_key`` that, with
     its ``session`` and ``stream``, names its group (:data:`GROUP_KEYS`). Decisions with
     nothing to attach them to are left out."""
-    wire = rows.filter(pl.col("role").is_in(["wire", "wire-signal"])).with_columns(
+    # A written signal that names neither its request nor its stream is placed like a
+    # decision (step 3): alone it would be a response of its own.
+    unplaced = (
+        (pl.col("role") == "wire-signal") & pl.col("request").is_null() & pl.col("stream").is_null()
+    )
+    wire = rows.filter(pl.col("role").is_in(["wire", "wire-signal"]) & ~unplaced).with_columns(
         pl.coalesce(
             pl.col("request"), pl.lit("resume:") + pl.col("last_event_id"), pl.lit("live")
         ).alias("exchange_key")
@@ -135,7 +141,7 @@ def assign_groups(rows: pl.DataFrame) -> pl.DataFrame:
     ).drop("w_stream", "w_key")
     keyed = pl.concat([wire, named], how="vertical_relaxed")
     # 3. Controls naming no request: attached by session, stream and time.
-    loose = controls.filter(pl.col("request").is_null())
+    loose = pl.concat([controls.filter(pl.col("request").is_null()), rows.filter(unplaced)])
     attached = _attach(loose, keyed)
     # 4. Refusals: a 410 answer each.
     refused = rows.filter(pl.col("role") == "refused").with_columns(
