@@ -216,3 +216,17 @@ def test_messages_about_logs_name_no_unknown_id_and_no_capture(tmp_path: Path) -
     result = scan_paths([str(_access_410(tmp_path, reissue=False))])
     for finding in result.findings:
         assert "?" not in finding.message and "capture" not in finding.message
+
+
+@pytest.mark.parametrize("name", ["live-gap-signalled", "resume-gap-signalled", "mcp-sdk-resume"])
+def test_the_initialize_line_never_takes_the_tools_call_stream(name: str) -> None:
+    """With the session in the response header column, the initialize line (a 200 within
+    the same second) is a candidate too: the stream's records, spread over longer than
+    that request took, cannot be its answer."""
+    result = scan_paths([str(LOGS / name)], keep_records=True)
+    assert result.facts is not None
+    lines = (LOGS / name / "access.log").read_text().splitlines()
+    posts = [n for n, line in enumerate(lines, 1) if '"POST' in line and " 200 " in line]
+    call = max(posts, key=lambda n: int(lines[n - 1].split('" 200 ')[1].split()[0]))
+    live = max((s for s in result.facts.streams if s.kind == "post"), key=lambda s: len(s.events))
+    assert live.request_origin is not None and live.request_origin.number == call

@@ -40,6 +40,9 @@ from sse_forensics.provenance import Origin
 UNTIMED_WINDOW = 3600.0
 # $time_local has one-second resolution: a stream may start a second either side of it.
 CLOCK_SLACK = 1.0
+# $request_time has millisecond resolution, and the server's clock and the proxy's may
+# differ a little: a response's records may spread this much more than its duration.
+DURATION_SLACK = 0.01
 EVENT_STREAM = "text/event-stream"
 LOG_HOST = "log"
 
@@ -325,8 +328,9 @@ def _line_span() -> tuple[pl.Expr, pl.Expr]:
 def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
     """access row (``arow``) → event-log group it describes: same session, same
     ``Last-Event-ID``, an event-stream 200 for a stream (a 410 for a refusal), the group's
-    first record inside the line's span; nearest starts first, each line and each group
-    taken at most once. A line that sent no body bytes takes no group that wrote events."""
+    first record inside the line's span and its records no longer apart than the line's
+    ``request_time``; nearest starts first, each line and each group taken at most once. A
+    line that sent no body bytes takes no group that wrote events."""
     start, end = _line_span()
     lines = access.filter(matchable()).select(
         "arow",
@@ -336,6 +340,7 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
         start.alias("start"),
         end.alias("end"),
         (pl.col("bytes_sent") == 0).fill_null(False).alias("empty"),
+        pl.col("request_time").alias("took"),
     )
     if not lines.height or not groups.height:
         return {}
@@ -348,6 +353,7 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
                 "refused",
                 pl.col("first_ts").fill_null(0.0),
                 pl.col("wrote").fill_null(False),
+                (pl.col("last_ts") - pl.col("first_ts")).alias("span"),
             ),
             on=["session", "leid", "refused"],
             how="inner",
@@ -357,6 +363,8 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
             (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK)
             & (pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK)
             & ~(pl.col("empty") & pl.col("wrote"))
+            # The response's records all fall within its request's duration.
+            & (pl.col("span") <= pl.col("took") + DURATION_SLACK).fill_null(True)
         )
         .with_columns((pl.col("first_ts") - pl.col("start")).abs().alias("distance"))
         .sort(["distance", "arow", "group"])
