@@ -230,3 +230,23 @@ def test_the_initialize_line_never_takes_the_tools_call_stream(name: str) -> Non
     call = max(posts, key=lambda n: int(lines[n - 1].split('" 200 ')[1].split()[0]))
     live = max((s for s in result.facts.streams if s.kind == "post"), key=lambda s: len(s.events))
     assert live.request_origin is not None and live.request_origin.number == call
+
+
+def test_a_gap_the_client_read_past_stays_silent_whatever_posts_follow(tmp_path: Path) -> None:
+    """Logs show no request body: a later POST may be the re-issue of a call the client
+    left with events pending (gap-client-reissued's logs: no silent_corruption), but not of
+    one it read to the end."""
+    name = "live-jump-unsignalled"
+    folder = tmp_path / name
+    folder.mkdir()
+    lines = (LOGS / name / "access.log").read_text().splitlines()
+    call = next(
+        line for line in lines if '"POST' in line and " 200 " in line and '"-" "-"' not in line
+    )
+    lines.insert(len(lines) - 1, call.replace(" 200 ", " 200 ").rsplit(" ", 1)[0] + " 0.002")
+    (folder / "access.log").write_text("\n".join(lines) + "\n")
+    (folder / "events.jsonl").write_bytes((LOGS / name / "events.jsonl").read_bytes())
+    found = _got(scan_paths([str(folder)]))
+    assert ("missing-stream-gap", "silent_corruption", "8", "12") in found
+    reissued = scan_paths([str(LOGS / "gap-client-reissued")])
+    assert not [f for f in reissued.findings if f.classification == "silent_corruption"]

@@ -32,16 +32,11 @@ class Difference:
     missing: tuple[Finding, ...] = ()
 
 
-# Logs legitimately cannot see this the way the capture does.
-LOGS_CANNOT_SEE = {
-    "gap-client-reissued": Difference(
-        "the re-issued tools/call (same method and params, new id) is only in request bodies, "
-        "which neither log holds: the live jump 8-12 looks unanswered, so missing-stream-gap "
-        "(judged: it needs only event IDs) fires where the capture says gap-client-reissued "
-        "(not judged: it needs request bodies)",
-        extra=(("missing-stream-gap", "silent_corruption", "8", "12"),),
-    ),
-}
+# Logs legitimately cannot see this the way the capture does. (None at present: a gap the
+# client recovered from by re-issuing is seen in logs as a response the client left with
+# events pending, then a later POST, which may be the re-issue: not silent, and
+# `gap-client-reissued` itself needs request bodies.)
+LOGS_CANNOT_SEE: dict[str, Difference] = {}
 
 
 def _expected(name: str) -> Counter[Finding]:
@@ -124,6 +119,9 @@ def test_logs_alone_match_the_capture_for_judged_rules(name: str) -> None:
     if cannot_see is not None:
         judged = judged - Counter(cannot_see.missing) + Counter(cannot_see.extra)
     assert got == judged
+    # No false alarm: silent corruption from logs alone only where the capture has it.
+    silent = {f for f in got if f[1] == "silent_corruption"}
+    assert silent <= {f for f in _expected(name) if f[1] == "silent_corruption"}
     for finding in result.findings:  # logs alone: evidence is log lines, never frames
         assert finding.evidence and all("line" in e and "frame" not in e for e in finding.evidence)
 

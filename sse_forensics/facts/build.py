@@ -266,6 +266,26 @@ def _client_reaction(g: GapRecord, index: StreamIndex, requests: RequestIndex) -
         s.kind == "resume" and s.first_ts > g.stream.first_ts for s in index.logical(g.stream)
     )
     g.client_continued = g.after is not None or later_resume
+    if g.reissue is None and not later_resume and not requests.originating(g.stream):
+        # Logs: no request body tells the re-issue apart from any other POST (as for
+        # no-reissue-after-410, a later POST may be it), but only after a response the
+        # client left with events still pending.
+        left = _left_with_events_pending(g.stream)
+        g.reissue_possible = left is not None and requests.post_after(g.stream, left)
+
+
+def _left_with_events_pending(stream: StreamRecord) -> float | None:
+    """When the client left ``stream`` (its last written event), if the server's event log
+    shows events produced for it afterwards that it never wrote nor evicted; else None."""
+    log = stream.exchange.log
+    written = [e for e in stream.events if e.carries_id and e.kind == "data"]
+    if log is None or not written or written[-1].sse.id_field not in log.emitted:
+        return None
+    last = written[-1]
+    after = log.emitted[log.emitted.index(last.sse.id_field) + 1 :]
+    if not any(i not in log.evicted for i in after):
+        return None
+    return last.origin.ts if last.origin is not None else stream.first_ts
 
 
 def _unsignalled_live(g: GapRecord) -> bool:
@@ -274,6 +294,7 @@ def _unsignalled_live(g: GapRecord) -> bool:
         and g.detected_by == "id-jump"
         and not g.signalled
         and g.reissue is None
+        and not g.reissue_possible
         and g.complete
     )
 
@@ -575,7 +596,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "missing_spans": len(g.holes),
         "missing_bytes": g.missing_bytes,
         "cause": g.cause,
-        "client_reissued": g.reissue is not None,
+        "client_reissued": g.reissue is not None or g.reissue_possible,
         "client_continued": g.client_continued,
         "verdict": g.verdict,
         "ts": before_ts or sig_ts or s.first_ts,

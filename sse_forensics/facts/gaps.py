@@ -61,6 +61,9 @@ class GapRecord:
     keys: MissingRange | None = None
     missing_ids: list[str] = field(default_factory=list)  # opaque scheme: as observed
     reissue: RequestRecord | None = None  # the client re-issued the originating request
+    # No request body to compare (logs): the client left this response with events pending
+    # and POSTed again in the session afterwards, which may be the re-issue.
+    reissue_possible: bool = False
     client_continued: bool = False  # the stream went on after the gap, or was resumed
     cause: str = "unknown"  # see facts.causes
     codec: IdCodec | None = None  # how the session's IDs read (set by the fact builder)
@@ -103,7 +106,7 @@ class GapRecord:
 
     @property
     def verdict(self) -> Verdict:
-        if self.signalled or self.reissue is not None:
+        if self.signalled or self.reissue is not None or self.reissue_possible:
             return "expected_gap"
         return "silent_corruption" if self.complete else "indeterminate"
 
