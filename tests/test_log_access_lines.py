@@ -218,7 +218,16 @@ def test_messages_about_logs_name_no_unknown_id_and_no_capture(tmp_path: Path) -
         assert "?" not in finding.message and "capture" not in finding.message
 
 
-@pytest.mark.parametrize("name", ["live-gap-signalled", "resume-gap-signalled", "mcp-sdk-resume"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "live-gap-signalled",
+        "resume-gap-signalled",
+        "mcp-sdk-resume",
+        "ts-sdk-stream-gap",
+        "ts-sdk-clean",
+    ],
+)
 def test_the_initialize_line_never_takes_the_tools_call_stream(name: str) -> None:
     """With the session in the response header column, the initialize line (a 200 within
     the same second) is a candidate too: the stream's records, spread over longer than
@@ -228,8 +237,16 @@ def test_the_initialize_line_never_takes_the_tools_call_stream(name: str) -> Non
     lines = (LOGS / name / "access.log").read_text().splitlines()
     posts = [n for n, line in enumerate(lines, 1) if '"POST' in line and " 200 " in line]
     call = max(posts, key=lambda n: int(lines[n - 1].split('" 200 ')[1].split()[0]))
-    live = max((s for s in result.facts.streams if s.kind == "post"), key=lambda s: len(s.events))
+    posts = [s for s in result.facts.streams if s.kind == "post"]
+    live = max(posts, key=lambda s: len(s.events))
     assert live.request_origin is not None and live.request_origin.number == call
+    # Every response the event log shows found its own line.
+    numbers = [s.request_origin.number for s in posts if s.request_origin is not None]
+    assert all(
+        s.request_origin is not None and s.request_origin.source.endswith("access.log")
+        for s in posts
+    )
+    assert len(set(numbers)) == len(numbers)
 
 
 def test_a_gap_the_client_read_past_stays_silent_whatever_posts_follow(tmp_path: Path) -> None:

@@ -328,9 +328,9 @@ def _line_span() -> tuple[pl.Expr, pl.Expr]:
 def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
     """access row (``arow``) → event-log group it describes: same session, same
     ``Last-Event-ID``, an event-stream 200 for a stream (a 410 for a refusal), the group's
-    first record inside the line's span and its records no longer apart than the line's
-    ``request_time``; nearest starts first, each line and each group taken at most once. A
-    line that sent no body bytes takes no group that wrote events."""
+    records inside the line's span and no longer apart than its ``request_time``; closest
+    fits first (duration less the records' spread, then start), each line and each group
+    taken at most once. A line that sent no body bytes takes no group that wrote events."""
     start, end = _line_span()
     lines = access.filter(matchable()).select(
         "arow",
@@ -353,32 +353,46 @@ def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
                 "refused",
                 pl.col("first_ts").fill_null(0.0),
                 pl.col("wrote").fill_null(False),
+                pl.col("last_ts").fill_null(0.0),
                 (pl.col("last_ts") - pl.col("first_ts")).alias("span"),
             ),
             on=["session", "leid", "refused"],
             how="inner",
             nulls_equal=True,
         )
-        .filter(
-            (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK)
-            & (pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK)
-            & ~(pl.col("empty") & pl.col("wrote"))
-            # The response's records all fall within its request's duration.
-            & (pl.col("span") <= pl.col("took") + DURATION_SLACK).fill_null(True)
+        .filter(_fits() & ~(pl.col("empty") & pl.col("wrote")))
+        .with_columns(
+            (pl.col("took") - pl.col("span")).alias("fit"),
+            (pl.col("first_ts") - pl.col("start")).abs().alias("distance"),
         )
-        .with_columns((pl.col("first_ts") - pl.col("start")).abs().alias("distance"))
-        .sort(["distance", "arow", "group"])
+        .sort(["fit", "distance", "arow", "group"], nulls_last=True)
     )
     matched: dict[int, int] = {}
     taken: set[int] = set()
-    # Nearest pairs first over the (few) candidates: with one-second times a line that
-    # began a little earlier must not take the stream of the line that began with it.
+    # Closest fits first over the (few) candidates: an event stream ends soon after its
+    # last event, so its records span most of its request's duration; with one-second
+    # times, a line's start alone cannot tell two requests of the same second apart.
     for arow, group in candidates.select("arow", "group").iter_rows():
         if arow in matched or group in taken:
             continue
         matched[arow] = group
         taken.add(group)
     return matched
+
+
+def _fits() -> pl.Expr:
+    """Whether a line's request could have carried a group's records: they all fall in
+    it. The line's logged time is the response's end to the second (``end`` ≤ true end <
+    ``end`` + 1 s), so with ``request_time`` (``took``) the end lies in
+    [max(last record, end), min(first record + took, end + 1 s)]: not empty. Without a
+    duration, the first record falls within the line's (untimed) span."""
+    lower = pl.max_horizontal("last_ts", "end")
+    upper = pl.min_horizontal(pl.col("first_ts") + pl.col("took"), pl.col("end") + CLOCK_SLACK)
+    timed = lower <= upper + DURATION_SLACK
+    untimed = (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK) & (
+        pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK
+    )
+    return pl.when(pl.col("took").is_not_null()).then(timed).otherwise(untimed)
 
 
 @dataclass(slots=True)
