@@ -13,6 +13,7 @@ rebuilt from every ``*.expected.json`` in the output folder. Needs root (tcpdump
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib
 import json
 import os
@@ -26,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +37,7 @@ sys.path.insert(0, str(SAMPLES_DIR))  # samples/ is not a package: import the si
 import dpkt  # noqa: E402
 from profile_client import ClientPlan, SlowConsumer, run_plan  # noqa: E402
 from profile_server import (  # noqa: E402
+    LogStyle,
     ProfileServer,
     ServerKnobs,
     ServerLog,
@@ -84,7 +86,8 @@ def profile(knobs: ServerKnobs, plan: ClientPlan) -> Callable[..., object]:
     def run(port: int, log_dir: Path | None = None) -> object:
         """Serve and drive the scenario; with ``log_dir`` the server writes its logs there."""
         buffers = (knobs.send_buffer, knobs.write_high_water)
-        log = ServerLog(log_dir) if log_dir is not None else None
+        style = LOG_STYLES.get(knobs.session_prefix)
+        log = ServerLog(log_dir, style) if log_dir is not None else None
         try:
             with running_server(ProfileServer(knobs, log).app(), port, *buffers) as url:
                 return run_plan(url, plan)
@@ -99,10 +102,7 @@ def sdk(resume: bool, seed: str) -> Callable[..., object]:
     def run(port: int, log_dir: Path | None = None) -> object:
         import mcp_sdk_capture  # imported late: the SDK is only needed for these two
 
-        if log_dir is not None:
-            raise ValueError("the MCP SDK server writes no logs: no log sample from it")
-
-        return mcp_sdk_capture.run(port, resume=resume, seed=seed)
+        return mcp_sdk_capture.run(port, resume=resume, seed=seed, log_dir=log_dir)
 
     return run
 
@@ -633,6 +633,24 @@ LOG_SAMPLES = {
     "resume-in-stateless-era": "plain",
     "client-adjusted-resume": "plain",
     "resume-lost-cursor": "plain",
+    "mcp-sdk-clean": "plain",
+    "mcp-sdk-resume": "plain",
+}
+# How each sample's server writes its logs (profile_server.LogStyle; default: access log in
+# the `mcp` format, each signal as a control record naming its request and stream). The
+# others are the shapes real servers write: the session only in the response header
+# column, a signal logged as the event written or as both records, decisions logged with
+# no request or stream, the negotiated version, keep-alives and refusals as records.
+RECORDS_ALL = LogStyle(initialize=True, keepalives=True, refusals=True)
+LOG_STYLES = {
+    "live-gap-signalled": replace(RECORDS_ALL, signals="both", bare_decisions=True),
+    "gap-signal-late": replace(RECORDS_ALL, signals="written"),
+    "resume-gap-signalled": replace(RECORDS_ALL, access_format="combined-mcp", signals="written"),
+    "backpressure-disconnect-resume": replace(RECORDS_ALL, signals="both"),
+    "backpressure-disconnect-resume-mismatch": replace(RECORDS_ALL, bare_decisions=True),
+    "resume-410": replace(RECORDS_ALL, access_format="combined-mcp", bare_decisions=True),
+    "empty-replay-2xx-keepalive": replace(RECORDS_ALL, access_format="combined-mcp"),
+    "resume-in-stateless-era": RECORDS_ALL,
 }
 ACCESS_LINE = re.compile(
     r'^\S+ - \S+ \[[^]]+\] "(\S+) [^"]*" (\d{3}) \d+ "[^"]*" "[^"]*" "([^"]*)"'
@@ -642,14 +660,16 @@ SIGNALS = ("stream-gap", "resume-gap", "backpressure-disconnect")
 
 def check_logs(log_dir: Path, pcap: Path, port: int) -> list[str]:
     """Problems with the logs of a run, against its capture: the event log's ``written`` IDs
-    must be the SSE IDs on the wire, its ``control`` records the signals on the wire, and the
-    access log's (method, Last-Event-ID, status) the HTTP exchanges of the capture."""
+    must be the SSE IDs on the wire, its signal records (decisions, written events or both)
+    the signals on the wire, and the access log's (method, Last-Event-ID, status) the HTTP
+    exchanges of the capture."""
     records = [json.loads(line) for line in (log_dir / "events.jsonl").read_text().splitlines()]
-    written = Counter(r["event_id"] for r in records if r["kind"] == "written")
+    written = Counter(
+        r["event_id"] for r in records if r["kind"] == "written" and r["event_id"] is not None
+    )
     problems = []
     if written != Counter(wire_event_ids(pcap, port)):
         problems.append(f"written {sorted(written)} != wire IDs")
-    controls = Counter(r["event"]["type"] for r in records if r["kind"] == "control")
     exchanges = http_exchanges(pcap, port)
     signals = Counter(
         event
@@ -657,8 +677,21 @@ def check_logs(log_dir: Path, pcap: Path, port: int) -> list[str]:
         for _, event, _ in sse_events(stream.body)
         if event in SIGNALS
     )
-    if controls != signals:
-        problems.append(f"control records {dict(controls)} != signals on the wire {dict(signals)}")
+    for kind in ("control", "written"):
+        logged = Counter(
+            r["event"]["type"]
+            for r in records
+            if r["kind"] == kind
+            and isinstance(r.get("event"), dict)
+            and r["event"].get("type") in SIGNALS
+        )
+        if logged and logged != signals:
+            problems.append(f"{kind} records {dict(logged)} != signals on the wire {dict(signals)}")
+    recorded = any(
+        isinstance(r.get("event"), dict) and r["event"].get("type") in SIGNALS for r in records
+    )
+    if signals and not recorded:
+        problems.append(f"no record of the signals on the wire {dict(signals)}")
     logged = Counter()
     for line in (log_dir / "access.log").read_text().splitlines():
         match = ACCESS_LINE.match(line)
@@ -1192,31 +1225,87 @@ def write_readme(out_dir: Path) -> None:
 LOGS_HEAD = """
 ## Logs of the same runs: `logs/<name>/`
 
-For the scenarios below the PROFILE server also wrote its own logs while tcpdump recorded
-it, so each folder and `<name>.pcap` describe the same run (same sessions, event IDs and
-clock; the capture's `expected.json` is the truth for both):
+For the samples below the server also wrote its own logs while tcpdump recorded it, so each
+folder and `<name>.pcap` describe the same run (same sessions, event IDs and clock; the
+capture's `expected.json` is the truth for both). Three server shapes write them, as real
+deployments do (docs/logs.md, "Record shapes"):
 
-- `access.log`: nginx's `mcp` preset (docs/logs.md), one line per request, written by an ASGI
-  middleware when the response ended: `$time_local` is that moment (1 s resolution),
-  `$request_time` the seconds since the request began, `$body_bytes_sent` the body bytes sent.
-- `events.jsonl`: the server event log (canonical schema, docs/logs.md), one record per thing
-  that happened to an event, written where it happened: `emitted` when the producer creates
-  it, `written` when it is handed to the ASGI send, `evicted` when it is dropped (`where`:
-  `live-queue`, never written on the live stream, or `replay-buffer`, lost to resumes),
-  `control` when a stream-gap, resume-gap or backpressure-disconnect is sent. `stream` is the
-  server's stream (a replay names the stream it continues), `request` the HTTP exchange that
-  carried the record, `last_event_id` that exchange's `Last-Event-ID` if it was a resume.
+- **PROFILE server** (`profile_server.py`, Starlette): `access.log` in nginx's `mcp` preset
+  (or `combined-mcp`: the session only in the response header column), one line per
+  request written by an ASGI middleware when the response ended (`$time_local` is that
+  moment, 1 s resolution; `$request_time` the seconds since the request began;
+  `$body_bytes_sent` the body bytes sent). `events.jsonl`, one record per thing that
+  happened to an event, written where it happened: `emitted` when the producer creates it,
+  `written` when it is handed to the ASGI send, `evicted` when it is dropped (`where`:
+  `live-queue`, never written on the live stream, or `replay-buffer`, lost to resumes).
+  `stream` is the server's stream (a replay names the stream it continues), `request` the
+  HTTP exchange, `last_event_id` that exchange's `Last-Event-ID` if it was a resume. A
+  signal sent is recorded as the server's decision (`control`), as the event written
+  (`written` named after the signal), or both; some samples log decisions with no
+  `request` or `stream`, and `control` records for `initialize` (the negotiated
+  `protocol_version`), each keep-alive comment and each resume refused with 410.
+- **Official Python SDK** (`mcp_sdk_capture.py`): `access.log` in `combined-mcp`;
+  `events.jsonl` from a logging EventStore (`emitted` when the SDK stores an event, its
+  `stream` the SDK's stream ID; priming events stored with `data` `""`; no `request`, and
+  `session` null until the session exists) and an ASGI middleware tapping the event stream
+  (`written`).
+- **Official TypeScript SDK** (`ts_sdk/log-middleware.js`, a node:http middleware in front
+  of the SDK's transport): `access.log` in `combined-mcp`; `events.jsonl` with `emitted`
+  for every event the SDK wrote, `written` for what it passed on; in `ts-sdk-stream-gap` it
+  sheds progress 4-5 (`evicted`) and writes a `stream-gap`, logged only as written.
 
-make_samples.py refuses logs that differ from the capture of the run: the `written` IDs must
-be the SSE IDs on the wire, the `control` records the signals on the wire, the access lines
-the HTTP exchanges (method, `Last-Event-ID`, status). Scan them alone
-(`sse-forensics scan samples/logs/NAME/`) or with the capture
-(`sse-forensics scan samples/NAME.pcap samples/logs/NAME/`); tests/test_log_samples.py checks
-both against `expected.json`, and says which findings logs alone cannot give.
-
-| sample | files |
-|---|---|
+| sample | server | access log | signals recorded as | other records |
+|---|---|---|---|---|
 """
+
+
+def _shape_row(folder: Path) -> str:
+    """One README row: who wrote the folder's logs and in which shape."""
+    name = folder.name
+    records = []
+    for events in folder.glob("events.jsonl*"):
+        opener = gzip.open if events.suffix == ".gz" else open
+        with opener(events, "rt") as handle:
+            records = [json.loads(line) for line in handle]
+    access = sorted(f.name for f in folder.glob("access.log*"))
+    head = (folder / "access.log").read_text().split("\n", 1)[0]
+    quoted = head.count('"') // 2
+    fmt = "mcp" if quoted == 6 else "combined-mcp" if quoted == 5 else "?"
+    server = (
+        "TypeScript SDK + middleware"
+        if name.startswith("ts-sdk")
+        else "Python SDK (event store + tap)"
+        if name.startswith("mcp-sdk")
+        else "PROFILE server"
+    )
+    ways = []
+    decided = [
+        r for r in records if r["kind"] == "control" and r.get("event", {}).get("type") in SIGNALS
+    ]
+    wrote = [
+        r
+        for r in records
+        if r["kind"] == "written"
+        and isinstance(r.get("event"), dict)
+        and r["event"].get("type") in SIGNALS
+    ]
+    if decided:
+        bare = all("request" not in r for r in decided)
+        ways.append("decision" + (" (no request)" if bare else ""))
+    if wrote:
+        ways.append("written")
+    others = sorted(
+        {
+            r["event"]["type"]
+            for r in records
+            if r["kind"] == "control" and r["event"].get("type") not in SIGNALS
+        }
+    )
+    files = ", ".join(f"`{f}`" for f in access)
+    return (
+        f"| `{name}` | {server} | {fmt} ({files}) | {' + '.join(ways) or '-'} | "
+        f"{', '.join(f'`{o}`' for o in others) or '-'} |"
+    )
 
 
 def logs_section(out_dir: Path) -> str:
@@ -1224,11 +1313,15 @@ def logs_section(out_dir: Path) -> str:
     folders = sorted(p for p in (out_dir / "logs").glob("*") if p.is_dir())
     if not folders:
         return ""
-    rows = []
-    for folder in folders:
-        files = ", ".join(f"`{f.name}`" for f in sorted(folder.iterdir()) if f.is_file())
-        rows.append(f"| `{folder.name}` | {files} |")
-    return LOGS_HEAD + "\n".join(rows) + "\n"
+    tail = """
+make_samples.py (and ts_sdk_capture.py) refuse logs that differ from the capture of the run:
+the `written` IDs must be the SSE IDs on the wire, the signal records the signals on the
+wire, the access lines the HTTP exchanges (method, `Last-Event-ID`, status). Scan them alone
+(`sse-forensics scan samples/logs/NAME/`) or with the capture
+(`sse-forensics scan samples/NAME.pcap samples/logs/NAME/`); tests/test_log_samples.py checks
+both against `expected.json`, and says which findings logs alone cannot give.
+"""
+    return LOGS_HEAD + "\n".join(_shape_row(f) for f in folders) + "\n" + tail
 
 
 def run_crafted(out_dir: Path) -> None:

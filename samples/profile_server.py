@@ -253,6 +253,9 @@ class ProfileServer:
         session = f"{self.knobs.session_prefix}-{len(self.sessions) + 1:04d}"
         self.sessions.append(session)
         version = message.get("params", {}).get("protocolVersion", PROTOCOL_VERSION)
+        if self.log is not None and self.log.style.initialize:
+            what = {"type": "initialize", "protocol_version": version}
+            self.log.record("control", session, event=what)
         result = {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
@@ -330,10 +333,24 @@ class ProfileServer:
         return chunk
 
     def signal(self, stream: EventStream, event: dict, **to: str | None) -> bytes:
-        """A control event (PROFILE.md signals), noted as sent, as it goes on the wire."""
-        self.note("control", stream, event=event, **to)
+        """A control event (PROFILE.md signals), noted as the log's style says (the
+        decision, the event written, or both), as it goes on the wire."""
         fields = {k: v for k, v in event.items() if k != "type"}
-        return sse_event(json.dumps(fields), event=event["type"])
+        data = json.dumps(fields)
+        if self.log is not None:
+            exchange = to.get("exchange") or stream.exchange
+            if self.log.style.signals in ("control", "both"):
+                self.log.decision(stream, event, exchange, to.get("last_event_id"))
+            if self.log.style.signals in ("written", "both"):
+                written = {"type": event["type"], "data": data}
+                self.note("written", stream, event=written, **to)
+        return sse_event(data, event=event["type"])
+
+    def keepalive(self, stream: EventStream | None, **to: str | None) -> bytes:
+        """A `: ping` comment, noted when the log's style records keep-alives."""
+        if self.log is not None and self.log.style.keepalives and stream is not None:
+            self.note("control", stream, event={"type": "keepalive"}, **to)
+        return b": ping\n\n"
 
     async def tool_call(self, stream: EventStream, request: dict) -> AsyncIterator[bytes]:
         """The result stream of one tools/call: priming, progress notifications, result.
@@ -390,7 +407,7 @@ class ProfileServer:
                         stream, again.event_id, sse_event(again.data, again.event_id)
                     )
                 if knobs.keepalive_every and n % knobs.keepalive_every == 0 and n < total:
-                    yield b": ping\n\n"
+                    yield self.keepalive(stream)
                 if n == knobs.backpressure_after:
                     last = wire_id(event.event_id)
                     yield self.signal(
@@ -480,22 +497,26 @@ class ProfileServer:
         stream = self.event_index.get(last_event_id)
         status = self.knobs.resume_status
         if stream is None or status == 410:
+            if self.log is not None and self.log.style.refusals:
+                refused = {"type": "resume-refused", "requested": wire_id(last_event_id)}
+                self.log.record("control", session, event=refused)
             message = f"Gone: events after {last_event_id} are no longer kept"
             return self.error(410, None, message, session)
         if status != 200:
             return self.error(status, None, "Internal Server Error: replay failed", session)
         if self.knobs.empty_replay is not None:
-            return self.event_stream(self.empty_replay(), session)
+            to = {"exchange": exchange, "last_event_id": last_event_id}
+            return self.event_stream(self.empty_replay(stream, **to), session)
         replay = self.replay(stream, last_event_id, exchange)
         return self.event_stream(replay, session)
 
-    async def empty_replay(self) -> AsyncIterator[bytes]:
+    async def empty_replay(self, stream: EventStream, **to: str | None) -> AsyncIterator[bytes]:
         """A 200 that replays nothing: it ends at once, or sends only keep-alive comments."""
         if self.knobs.empty_replay == "keepalive":
             deadline = time.monotonic() + STALL_SECONDS
             while time.monotonic() < deadline:  # until the client gives up
                 await asyncio.sleep(KEEPALIVE_SECONDS)
-                yield b": ping\n\n"
+                yield self.keepalive(stream, **to)
 
     async def replay(
         self, stream: EventStream, requested: str, exchange: str | None
@@ -643,12 +664,34 @@ def call_data(request_id: object, token: object, n: int, total: int, pad: int) -
 
 
 # --- logs --------------------------------------------------------------------------------
-class ServerLog:
-    """The logs of one server run, in ``directory``: ``access.log`` in nginx's ``mcp``
-    format and ``events.jsonl``, the event log (docs/logs.md, canonical schema). Each line is
-    flushed as written, so the files are complete whenever the server is."""
+@dataclass(frozen=True)
+class LogStyle:
+    """How a server writes its logs (docs/logs.md, "Record shapes"): the access-log format,
+    and which records say what it signalled and decided.
 
-    def __init__(self, directory: Path) -> None:
+    ``signals``: a signal sent is logged as the server's decision (``control``), as the
+    event written (``written`` named after the signal, its payload in ``event.data``), or
+    both. ``bare_decisions``: decision records name their session and time only (no
+    ``request``, no ``stream``), as a server logs a decision taken away from the response.
+    ``initialize``, ``keepalives``, ``refusals``: ``control`` records for the negotiated
+    protocol version, each keep-alive comment written, each resume answered 410."""
+
+    access_format: Literal["mcp", "combined-mcp"] = "mcp"
+    signals: Literal["control", "written", "both"] = "control"
+    bare_decisions: bool = False
+    initialize: bool = False
+    keepalives: bool = False
+    refusals: bool = False
+
+
+class ServerLog:
+    """The logs of one server run, in ``directory``: ``access.log`` in nginx's ``mcp`` (or
+    ``combined-mcp``) format and ``events.jsonl``, the event log (docs/logs.md, canonical
+    schema), records shaped as ``style`` says. Each line is flushed as written, so the files
+    are complete whenever the server is."""
+
+    def __init__(self, directory: Path, style: LogStyle | None = None) -> None:
+        self.style = style or LogStyle()
         directory.mkdir(parents=True, exist_ok=True)
         self.access_path = directory / "access.log"
         self.events_path = directory / "events.jsonl"
@@ -670,20 +713,51 @@ class ServerLog:
         **what: object,
     ) -> None:
         """One record: ``kind`` emitted | written | evicted | control, at this moment."""
-        record: dict[str, object] = {
-            "ts": round(time.time(), 6),
-            "session": stream.session,
-            "stream": f"stream-{stream.number}",
-            "event_id": event_id,
-            "kind": kind,
+        self.record(
+            kind,
+            stream.session,
+            f"stream-{stream.number}",
+            event_id,
+            exchange,
+            last_event_id,
             **what,
-        }
+        )
+
+    def record(
+        self,
+        kind: str,
+        session: str,
+        stream: str | None = None,
+        event_id: str | None = None,
+        exchange: str | None = None,
+        last_event_id: str | None = None,
+        **what: object,
+    ) -> None:
+        """One record of ``session`` (``stream`` None: about no stream), at this moment."""
+        record: dict[str, object] = {"ts": round(time.time(), 6), "session": session}
+        if stream is not None:
+            record["stream"] = stream
+        record.update({"event_id": event_id, "kind": kind, **what})
         if exchange is not None:
             record["request"] = exchange
         if last_event_id is not None:
             record["last_event_id"] = last_event_id
         self.events_file.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.events_file.flush()
+
+    def decision(
+        self, stream: EventStream, event: dict, exchange: str | None, last_event_id: str | None
+    ) -> None:
+        """A control record of what the server decided about ``stream``; bare (session and
+        time only) when the style says so."""
+        if self.style.bare_decisions:
+            self.record("control", stream.session, event=event)
+        else:
+            self.event("control", stream, None, exchange, last_event_id, event=event)
+
+    def access_line(self, *args: Any) -> str:
+        """An access line in the style's format (:func:`mcp_access_line`)."""
+        return mcp_access_line(*args, request_session=self.style.access_format == "mcp")
 
     def access(self, line: str) -> None:
         self.access_file.write(line + "\n")
@@ -707,13 +781,20 @@ def nginx_value(value: str | None) -> str:
 
 
 def mcp_access_line(
-    scope: dict, started: float, ended: float, status: int, body_bytes: int, sent_session: str
+    scope: dict,
+    started: float,
+    ended: float,
+    status: int,
+    body_bytes: int,
+    sent_session: str,
+    request_session: bool = True,
 ) -> str:
     """The nginx ``mcp`` preset line (sse_forensics.ingest.logs.formats):
     ``$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent
     "$http_referer" "$http_user_agent" "$http_last_event_id" "$http_mcp_session_id"
     "$sent_http_mcp_session_id" $request_time``; ``$time_local`` is when the line is
-    written (the response ended), ``$request_time`` the seconds since the request began."""
+    written (the response ended), ``$request_time`` the seconds since the request began.
+    Without ``request_session``, the ``combined-mcp`` line: no ``$http_mcp_session_id``."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     client = scope.get("client") or ("-", 0)
     target = scope.get("raw_path", b"").decode("latin-1") or scope["path"]
@@ -725,7 +806,7 @@ def mcp_access_line(
         headers.get("referer"),
         headers.get("user-agent"),
         headers.get("last-event-id"),
-        headers.get("mcp-session-id"),
+        *([headers.get("mcp-session-id")] if request_session else []),
         sent_session,
     ]
     fields = " ".join(f'"{nginx_value(v)}"' for v in quoted)
@@ -766,7 +847,7 @@ class AccessLog:
         try:
             await self.app(scope, receive, counting_send)
         finally:
-            line = mcp_access_line(
+            line = self.log.access_line(
                 scope, started, time.time(), sent["status"], sent["bytes"], sent["session"]
             )
             self.log.access(line)

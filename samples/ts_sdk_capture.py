@@ -4,10 +4,15 @@ resume] [--out DIR]`` (as root: tcpdump records ``lo``).
 Runs ``samples/ts_sdk/server.js`` (the SDK's StreamableHTTPServerTransport with its example
 InMemoryEventStore) on a free loopback port and ``samples/ts_sdk/client.js`` (the SDK's
 Client over StreamableHTTPClientTransport) against it while tcpdump records the port, then
-writes ``ts-sdk-<mode>.pcap`` and ``ts-sdk-<mode>.expected.json``. Both runs are clean by
-construction (``findings: []``); the JSON also keeps what the client saw (``client_saw``:
-the progress values, ``client_events``: the tools/call data events with their SSE IDs), so
-tests can check the analyzer reassembled every one. ``npm ci`` runs first when
+writes ``ts-sdk-<mode>.pcap``, ``ts-sdk-<mode>.expected.json`` and the server's logs of
+that run in ``logs/ts-sdk-<mode>/`` (``log-middleware.js``: an nginx ``combined-mcp``
+access log and the event log a middleware in front of the SDK writes). ``clean`` and
+``resume`` are clean by construction (``findings: []``); in ``stream-gap`` the middleware
+sheds progress 4 and 5 and announces them with a ``stream-gap`` event before progress 6
+(``stream-gap-signalled``, expected_gap, their IDs: read from the middleware's eviction
+records, since the IDs are the SDK's random ones). The JSON also keeps what the client saw
+(``client_saw``: the progress values, ``client_events``: the tools/call data events with
+their SSE IDs), so tests can check the analyzer reassembled every one. ``npm ci`` runs first when
 ``ts_sdk/node_modules`` is missing. Event and session IDs are random and time-based (the
 SDK's own generators), so they differ on every run.
 """
@@ -28,12 +33,14 @@ from pathlib import Path
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(SAMPLES_DIR))  # the capture helpers live beside this script
-from make_samples import record_until_complete, tcpdump  # noqa: E402
+from make_samples import check_logs, record_until_complete, tcpdump  # noqa: E402
 
 SDK_DIR = SAMPLES_DIR / "ts_sdk"
 MADE_BY = "loopback (official MCP TypeScript SDK)"
 STEPS = 8  # server.js: progress notifications per tools/call
 INTERRUPT_AT = 3  # client.js: the resume run drops the stream after this progress value
+SHED = (4, 5)  # stream-gap run: the progress notifications the middleware drops
+CLIENT_MODE = {"clean": "clean", "resume": "resume", "stream-gap": "clean"}
 
 DESCRIPTIONS = {
     "clean": (
@@ -46,6 +53,11 @@ DESCRIPTIONS = {
         f"{INTERRUPT_AT}, reconnects with a new transport and resumes through the SDK "
         f"(request with resumptionToken: GET + last-event-id of progress {INTERRUPT_AT}); "
         "the server replays the stored progress and streams the rest and the result."
+    ),
+    "stream-gap": (
+        "As ts-sdk-clean, behind a middleware that sheds progress notifications 4 and 5 "
+        "(logged as evicted) and announces them with event: stream-gap {first, last} before "
+        "progress 6; the client reads on to the result."
     ),
 }
 
@@ -63,11 +75,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def node_server(port: int) -> Iterator[str]:
-    """Run server.js on ``port`` until the block ends; yield the /mcp URL."""
-    process = subprocess.Popen(
-        ["node", "server.js", str(port)], cwd=SDK_DIR, stdout=subprocess.PIPE, text=True
-    )
+def node_server(
+    port: int, log_dir: Path | None = None, drop: tuple[int, ...] = ()
+) -> Iterator[str]:
+    """Run server.js on ``port`` until the block ends; yield the /mcp URL. With
+    ``log_dir`` it writes its logs there, shedding the progress values ``drop``."""
+    args = ["node", "server.js", str(port)]
+    if log_dir is not None:
+        args += [str(log_dir.resolve()), ",".join(map(str, drop))]
+    process = subprocess.Popen(args, cwd=SDK_DIR, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     try:
         line = process.stdout.readline()  # "listening PORT" once it accepts connections
@@ -102,7 +118,7 @@ def check_run(mode: str, saw: dict, pcap: Path) -> list[str]:
     """Problems with the run: the client missed progress, an event lacks an ID, the resume
     did not start from progress INTERRUPT_AT, or an ID the client read is not in the capture."""
     problems = []
-    wanted = list(range(1, STEPS + 1))
+    wanted = [n for n in range(1, STEPS + 1) if mode != "stream-gap" or n not in SHED]
     if saw["progress"] != wanted:
         problems.append(f"client saw progress {saw['progress']}, designed {wanted}")
     events = saw["events"]
@@ -120,16 +136,20 @@ def check_run(mode: str, saw: dict, pcap: Path) -> list[str]:
 
 
 def capture(mode: str, out_dir: Path) -> tuple[Path, dict, int]:
-    """Capture one run; a capture the kernel dropped packets from is made again."""
+    """Capture one run (and its logs); a capture the kernel dropped packets from is made
+    again."""
     pcap = out_dir / f"ts-sdk-{mode}.pcap"
+    log_dir = out_dir / "logs" / f"ts-sdk-{mode}"
+    drop = SHED if mode == "stream-gap" else ()
 
     def record() -> tuple[dict, int]:
         port = free_port()  # a fresh server (and port) for every attempt
-        with node_server(port) as url, tcpdump(pcap, port):
-            return run_client(url, mode), port
+        shutil.rmtree(log_dir, ignore_errors=True)
+        with node_server(port, log_dir, drop) as url, tcpdump(pcap, port):
+            return run_client(url, CLIENT_MODE[mode]), port
 
     saw, port = record_until_complete(f"ts-sdk-{mode}", record)
-    problems = check_run(mode, saw, pcap)
+    problems = check_run(mode, saw, pcap) + check_logs(log_dir, pcap, port)
     if problems:
         raise RuntimeError(f"ts-sdk-{mode}: " + "; ".join(problems))
     return pcap, saw, port
@@ -137,10 +157,20 @@ def capture(mode: str, out_dir: Path) -> tuple[Path, dict, int]:
 
 def make(mode: str, out_dir: Path) -> None:
     pcap, saw, port = capture(mode, out_dir)
+    findings = []
+    if mode == "stream-gap":
+        records = (out_dir / "logs" / "ts-sdk-stream-gap" / "events.jsonl").read_text()
+        shed = [
+            r["event_id"] for r in map(json.loads, records.splitlines()) if r["kind"] == "evicted"
+        ]
+        gap = {"first": shed[0], "last": shed[-1]}
+        findings.append(
+            {"rule": "stream-gap-signalled", "classification": "expected_gap", "gap": gap}
+        )
     expected = {
         "description": DESCRIPTIONS[mode],
         "made_by": MADE_BY,
-        "findings": [],
+        "findings": findings,
         "client_saw": saw["progress"],
         "client_events": saw["events"],
     }

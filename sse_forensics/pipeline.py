@@ -87,6 +87,15 @@ class LogOptions:
     access_format: str | None = None
     log_map: str | None = None
 
+    def text_format(self) -> str | None:
+        """The text access-log format: ``access_format``, else the map's ``[access]
+        format`` (raises ``ValueError`` for a map that cannot be read)."""
+        if self.access_format is not None or self.log_map is None:
+            return self.access_format
+        from sse_forensics.ingest.logs import load_log_map
+
+        return load_log_map(self.log_map).access_format
+
 
 @dataclass(slots=True)
 class ScanStats:
@@ -265,7 +274,7 @@ def ingest(
     input, pipes and compressed captures are copied into ``spool`` first; a directory's
     files that are neither become errors (:func:`~sse_forensics.ingest.inputs.resolve_inputs`)."""
     logs = logs or LogOptions()
-    found = resolve_inputs(paths, logs.access_format, spool)
+    found = resolve_inputs(paths, logs.text_format(), spool)
     inputs, log_files = found.captures, found.logs
     with _scan_gc():
         reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor)
@@ -615,10 +624,14 @@ def reassemble_paths(paths: list[str]) -> Reassembly:
 
 def evidence_provided(reassembly: Reassembly) -> frozenset[str]:
     """The kinds of evidence the inputs give (``verdicts.PROVIDED_BY``)."""
+    from sse_forensics.ingest.logs.model import INITIALIZE, canonical_control_type
+
     provided: set[str] = set()
     if reassembly.frames:
         provided |= PROVIDED_BY["capture"]
     for file in reassembly.log_stats.get("files", []):  # type: ignore[union-attr]
         kind = file.get("kind", "")
         provided |= PROVIDED_BY["event-log" if kind == "event-log" else "access-log"]
+        if INITIALIZE in {canonical_control_type(t) for t in file.get("control_types", {})}:
+            provided |= PROVIDED_BY["event-log-initialize"]
     return frozenset(provided) if provided else PROVIDED_BY["capture"]

@@ -54,11 +54,14 @@ EVIDENCE_KINDS = (
     "event-ids",  # the IDs of the events each response carried, in order
     "event-payloads",  # the events' data (to recognise the same event on two streams)
     "requests",  # request lines, Last-Event-ID, statuses
-    "request-bodies",  # JSON-RPC request bodies (re-issued calls, protocol version)
+    "request-bodies",  # JSON-RPC request bodies (re-issued calls)
+    "protocol-version",  # the session's negotiated protocol version (initialize, header)
     "response-headers",  # response headers such as Cache-Control
 )
 PROVIDED_BY = {
     "capture": frozenset(EVIDENCE_KINDS),
     "event-log": frozenset({"event-ids"}),
     "access-log": frozenset({"requests"}),
+    # An event log whose `initialize` records name the negotiated version (docs/logs.md).
+    "event-log-initialize": frozenset({"protocol-version"}),
 }

@@ -144,6 +144,8 @@ def test_every_preset_compiles_and_reads_its_own_line():
         "common": '1.1.1.1 - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 1',
         "combined": '1.1.1.1 - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "ua"',
         "mcp": MCP_LINE,
+        "combined-mcp": '1.1.1.1 - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "ua" '
+        '"7" "s1" 0.250',
         "apache-mcp": '1.1.1.1 - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "s" "-"',
     }
     assert set(lines) == set(PRESETS)

@@ -7,6 +7,10 @@
 // stream can be resumed with Last-Event-ID. The tool `long_task` sends STEPS progress
 // notifications STEP_MS apart through the request's `sendNotification`, then returns.
 // Prints "listening <port>" on stdout once it accepts connections.
+//
+// `node server.js PORT LOGDIR [DROP]`: the server also writes its access and event logs in
+// LOGDIR through log-middleware.js; DROP (progress values, comma-separated) makes that
+// middleware shed those progress notifications and announce them with a stream-gap.
 
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -15,6 +19,8 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+
+import { logMiddleware } from './log-middleware.js';
 
 const STEPS = 8;
 const STEP_MS = 100;
@@ -86,14 +92,18 @@ async function handle(req, res) {
     await transport.handleRequest(req, res, body);
 }
 
+const [, , portArg, logDir, dropArg] = process.argv;
+const tap = logDir ? logMiddleware(logDir, { drop: (dropArg ?? '').split(',').filter(Boolean).map(Number) }) : null;
+
 const httpServer = createServer((req, res) => {
+    tap?.(req, res);
     handle(req, res).catch(error => {
         console.error('request failed:', error);
         if (!res.headersSent) jsonError(res, 500, 'Internal error');
     });
 });
 
-const port = Number(process.argv[2]);
+const port = Number(portArg);
 httpServer.listen(port, '127.0.0.1', () => {
     console.log(`listening ${port}`);
 });

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import orjson
 import polars as pl
 
+from sse_forensics.evidence import log_records as R
 from sse_forensics.evidence.sessions import explicit_session, inferred_session
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
@@ -39,6 +40,9 @@ from sse_forensics.provenance import Origin
 UNTIMED_WINDOW = 3600.0
 # $time_local has one-second resolution: a stream may start a second either side of it.
 CLOCK_SLACK = 1.0
+# $request_time has millisecond resolution, and the server's clock and the proxy's may
+# differ a little: a response's records may spread this much more than its duration.
+DURATION_SLACK = 0.01
 EVENT_STREAM = "text/event-stream"
 LOG_HOST = "log"
 
@@ -54,115 +58,173 @@ def _line_origin(prefix: str) -> list[pl.Expr]:
 
 
 def _signal_data() -> pl.Expr:
-    """The JSON payload of a control record, as the PROFILE's signal event would carry it."""
+    """The payload of a signal record: the ``data`` it wrote (a written record), else the
+    JSON a PROFILE signal event would carry, from the record's own fields."""
     gap = pl.struct(pl.col("first"), pl.col("last")).struct.json_encode()
     resume = pl.struct(pl.col("requested"), pl.col("oldest_retained")).struct.json_encode()
     other = pl.struct(pl.col("last_written_id")).struct.json_encode()
-    kind = pl.col("control_type")
-    return (
+    kind = pl.col("ctype")
+    fields = (
         pl.when(kind == "stream-gap")
-        .then(gap)
+        .then(pl.when(pl.col("first").is_not_null() | pl.col("last").is_not_null()).then(gap))
         .when(kind == "resume-gap")
-        .then(resume)
-        .otherwise(other)
+        .then(
+            pl.when(
+                pl.col("requested").is_not_null() | pl.col("oldest_retained").is_not_null()
+            ).then(resume)
+        )
+        .when(kind == "backpressure-disconnect")
+        .then(pl.when(pl.col("last_written_id").is_not_null()).then(other))
     )
+    return pl.coalesce(pl.when(pl.col("data") != "").then(pl.col("data")), fields)
 
 
 EVENT_LOG_COLUMNS = [
     "source", "line", "ts", "session", "stream", "event_id", "kind", "control_type",
-    "first", "last", "requested", "oldest_retained", "last_written_id", "reason", "where",
-    "request", "last_event_id",
+    "first", "last", "requested", "oldest_retained", "last_written_id", "data",
+    "protocol_version", "reason", "where", "request", "last_event_id",
 ]  # fmt: skip
 """The event-log columns evidence is built from (``extra`` is not)."""
 
 ACCESS_LOG_COLUMNS = [
     "source", "line", "ts", "client_ip", "method", "target", "protocol", "status",
-    "request_time", "last_event_id", "session_id", "sent_session_id", "content_type",
+    "bytes_sent", "request_time", "start", "last_event_id", "session_id", "sent_session_id",
+    "content_type",
 ]  # fmt: skip
 """The access-log columns evidence is built from (plus ``file_no``, the file's place in the
 reading order, which orders lines that share a time as the files were given)."""
 
-GROUP_KEYS = ["session", "stream", "exchange_key"]
+GROUP_KEYS = R.GROUP_KEYS
+GROUP_ORDER = R.GROUP_ORDER
+group_order = R.group_order
 
-# The order of event-log groups across the whole scan: by the time of their first record
-# (a record without a time as 0.0), then by that record's place in the records sorted by
-# (ts, source, line) — nulls last, as the rows are.
-GROUP_ORDER = ["order_ts", "first_untimed", "first_ts", "first_src", "first_line"]
-
-# The order of access lines across the whole scan: by time (a line without one last), then
-# as the files were read.
-LINE_ORDER = ["ts", "file_no", "line"]
-
-
-def _sorted(events: pl.DataFrame) -> pl.DataFrame:
-    """The records in (ts, source, line) order, numbered (``order``)."""
-    return events.sort(["ts", "source", "line"], nulls_last=True).with_row_index("order")
+# The order of access lines across the whole scan: by when the request began (a line
+# without a time last), then as the files were read. An access line is written when the
+# response ends, so a long stream's line comes after those of later requests: its place
+# in the file says nothing of when it began.
+LINE_ORDER = ["t0", "file_no", "line"]
 
 
-def _records(rows: pl.DataFrame) -> pl.DataFrame:
-    """The written and control records of :func:`_sorted` rows, with the
-    ``exchange_key`` that, with session and stream, names their group."""
-    exchange_key = pl.coalesce(
-        pl.col("request"),
-        pl.lit("resume:") + pl.col("last_event_id"),
-        pl.lit("live"),
-    )
-    return rows.filter(pl.col("kind").is_in(["written", "control"])).with_columns(
-        exchange_key.alias("exchange_key")
-    )
+def line_times() -> list[pl.Expr]:
+    """``t0`` and ``t1``: when an access line's request began and its response ended, as
+    far as the line tells (:func:`_refine_times` narrows them with the event log)."""
+    _, end = _line_span()
+    return [
+        pl.coalesce("start", "ts").alias("t0"),
+        pl.when(pl.col("ts").is_not_null()).then(end).alias("t1"),
+    ]
 
 
-def _groups(records: pl.DataFrame) -> pl.DataFrame:
-    """One row per (session, stream, exchange) group, in :data:`GROUP_ORDER`."""
-    return (
-        records.group_by(GROUP_KEYS, maintain_order=True)
-        .agg(
-            pl.col("order").first().alias("first_order"),
-            pl.col("ts").first().alias("first_ts"),
-            pl.col("source").first().alias("first_src"),
-            pl.col("line").first().alias("first_line"),
-            pl.col("source").last().alias("last_src"),
-            pl.col("line").last().alias("last_line"),
-            pl.col("ts").last().alias("last_ts"),
-            pl.col("last_event_id").drop_nulls().first().alias("leid"),
-        )
-        .with_columns(
-            pl.col("first_ts").fill_null(0.0).alias("order_ts"),
-            pl.col("first_ts").is_null().alias("first_untimed"),
-        )
-        .sort(GROUP_ORDER, nulls_last=True)
-        .with_row_index("group")
-    )
+@dataclass(slots=True)
+class _EventLog:
+    """What :func:`_event_log_streams` gives for the records of whole sessions."""
+
+    groups: pl.DataFrame  # one row per response (groups_of), with comments and version
+    records: pl.DataFrame  # the records that are SSE events, with their group
+    info: pl.DataFrame  # per (session, stream): producer order, evictions
 
 
-def group_order(events: pl.DataFrame) -> pl.DataFrame:
-    """The event-log groups of ``events`` (whole sessions) with the columns that place
-    them in the scan's order (:data:`GROUP_ORDER`): what numbers their pseudo-connections."""
-    if not events.height:
-        return pl.DataFrame()
-    return _groups(_records(_sorted(events))).select(*GROUP_KEYS, *GROUP_ORDER)
-
-
-def _event_log_streams(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(groups, records, log_info): one group per (session, stream, exchange) in the order
-    of their first record; the written/control records of each; per (session, stream) what
-    the log adds beyond them."""
-    rows = _sorted(events)
-    records = _records(rows)
-    groups = _groups(records)
+def _event_log_streams(events: pl.DataFrame) -> _EventLog:
+    """The responses the event log describes, the records that are their SSE events (a
+    decision the written record of the same signal also shows is left out), and per
+    (session, stream) what the log adds beyond them."""
+    rows = R.sorted_records(events)
+    records = R.assign_groups(rows)
+    groups = R.groups_of(records)
     records = records.join(
         groups.select([*GROUP_KEYS, "group"]), on=GROUP_KEYS, how="left", nulls_equal=True
     ).sort(["group", "order"])
-    info = _log_info(rows)
-    return groups, records, info
+    extras = records.group_by("group").agg(
+        (pl.col("role") == "keepalive").sum().cast(pl.Int64).alias("comments"),
+        pl.col("role").is_in(["wire", "wire-signal"]).any().alias("wrote"),
+    )
+    versions = (
+        rows.filter((pl.col("role") == "initialize") & pl.col("protocol_version").is_not_null())
+        .group_by("session", maintain_order=True)
+        .agg(pl.col("protocol_version").first())
+    )
+    groups = groups.join(extras, on="group", how="left").join(
+        versions, on="session", how="left", nulls_equal=True
+    )
+    sse = records.filter(pl.col("role").is_in(["wire", "wire-signal", "decision"]))
+    sse = _drop_echoed_decisions(sse.with_columns(_signal_data().alias("payload")))
+    return _EventLog(groups.sort("group"), sse, _log_info(rows))
+
+
+def _drop_echoed_decisions(records: pl.DataFrame) -> pl.DataFrame:
+    """Signal records with their payload read (``sig_*``), less each decision record
+    that a written record of the same signal in the same response also shows — the
+    written one is what the client got. A written signal logged without its payload
+    takes the decision's."""
+    signals = records.with_row_index("i").filter(pl.col("role") != "wire")
+    first: list[str | None] = []
+    last: list[str | None] = []
+    valid: list[bool | None] = []
+    for ctype, payload in signals.select("ctype", "payload").iter_rows():
+        sig = parse_signal(ctype, payload)
+        ok = ctype in SIGNAL_EVENT_TYPES
+        first.append(sig.first if ok else None)
+        last.append(sig.last if ok else None)
+        valid.append(sig.valid if ok else None)
+    read = signals.select("i", "group", "ctype", "role", "payload").with_columns(
+        pl.Series("sig_first", first, dtype=pl.String),
+        pl.Series("sig_last", last, dtype=pl.String),
+        pl.Series("sig_valid", valid, dtype=pl.Boolean),
+    )
+    wire = read.filter(pl.col("role") == "wire-signal")
+    decisions = read.filter(pl.col("role") == "decision")
+    # A written signal without a readable payload: the first decision of the same kind in
+    # its response says what it carried.
+    lent = (
+        decisions.filter(pl.col("sig_valid").fill_null(False))
+        .unique(["group", "ctype"], keep="first", maintain_order=True)
+        .select("group", "ctype", "payload", "sig_first", "sig_last", "sig_valid")
+    )
+    wire = (
+        wire.join(lent, on=["group", "ctype"], how="left", suffix="_d")
+        .with_columns(
+            pl.when(pl.col("sig_valid").fill_null(False) | pl.col("sig_valid_d").is_null())
+            .then(pl.col(c))
+            .otherwise(pl.col(f"{c}_d"))
+            .alias(c)
+            for c in ("payload", "sig_first", "sig_last", "sig_valid")
+        )
+        .select(read.columns)
+    )
+    # (A close carries no payload: any written close shows a decided one.)
+    shown = wire.select("group", "ctype", "sig_first", "sig_last")
+    kept = decisions.join(
+        shown, on=["group", "ctype", "sig_first", "sig_last"], how="anti", nulls_equal=True
+    )
+    read = pl.concat([wire, kept]).select(
+        "i", "payload", "sig_first", "sig_last", "sig_valid", pl.lit(True).alias("kept")
+    )
+    return (
+        records.with_row_index("i")
+        .join(read, on="i", how="left", suffix="_read")
+        .filter((pl.col("role") == "wire") | pl.col("kept").fill_null(False))
+        .with_columns(pl.coalesce("payload_read", "payload").alias("payload"))
+        .drop("i", "payload_read", "kept")
+    )
 
 
 def _log_info(rows: pl.DataFrame) -> pl.DataFrame:
-    """Per (session, stream): the producer's order of IDs and the evicted IDs with the
-    record that says so and why."""
+    """Per (session, stream): the producer's order of IDs (priming events left out: they
+    carry no message, so no gap is named after one) and the evicted IDs with the record
+    that says so and why."""
     keys = ["session", "stream"]
+    priming = (
+        rows.filter(
+            pl.col("kind").is_in(["emitted", "written"])
+            & (pl.col("data") == "")
+            & pl.col("event_id").is_not_null()
+        )
+        .select(*keys, "event_id")
+        .unique()
+    )
     emitted = (
         rows.filter((pl.col("kind") == "emitted") & pl.col("event_id").is_not_null())
+        .join(priming, on=[*keys, "event_id"], how="anti", nulls_equal=True)
         .group_by(keys, maintain_order=True)
         .agg(pl.col("event_id").alias("emitted"))
     )
@@ -227,15 +289,25 @@ def _content_type() -> pl.Expr:
     )
 
 
+def access_session() -> pl.Expr:
+    """The session an access line names: the request's ``Mcp-Session-Id``, else the
+    response's (``$sent_http_…``/``$upstream_http_…``: many servers send it on every
+    response, and an ``initialize`` answer is where it is set)."""
+    named = [
+        pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c).str.strip_chars())
+        for c in ("session_id", "sent_session_id")
+    ]
+    return pl.coalesce(named)
+
+
 def matchable() -> pl.Expr:
-    """Access lines that may describe an event-log stream (:func:`_match_access`): an
-    event-stream 200 naming its session in the request header. Only these need the
-    session's event-log records; the others are judged by client address alone."""
-    return (
-        pl.col("session_id").is_not_null()
-        & (pl.col("status") == 200)
-        & (_content_type() == EVENT_STREAM)
-    ).fill_null(False)
+    """Access lines that may describe what the event log also describes
+    (:func:`_match_access`): an event-stream 200, or a 410 to a resume, naming its
+    session. Only these need the session's event-log records; the others are judged by
+    client address alone."""
+    stream = (pl.col("status") == 200) & (_content_type() == EVENT_STREAM)
+    refusal = (pl.col("status") == 410) & pl.col("last_event_id").is_not_null()
+    return (access_session().is_not_null() & (stream | refusal)).fill_null(False)
 
 
 def client_expr() -> pl.Expr:
@@ -244,46 +316,83 @@ def client_expr() -> pl.Expr:
     return client.fill_null("-")
 
 
+def _line_span() -> tuple[pl.Expr, pl.Expr]:
+    """(start, end) of an access line's request: logged or derived from ``request_time``
+    (docs/logs.md, the ``start`` column); a line with no duration spans
+    :data:`UNTIMED_WINDOW` before its time."""
+    end = pl.coalesce(pl.col("start") + pl.col("request_time"), pl.col("ts")).fill_null(0.0)
+    start = pl.coalesce(pl.col("start"), end - UNTIMED_WINDOW)
+    return start, end
+
+
 def _match_access(access: pl.DataFrame, groups: pl.DataFrame) -> dict[int, int]:
-    """access row (``arow``) → event-log group it describes: same session (the request's
-    own header: an ``initialize`` line only *sets* it), same ``Last-Event-ID``, an
-    event-stream 200, and the line's request start closest to the stream's first record;
-    lines in time order, each group taken at most once."""
-    end = pl.col("ts").fill_null(0.0)
-    start = end - pl.col("request_time").fill_null(UNTIMED_WINDOW)
+    """access row (``arow``) → event-log group it describes: same session, same
+    ``Last-Event-ID``, an event-stream 200 for a stream (a 410 for a refusal), the group's
+    records inside the line's span and no longer apart than its ``request_time``; closest
+    fits first (duration less the records' spread, then start), each line and each group
+    taken at most once. A line that sent no body bytes takes no group that wrote events."""
+    start, end = _line_span()
     lines = access.filter(matchable()).select(
         "arow",
-        pl.col("session_id").alias("session"),
+        access_session().alias("session"),
         pl.col("last_event_id").alias("leid"),
+        (pl.col("status") == 410).alias("refused"),
         start.alias("start"),
         end.alias("end"),
+        (pl.col("bytes_sent") == 0).fill_null(False).alias("empty"),
+        pl.col("request_time").alias("took"),
     )
     if not lines.height or not groups.height:
         return {}
     candidates = (
         lines.join(
-            groups.select("group", "session", "leid", pl.col("first_ts").fill_null(0.0)),
-            on=["session", "leid"],
+            groups.select(
+                "group",
+                "session",
+                "leid",
+                "refused",
+                pl.col("first_ts").fill_null(0.0),
+                pl.col("wrote").fill_null(False),
+                pl.col("last_ts").fill_null(0.0),
+                (pl.col("last_ts") - pl.col("first_ts")).alias("span"),
+            ),
+            on=["session", "leid", "refused"],
             how="inner",
             nulls_equal=True,
         )
-        .filter(
-            (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK)
-            & (pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK)
+        .filter(_fits() & ~(pl.col("empty") & pl.col("wrote")))
+        .with_columns(
+            (pl.col("took") - pl.col("span")).alias("fit"),
+            (pl.col("first_ts") - pl.col("start")).abs().alias("distance"),
         )
-        .with_columns((pl.col("first_ts") - pl.col("start")).abs().alias("distance"))
-        .sort(["arow", "distance", "group"])
+        .sort(["fit", "distance", "arow", "group"], nulls_last=True)
     )
     matched: dict[int, int] = {}
     taken: set[int] = set()
-    # Greedy in line order over the (few) candidate pairs: a later line cannot take a
-    # stream an earlier one matched.
+    # Closest fits first over the (few) candidates: an event stream ends soon after its
+    # last event, so its records span most of its request's duration; with one-second
+    # times, a line's start alone cannot tell two requests of the same second apart.
     for arow, group in candidates.select("arow", "group").iter_rows():
         if arow in matched or group in taken:
             continue
         matched[arow] = group
         taken.add(group)
     return matched
+
+
+def _fits() -> pl.Expr:
+    """Whether a line's request could have carried a group's records: they all fall in
+    it. The line's logged time is the response's end to the second (``end`` ≤ true end <
+    ``end`` + 1 s), so with ``request_time`` (``took``) the end lies in
+    [max(last record, end), min(first record + took, end + 1 s)]: not empty. Without a
+    duration, the first record falls within the line's (untimed) span."""
+    lower = pl.max_horizontal("last_ts", "end")
+    upper = pl.min_horizontal(pl.col("first_ts") + pl.col("took"), pl.col("end") + CLOCK_SLACK)
+    timed = lower <= upper + DURATION_SLACK
+    untimed = (pl.col("first_ts") >= pl.col("start") - CLOCK_SLACK) & (
+        pl.col("first_ts") <= pl.col("end") + CLOCK_SLACK
+    )
+    return pl.when(pl.col("took").is_not_null()).then(timed).otherwise(untimed)
 
 
 @dataclass(slots=True)
@@ -298,26 +407,37 @@ class SessionPart:
 
 def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFrame) -> SessionPart:
     """Evidence rows for the event-log records of whole sessions, and the access lines of
-    the same sessions that describe them (merged into the stream's exchange). ``conn_ids``
-    gives each group (:data:`GROUP_KEYS`) its pseudo-connection, numbered over the whole
-    scan (:func:`group_order`); ``access`` carries ``file_no``."""
+    the same sessions that describe them: a stream's line is merged into the stream's
+    exchange; a refusal an access line also shows is that line's alone (it stays with the
+    unmatched lines). ``conn_ids`` gives each group (:data:`GROUP_KEYS`) its
+    pseudo-connection, numbered over the whole scan (:func:`group_order`); ``access``
+    carries ``file_no``."""
     access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index("arow")
-    empty = SessionPart(
-        ConnectionColumns.frame(),
-        ExchangeColumns.frame(),
-        EventColumns.frame(),
-        access.drop("arow"),
-    )
     if not events.height:
-        return empty
-    groups, records, info = _event_log_streams(events)
-    if not groups.height:  # no record was written or a signal (a map read `kind` wrongly)
-        return empty
-    matched = _match_access(access, groups)
-    line_of = {g: a for a, g in matched.items()}
-    groups = groups.join(
-        conn_ids.select(*GROUP_KEYS, "conn_id"), on=GROUP_KEYS, how="left", nulls_equal=True
-    ).sort("group")
+        return SessionPart(
+            ConnectionColumns.frame(),
+            ExchangeColumns.frame(),
+            EventColumns.frame(),
+            access.drop("arow"),
+        )
+    log = _event_log_streams(events)
+    if not log.groups.height:  # no record was written or a signal (a map read `kind` wrongly)
+        return SessionPart(
+            ConnectionColumns.frame(),
+            ExchangeColumns.frame(),
+            EventColumns.frame(),
+            access.drop("arow"),
+        )
+    matched = _match_access(access, log.groups)
+    refused = set(log.groups.filter(pl.col("refused")).get_column("group").to_list())
+    merged = {a: g for a, g in matched.items() if g not in refused}
+    line_of = {g: a for a, g in merged.items()}
+    access = _refine_times(access, log, merged)
+    groups = (
+        log.groups.filter(~pl.col("group").is_in(list(set(matched.values()) & refused)))
+        .join(conn_ids.select(*GROUP_KEYS, "conn_id"), on=GROUP_KEYS, how="left", nulls_equal=True)
+        .sort("group")
+    )
     label = (
         pl.col("session").fill_null("None")
         + "/"
@@ -325,7 +445,7 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
         + "/"
         + pl.col("exchange_key")
     )
-    info_rows = {(r["session"], r["stream"]): r for r in info.iter_rows(named=True)}
+    info_rows = {(r["session"], r["stream"]): r for r in log.info.iter_rows(named=True)}
     conn_rows = ConnectionColumns.buffer()
     log_info = []
     for row in groups.with_columns(label.alias("label")).iter_rows(named=True):
@@ -334,14 +454,56 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
         arow = line_of.get(row["group"])  # the access line of this stream names its client
         client = (access["client_ip"][arow] if arow is not None else None) or LOG_HOST
         _append_connection(conn_rows, row["conn_id"], row["label"], client, first, last)
-        log_info.append(_info_json(info_rows.get((row["session"], row["stream"])), row))
+        info = (
+            None
+            if row["refused"]
+            else _info_json(info_rows.get((row["session"], row["stream"])), row)
+        )
+        log_info.append(info)
     groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))
     return SessionPart(
         ConnectionColumns.frame(conn_rows),
         _event_log_exchanges(groups, access, line_of),
-        _event_log_events(records, groups),
-        access.filter(~pl.col("arow").is_in(list(matched))).drop("arow"),
+        _event_log_events(log.records, groups),
+        access.filter(~pl.col("arow").is_in(list(merged))).drop("arow"),
     )
+
+
+def _refine_times(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) -> pl.DataFrame:
+    """``access`` with ``t0``/``t1`` refined by what the event log and the file's order
+    tell: ``$time_local`` has one-second resolution, but a line is written when its
+    response ends, after the event log's last record of that response and after the lines
+    above it ended: its end is at least the latest of those (in its file), its start that
+    end less ``request_time``. And a resume began after the event it names was written.
+    So a resume refused or answered within the same second as the stream it resumes comes
+    after it, whatever the durations."""
+    if not access.height:
+        return access
+    last = pl.DataFrame(
+        {"arow": list(merged), "group": list(merged.values())},
+        schema={"arow": pl.UInt32, "group": pl.UInt32},
+    ).join(log.groups.select("group", pl.col("last_ts").alias("g_last")), on="group", how="left")
+    sent = (
+        log.records.filter((pl.col("role") == "wire") & pl.col("event_id").is_not_null())
+        .group_by("session", pl.col("event_id").alias("last_event_id"))
+        .agg(pl.col("ts").min().alias("sent"))
+    )
+    timed = pl.col("request_time").is_not_null() & pl.col("ts").is_not_null()
+    refined = (
+        access.join(last.select("arow", "g_last"), on="arow", how="left")
+        .with_columns(access_session().alias("session"))
+        .join(sent, on=["session", "last_event_id"], how="left")
+        .sort("file_no", "line")
+        .with_columns(pl.max_horizontal("t1", "g_last").cum_max().over("file_no").alias("ended"))
+        .with_columns(
+            pl.when(pl.col("ts").is_not_null()).then(pl.col("ended")).alias("t1"),
+            pl.max_horizontal(
+                "t0", pl.when(timed).then(pl.col("ended") - pl.col("request_time")), "sent"
+            ).alias("t0"),
+        )
+        .select("arow", "t0", "t1")
+    )
+    return access.drop("t0", "t1").join(refined, on="arow", how="left").select(access.columns)
 
 
 def client_order(unmatched: pl.DataFrame) -> pl.DataFrame:
@@ -405,8 +567,9 @@ def _append_connection(
 def _event_log_exchanges(
     groups: pl.DataFrame, access: pl.DataFrame, line_of: dict[int, int]
 ) -> pl.DataFrame:
-    """One event-stream exchange per group; the access line that matched it, if any, gives
-    the request line, status and where both were logged."""
+    """One exchange per group: an event stream, or the 410 a refusal record says was
+    answered; the access line that matched it, if any, gives the request line, status and
+    where both were logged (the request at the line's start)."""
     line = pl.DataFrame(
         {"group": list(line_of), "arow": list(line_of.values())},
         schema={"group": pl.UInt32, "arow": pl.UInt32},
@@ -416,10 +579,14 @@ def _event_log_exchanges(
     first_origin = [
         pl.when(has_line).then(pl.col("source")).otherwise(pl.col("first_src")),
         pl.when(has_line).then(pl.col("line")).otherwise(pl.col("first_line")),
+        # The request began before the response's first record: no later than either.
         pl.when(has_line)
-        .then(pl.col("ts").fill_null(0.0))
+        .then(pl.min_horizontal("t0", "first_ts").fill_null(0.0))
         .otherwise(pl.col("first_ts").fill_null(0.0)),
     ]
+    refused = pl.col("refused")
+    stream = ~refused
+    kept_open = (pl.col("comments") > 0) & ~pl.col("wrote")  # keep-alives, nothing written
     session = pl.col("session")
     session_named = session.is_not_null() & (session.str.strip_chars() != "")
     method_default = pl.when(pl.col("leid").is_not_null()).then(pl.lit("GET")).otherwise(pl.lit(""))
@@ -455,9 +622,11 @@ def _event_log_exchanges(
         pl.lit("line").alias("req_kind"),
         pl.lit(False).alias("request_complete"),
         pl.lit(None, pl.String).alias("req_rpc"),
-        pl.lit(None, pl.String).alias("protocol_version"),
+        pl.col("protocol_version"),
         pl.when(has_line)
         .then(pl.col("status").fill_null(200))
+        .when(refused)
+        .then(pl.lit(410))
         .otherwise(pl.lit(200))
         .alias("resp_status"),
         pl.when(has_line)
@@ -465,9 +634,9 @@ def _event_log_exchanges(
         .otherwise(pl.lit("(from event log)"))
         .alias("resp_reason"),
         pl.lit("").alias("resp_version"),
-        pl.lit(EVENT_STREAM).alias("content_type"),
+        pl.when(stream).then(pl.lit(EVENT_STREAM)).alias("content_type"),
         pl.lit(None, pl.String).alias("cache_control"),
-        pl.lit(True).alias("event_stream"),
+        stream.alias("event_stream"),
         first_origin[0].alias("resp_src"),
         first_origin[1].alias("resp_num"),
         first_origin[2].alias("resp_ts"),
@@ -475,7 +644,8 @@ def _event_log_exchanges(
         pl.lit(False).alias("head_captured"),
         pl.lit(None, pl.String).alias("json_answers"),
         pl.lit(False).alias("response_complete"),
-        pl.lit("log").alias("end_reason"),
+        # A response the log shows sending only keep-alives did not visibly end.
+        pl.when(~kept_open).then(pl.lit("log")).alias("end_reason"),
         pl.lit(None, pl.String).alias("end_src"),
         pl.lit(None, pl.Int64).alias("end_num"),
         pl.lit(None, pl.Float64).alias("end_ts"),
@@ -486,7 +656,7 @@ def _event_log_exchanges(
         pl.lit("line").alias("body_kind"),
         pl.lit(0, pl.Int64).alias("body_bytes"),
         pl.lit(b"", pl.Binary).alias("trailing"),
-        pl.lit(0, pl.Int64).alias("comments"),
+        pl.col("comments").fill_null(0),
         pl.lit(None, pl.String).alias("holes"),
         pl.col("log_info"),
     )
@@ -494,17 +664,29 @@ def _event_log_exchanges(
 
 
 def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
-    """The written and control records of each group as its SSE events: a ``written``
-    record is a data event, a ``control`` record a signal; the last-event-ID buffer follows
-    the written IDs (WHATWG: an event without ``id`` inherits it)."""
-    written = pl.col("kind") == "written"
+    """The SSE events of each group (:func:`_event_log_streams`' records, in time order):
+    a written record is the event it wrote (a data event, a priming event, a signal, a
+    close), a decision record the signal or close it decided; the last-event-ID buffer
+    follows the written IDs (WHATWG: an event without ``id`` inherits it)."""
+    wire = pl.col("role").is_in(["wire", "wire-signal"])
+    ctype = pl.col("ctype")
     sessions = groups.select("group", "conn_id", pl.col("session").alias("group_session"))
-    df = records.join(sessions, on="group", how="left").with_columns(
+    df = records.join(sessions, on="group", how="inner").with_columns(
         pl.int_range(pl.len()).over("group").alias("position")
     )
     session_named = pl.col("group_session").is_not_null() & (
         pl.col("group_session").str.strip_chars() != ""
     )
+    kind = (
+        pl.when(ctype == "close")
+        .then(pl.lit("close"))
+        .when(ctype.is_in(list(SIGNAL_EVENT_TYPES)))
+        .then(pl.lit("signal"))
+        .when(pl.col("data") == "")
+        .then(pl.lit("priming"))
+        .otherwise(pl.lit("data"))
+    )
+    carries_id = wire & pl.col("event_id").is_not_null()
     out = df.select(
         pl.col("conn_id").cast(pl.Int64),
         pl.lit(0, pl.Int64).alias("ex_index"),
@@ -513,54 +695,35 @@ def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
         .otherwise(pl.lit(inferred_session(LOG_HOST, LOG_HOST, 0)))
         .alias("session"),
         pl.col("position").cast(pl.Int64),
-        pl.when(written & (pl.col("event_id") != ""))
+        pl.when(carries_id & (pl.col("event_id") != ""))
         .then(pl.col("event_id"))
         .otherwise(None)
         .forward_fill()
         .over("group")
         .fill_null("")
         .alias("id"),
-        pl.col("event_id").alias("id_field"),
-        pl.when(written)
-        .then(pl.lit("message"))
-        .when(pl.col("control_type").fill_null("") != "")
-        .then(pl.col("control_type"))
-        .otherwise(pl.lit("control"))
-        .alias("event"),
-        pl.when(written).then(pl.lit("")).otherwise(_signal_data()).alias("data"),
+        pl.when(carries_id).then(pl.col("event_id")).alias("id_field"),
+        pl.when(pl.col("role") == "wire").then(pl.lit("message")).otherwise(ctype).alias("event"),
+        pl.when(pl.col("role") == "wire")
+        .then(pl.lit(""))
+        .otherwise(pl.col("payload").fill_null(""))
+        .alias("data"),
         pl.lit(None, pl.Int64).alias("retry"),
         pl.col("position").cast(pl.Int64).alias("start"),
         (pl.col("position") + 1).cast(pl.Int64).alias("end"),
         pl.lit(True).alias("dispatched"),
-        pl.when(written).then(pl.lit("data")).otherwise(pl.lit("signal")).alias("kind"),
+        kind.alias("kind"),
         pl.lit(None, pl.String).alias("rpc_kind"),
         pl.lit(None, pl.String).alias("rpc_method"),
         pl.lit(None, pl.String).alias("rpc_id"),
         pl.lit(None, pl.String).alias("rpc_more"),
+        pl.col("sig_first"),
+        pl.col("sig_last"),
+        pl.col("sig_valid"),
         *_line_origin("first"),
         *_line_origin("last"),
     )
-    return EventColumns.conform(out.with_columns(_signal_payloads(out)))
-
-
-def _signal_payloads(events: pl.DataFrame) -> list[pl.Series]:
-    """``sig_first``/``sig_last``/``sig_valid`` of the control records that are gap signals,
-    read exactly as a signal event on the wire is read (:func:`parse_signal`)."""
-    n = events.height
-    first: list[str | None] = [None] * n
-    last: list[str | None] = [None] * n
-    valid: list[bool | None] = [None] * n
-    signals = events.with_row_index("i").filter(
-        (pl.col("kind") == "signal") & pl.col("event").is_in(list(SIGNAL_EVENT_TYPES))
-    )
-    for i, event, data in signals.select("i", "event", "data").iter_rows():
-        sig = parse_signal(event, data)
-        first[i], last[i], valid[i] = sig.first, sig.last, sig.valid
-    return [
-        pl.Series("sig_first", first, dtype=pl.String),
-        pl.Series("sig_last", last, dtype=pl.String),
-        pl.Series("sig_valid", valid, dtype=pl.Boolean),
-    ]
+    return EventColumns.conform(out)
 
 
 def _access_exchanges(
@@ -595,6 +758,8 @@ def _access_exchanges(
     how = pl.coalesce("explicit_how", "ffill_how", "bfill_how")
     fallback = pl.lit("inferred:") + pl.col("client") + pl.lit(f"->{LOG_HOST}:0")
     line = _line_origin("x")
+    began = pl.col("t0").fill_null(0.0)  # the request's start, else the line's time
+    end = pl.col("t1").fill_null(0.0)  # when the response ended
     out = df.select(
         pl.col("conn_id").cast(pl.Int64),
         pl.col("index").cast(pl.Int64),
@@ -608,7 +773,7 @@ def _access_exchanges(
         pl.col("last_event_id"),
         line[0].alias("req_src"),
         line[1].alias("req_num"),
-        line[2].alias("req_ts"),
+        began.alias("req_ts"),
         line[3].alias("req_kind"),
         pl.lit(False).alias("request_complete"),
         pl.lit(None, pl.String).alias("req_rpc"),
@@ -626,7 +791,7 @@ def _access_exchanges(
         .alias("event_stream"),
         line[0].alias("resp_src"),
         line[1].alias("resp_num"),
-        line[2].alias("resp_ts"),
+        began.alias("resp_ts"),
         line[3].alias("resp_kind"),
         pl.lit(False).alias("head_captured"),
         pl.lit(None, pl.String).alias("json_answers"),
@@ -638,7 +803,7 @@ def _access_exchanges(
         pl.lit(None, pl.String).alias("end_kind"),
         line[0].alias("body_src"),
         line[1].alias("body_num"),
-        line[2].alias("body_ts"),
+        end.alias("body_ts"),  # when the response ended
         line[3].alias("body_kind"),
         pl.lit(0, pl.Int64).alias("body_bytes"),
         pl.lit(b"", pl.Binary).alias("trailing"),

@@ -31,6 +31,7 @@ import polars as pl
 
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
+from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.config import AnalysisConfig
@@ -150,11 +151,11 @@ def ingest_logs(
         else:
             number = file_no.setdefault(batch.source, len(file_no))
             rows = rows.select(F.ACCESS_LOG_COLUMNS).with_columns(
-                pl.lit(number, pl.Int64).alias("file_no")
+                pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
             )
             access_rows += rows.height
             may_match = rows.filter(F.matchable())
-            spill.add("access", may_match, pl.col("session_id"))
+            spill.add("access", may_match, F.access_session())
             if may_match.height != rows.height:
                 spill.add("unmatched", rows.filter(~F.matchable()), F.client_expr())
     # Records read before their session was named: all names are known now.
@@ -165,7 +166,7 @@ def ingest_logs(
         spill.drop("waiting", b)
 
     # Event-log groups numbered in the scan's order (one row per group).
-    orders = [F.group_order(spill.load("events", b, _GROUP_COLUMNS)) for b in range(buckets)]
+    orders = [F.group_order(spill.load("events", b, RECORD_COLUMNS)) for b in range(buckets)]
     orders = [o for o in orders if o.height]
     next_id = first_conn_id
     group_ids = pl.DataFrame()
@@ -225,13 +226,10 @@ def ingest_logs(
 
 
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]
-_GROUP_COLUMNS = [
-    "source", "line", "ts", "session", "stream", "kind", "request", "last_event_id"
-]  # fmt: skip
 
 
 def _access_schema() -> dict[str, pl.DataType]:
     from sse_forensics.ingest.logs.model import ACCESS_SCHEMA
 
     schema = {c: ACCESS_SCHEMA[c] for c in F.ACCESS_LOG_COLUMNS}
-    return {**schema, "file_no": pl.Int64()}
+    return {**schema, "file_no": pl.Int64(), "t0": pl.Float64(), "t1": pl.Float64()}

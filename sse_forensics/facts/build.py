@@ -42,6 +42,7 @@ from sse_forensics.facts.model import (
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
+from sse_forensics.facts.sessions import PostTime
 from sse_forensics.facts.sessions import by_exchange as exchange_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
@@ -77,7 +78,7 @@ def build_facts(
     front: Front,
     events: pl.DataFrame | None = None,
     sessions: dict[str, SessionRecord] | None = None,
-    latest_post: dict[str, float] | None = None,
+    posts: dict[str, list[PostTime]] | None = None,
 ) -> Facts:
     """The fact tables of one partition: its exchanges, their events (the ``events``
     evidence table), the connections they sit on, and what the whole scan decided across
@@ -96,7 +97,7 @@ def build_facts(
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
-    requests = RequestIndex(collect_requests(exchanges, by_exchange), latest_post)
+    requests = RequestIndex(collect_requests(exchanges, by_exchange), posts)
     frame_ = stream_frame(streams)
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
     cols = event_columns(events, frame_, codecs, logged)
@@ -268,6 +269,26 @@ def _client_reaction(g: GapRecord, index: StreamIndex, requests: RequestIndex) -
         s.kind == "resume" and s.first_ts > g.stream.first_ts for s in index.logical(g.stream)
     )
     g.client_continued = g.after is not None or later_resume
+    if g.reissue is None and not later_resume and not requests.originating(g.stream):
+        # Logs: no request body tells the re-issue apart from any other POST (as for
+        # no-reissue-after-410, a later POST may be it), but only after a response the
+        # client left with events still pending.
+        left = _left_with_events_pending(g.stream)
+        g.reissue_possible = left is not None and requests.post_after(g.stream, left)
+
+
+def _left_with_events_pending(stream: StreamRecord) -> float | None:
+    """When the client left ``stream`` (its last written event), if the server's event log
+    shows events produced for it afterwards that it never wrote nor evicted; else None."""
+    log = stream.exchange.log
+    written = [e for e in stream.events if e.carries_id and e.kind == "data"]
+    if log is None or not written or written[-1].sse.id_field not in log.emitted:
+        return None
+    last = written[-1]
+    after = log.emitted[log.emitted.index(last.sse.id_field) + 1 :]
+    if not any(i not in log.evicted for i in after):
+        return None
+    return last.origin.ts if last.origin is not None else stream.first_ts
 
 
 def _unsignalled_live(g: GapRecord) -> bool:
@@ -278,6 +299,7 @@ def _unsignalled_live(g: GapRecord) -> bool:
         and g.detected_by == "id-jump"
         and not g.signalled
         and g.reissue is None
+        and not g.reissue_possible
         and g.complete
         and g.cause != REPLAY_HANDOFF
     )
@@ -630,6 +652,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "missing_bytes": g.missing_bytes,
         "cause": g.cause,
         "client_reissued": g.reissue is not None,
+        "reissue_possible": g.reissue_possible and g.reissue is None,
         "client_continued": g.client_continued,
         "verdict": g.verdict,
         "ts": before_ts or sig_ts or s.first_ts,

@@ -171,8 +171,9 @@ def _folds(
     logged: pl.DataFrame, captured: pl.DataFrame, ids: pl.DataFrame
 ) -> tuple[dict[Key, Key], set[Key]]:
     """Event-log streams a captured stream of the same session also carries (most shared
-    IDs; the first such stream on ties) and access lines a captured exchange also shows
-    (same session, method, ``Last-Event-ID`` and status, within the clock tolerance).
+    IDs; the first such stream on ties) and access lines (and event-log responses with no
+    event ID) a captured exchange also shows (same session, method, ``Last-Event-ID`` and
+    status, within the clock tolerance).
     ``logged``/``captured``: exchanges of the sessions both kinds of evidence hold;
     ``ids``: ``conn_id, ex_index, session, id_field`` of their ID-carrying events."""
     if not logged.height or not captured.height:
@@ -228,7 +229,13 @@ def _folds(
         for lc, li, cc, ci in best.select("l_conn", "l_index", "c_conn", "c_index").iter_rows():
             folds[(lc, li)] = (cc, ci)
     dropped = set(folds)
-    access = logged.filter(~pl.col("log_stream") & pl.col("req_method").is_not_null())
+    # An event-log response without any event ID (a replay that sent only keep-alives)
+    # shares no ID to fold by: like an access line, the captured exchange shows it.
+    with_ids = ids.select(pl.col("conn_id"), pl.col("ex_index").alias("index")).unique()
+    idless = logged.filter(pl.col("log_stream")).join(with_ids, on=["conn_id", "index"], how="anti")
+    access = pl.concat([logged.filter(~pl.col("log_stream")), idless]).filter(
+        pl.col("req_method").is_not_null() & (pl.col("req_method") != "")
+    )
     cap_req = captured.filter(pl.col("req_method").is_not_null())
     if access.height and cap_req.height:
         a = access.select(

@@ -61,6 +61,9 @@ class GapRecord:
     keys: MissingRange | None = None
     missing_ids: list[str] = field(default_factory=list)  # opaque scheme: as observed
     reissue: RequestRecord | None = None  # the client re-issued the originating request
+    # No request body to compare (logs): the client left this response with events pending
+    # and POSTed again in the session afterwards, which may be the re-issue.
+    reissue_possible: bool = False
     client_continued: bool = False  # the stream went on after the gap, or was resumed
     cause: str = "unknown"  # see facts.causes
     codec: IdCodec | None = None  # how the session's IDs read (set by the fact builder)
@@ -105,6 +108,8 @@ class GapRecord:
     def verdict(self) -> Verdict:
         if self.signalled or self.reissue is not None:
             return "expected_gap"
+        if self.reissue_possible:  # it may have been recovered: the logs cannot tell
+            return "indeterminate"
         return "silent_corruption" if self.complete else "indeterminate"
 
     def covers(self, event_id: str, codec: IdCodec) -> bool:

@@ -10,11 +10,15 @@ from dataclasses import dataclass
 import orjson
 
 from sse_forensics.facts.model import ExchangeRecord, SessionRecord, StreamRecord
+from sse_forensics.facts.sessions import PostTime
+from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.provenance import Origin
 
 # MCP puts per-call bookkeeping (progressToken, traceparent) under `_meta`; a client that
 # re-issues a call mints new ones, so they are not part of what makes two calls the same.
 _PER_CALL_KEYS = ("_meta",)
+# nginx's $time_local and Apache's %t count whole seconds.
+LOG_TIME_RESOLUTION = 1.0
 
 
 def call_signature(method: str | None, params: object) -> bytes:
@@ -70,11 +74,11 @@ class RequestIndex:
     def __init__(
         self,
         requests: list[RequestRecord],
-        latest_post: dict[str, float] | None = None,
+        posts: dict[str, list[PostTime]] | None = None,
     ) -> None:
         self.requests = requests
-        # Start times of every POST per session (id of its SessionRecord), bodies or not.
-        self.latest_post = latest_post or {}
+        # Every POST per session (by session id), bodies or not.
+        self.posts = posts or {}
         self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
         self._by_session: dict[int, list[RequestRecord]] = defaultdict(list)  # time order
         for r in requests:
@@ -87,9 +91,25 @@ class RequestIndex:
         return self._by_exchange.get(id(stream.logical.exchange), [])
 
     def post_after(self, stream: StreamRecord, ts: float) -> bool:
-        """Any later POST in the session: all an access log can show of a re-issue."""
-        latest = self.latest_post.get(stream.session.session_id)
-        return latest is not None and latest > ts
+        """Any later POST in the session: all an access log can show of a re-issue. An
+        access log's times have one-second resolution: a POST logged after the stream's
+        own line (it ended later) counts unless it began more than that before ``ts``."""
+        posts = self.posts.get(stream.session.session_id, [])
+        if any(p.start is not None and p.start > ts for p in posts):
+            return True
+        origin = stream.request_origin
+        ended = stream.exchange.last_body_origin
+        if origin is None or origin.kind != "line" or ended is None:
+            return False
+        mine = (ended.ts, rotation_key(origin.source), origin.number)
+        return any(
+            p.line is not None
+            and p.start is not None
+            and p.end is not None
+            and (p.end, *p.line) > mine
+            and p.start + LOG_TIME_RESOLUTION > ts
+            for p in posts
+        )
 
     def reissue_after(self, stream: StreamRecord, ts: float) -> RequestRecord | None:
         """A later request in the same session repeating the stream's originating call."""

@@ -5,17 +5,31 @@ the exchanges table with polars, whatever the number of exchanges."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from sse_forensics.facts.model import ExchangeRecord, SessionRecord
+from sse_forensics.ingest.logs.files import rotation_key
 
 ExchangeKey = tuple[int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class PostTime:
+    """When a POST of a session began and its response ended; ``line`` is where an access
+    log wrote it ((rotation order of the file, line): lines are written as responses end),
+    None for a captured POST."""
+
+    start: float | None
+    end: float | None
+    line: tuple | None
+
+
 def session_table(
     exchanges: pl.DataFrame, dropped: set[ExchangeKey]
-) -> tuple[dict[str, SessionRecord], dict[str, float]]:
-    """(session id → record, session id → start of its latest POST).
+) -> tuple[dict[str, SessionRecord], dict[str, list[PostTime]]]:
+    """(session id → record, session id → its POSTs).
 
     A session is described by its first exchange in (connection, index) order; its era by
     the first exchange that showed one (an ``initialize`` answer or request, or the
@@ -36,8 +50,12 @@ def session_table(
             list(dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
         )
         posts = posts.join(gone, on=["conn_id", "index"], how="anti")
-    latest = dict(posts.group_by("session").agg(pl.col("req_ts").max()).iter_rows())
-    return sessions, latest
+    times: dict[str, list[PostTime]] = {}
+    columns = ["session", "req_ts", "body_ts", "req_src", "req_num", "req_kind"]
+    for session, start, end, src, num, kind in posts.select(columns).iter_rows():
+        line = (rotation_key(src), num) if kind == "line" and src is not None else None
+        times.setdefault(session, []).append(PostTime(start, end, line))
+    return sessions, times
 
 
 def by_exchange(

@@ -68,13 +68,20 @@ def split_range(text: str) -> tuple[str, str] | None:
     return None
 
 
-def parse_signal(event_type: str, data: str) -> SignalPayload:
-    """Read the payload of a signal event; ``valid`` is False when it cannot be read."""
-    keys = {
-        STREAM_GAP: ("first", "last"),
-        RESUME_GAP: ("requested", "oldest_retained"),
-        BACKPRESSURE_DISCONNECT: ("last_written_id", None),
-    }[event_type]
+_PAYLOAD_KEYS: dict[str, tuple[str, str | None]] = {
+    STREAM_GAP: ("first", "last"),
+    RESUME_GAP: ("requested", "oldest_retained"),
+    BACKPRESSURE_DISCONNECT: ("last_written_id", None),
+}
+
+
+def parse_signal(event_type: str, data: str | None) -> SignalPayload:
+    """Read the payload of a signal event; ``valid`` is False when it cannot be read, or
+    when ``event_type`` is none of the three signals (an event log's record may name any
+    type: it is never a reason to fail)."""
+    keys = _PAYLOAD_KEYS.get(event_type)
+    if keys is None or data is None:
+        return SignalPayload(valid=False)
     text = data.strip()
     try:
         obj = orjson.loads(text) if text[:1] in ("{", "[", '"') or text[:1].isdigit() else None

@@ -185,6 +185,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "missing_bytes": pl.Int64,
         "cause": pl.String,
         "client_reissued": pl.Boolean,
+        "reissue_possible": pl.Boolean,
         "client_continued": pl.Boolean,
         "verdict": pl.String,
         "ts": pl.Float64,

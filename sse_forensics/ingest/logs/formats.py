@@ -52,6 +52,8 @@ NGINX_VARIABLES: dict[str, tuple[str, str]] = {
     "http_last_event_id": ("last_event_id", STR),
     "http_mcp_session_id": ("session_id", STR),
     "sent_http_mcp_session_id": ("sent_session_id", STR),
+    # The header as the upstream (the MCP server) sent it, behind an nginx proxy.
+    "upstream_http_mcp_session_id": ("sent_session_id", STR),
     "sent_http_content_type": ("content_type", STR),
     "http_user_agent": ("user_agent", STR),
 }
@@ -105,14 +107,19 @@ PRESETS: dict[str, str] = {
     "mcp": 'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
     '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
     '"$http_mcp_session_id" "$sent_http_mcp_session_id" $request_time',
+    "combined-mcp": 'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
+    '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
+    '"$sent_http_mcp_session_id" $request_time',
     "apache-mcp": 'apache:%h %l %u %t "%r" %>s %b "%{Last-Event-ID}i" "%{Mcp-Session-Id}i" '
     '"%{Mcp-Session-Id}o"',
 }
 """Named formats. ``combined`` and ``common`` are nginx's and Apache's (the same lines);
-``mcp`` is ``combined`` plus the MCP headers and ``$request_time``; ``apache-mcp`` is the
-Apache example of docs/logs.md."""
+``mcp`` is ``combined`` plus the MCP headers and ``$request_time``; ``combined-mcp`` is
+``combined`` plus ``Last-Event-ID``, the session header the server sent (many send it on
+every response) and ``$request_time``; ``apache-mcp`` is the Apache example of
+docs/logs.md."""
 
-SNIFF_ORDER = ("mcp", "apache-mcp", "combined", "common")
+SNIFF_ORDER = ("mcp", "combined-mcp", "apache-mcp", "combined", "common")
 """Presets tried, most specific first, when a text log comes without a format."""
 
 
@@ -243,6 +250,14 @@ class AccessFormat:
     columns: tuple[str, ...] = field(default=())
 
     @property
+    def time_is_start(self) -> bool:
+        """Whether the logged time is when the request began (Apache ``%t``,
+        ``%{sec}t``: "the time the request was received") rather than when the line was
+        written, at the response's end (nginx ``$time_local``, ``$time_iso8601``,
+        ``$msec``)."""
+        return self.dialect == "apache"
+
+    @property
     def quotes(self) -> int:
         """How many ``"`` a well-formed line holds."""
         return len(self.segments) - 1
@@ -317,16 +332,41 @@ _NGINX_PATTERNS = {
 }
 
 
-def compile_format(spec: str) -> AccessFormat:
-    """Compile ``'nginx:<log_format>'``, ``'apache:<LogFormat>'`` or a preset name.
+# How a variable named for a canonical column by a --log-map is converted, by its scale.
+_NAMED_CONVERT: dict[str, dict[float | None, str]] = {
+    "request_time": {None: SECONDS, 1.0: SECONDS, 1e-3: MILLISECONDS, 1e-6: MICROSECONDS},
+    "ts": {None: EPOCH, 1.0: EPOCH, 1e-3: MILLISECONDS, 1e-6: MICROSECONDS},
+    "start": {None: EPOCH, 1.0: EPOCH, 1e-3: MILLISECONDS, 1e-6: MICROSECONDS},
+    "status": {None: INT},
+    "bytes_sent": {None: INT},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VariableName:
+    """A ``--log-map`` ``[access]`` entry for a text log: the canonical ``column`` the
+    variable ``name`` fills (``http_x_session``, ``$http_x_session`` or, Apache,
+    ``%{X-Session}i``), and its ``scale`` (``0.001``: milliseconds)."""
+
+    column: str
+    name: str
+    scale: float | None = None
+
+
+def compile_format(
+    spec: str, names: tuple[VariableName, ...] = (), *, strict: bool = True
+) -> AccessFormat:
+    """Compile ``'nginx:<log_format>'``, ``'apache:<LogFormat>'`` or a preset name; each
+    of ``names`` makes its variable fill that canonical column (the one that filled it
+    before keeps its value in ``extra``).
 
     Raises ``ValueError`` naming what could not be mapped: an unknown preset or dialect, an
     Apache directive this reader does not know, two variables with nothing between them,
-    or a format without any variable.
+    a format without any variable, or (``strict``) a name no variable of the format has.
     """
     spec = spec.strip()
     if spec in PRESETS:
-        fmt = compile_format(PRESETS[spec])
+        fmt = compile_format(PRESETS[spec], names, strict=strict)
         return AccessFormat(spec, fmt.dialect, fmt.segments, fmt.columns)
     dialect, sep, text = spec.partition(":")
     if not sep or dialect not in ("nginx", "apache"):
@@ -341,7 +381,7 @@ def compile_format(spec: str) -> AccessFormat:
     variables = [t for t in tokens if isinstance(t, Variable)]
     if not variables:
         raise ValueError(f"log format {spec!r} has no variables")
-    tokens = _claim_columns(tokens)
+    tokens = _claim_columns(_named(tokens, names, strict))
     segments = _split_segments(tokens)
     last = len(segments) - 1
     for i, segment in enumerate(segments):
@@ -443,6 +483,57 @@ def _apache_variable(shown: str, argument: str | None, letter: str) -> Variable:
 
 def _header_key(prefix: str, name: str) -> str:
     return prefix + re.sub(r"\W", "_", name)
+
+
+def _is_called(var: Variable, name: str) -> bool:
+    """Whether ``name`` (as a --log-map writes it) is ``var``: its name with or without
+    ``$``/``${}``, its Apache directive, or the column it fills, in any case."""
+    shown = var.shown
+    bare = shown[2:-1] if shown.startswith("${") else shown.removeprefix("$")
+    text = name.strip().lower()
+    return text in {shown.lower(), bare.lower(), var.column.lower(), "$" + bare.lower()}
+
+
+def _named(
+    tokens: list[str | Variable], names: tuple[VariableName, ...], strict: bool
+) -> list[str | Variable]:
+    """``tokens`` with each variable a --log-map names filling its canonical column; a
+    variable that filled that column before keeps its value in ``extra``. A name no
+    variable has is an error when ``strict``, else skipped (it may be a JSON log's)."""
+    if not names:
+        return tokens
+    out = list(tokens)
+    renamed: set[int] = set()
+    for name in names:
+        hits = [
+            i
+            for i, t in enumerate(out)
+            if isinstance(t, Variable) and i not in renamed and _is_called(t, name.name)
+        ]
+        if not hits:
+            if not strict:
+                continue
+            raise ValueError(f"[access].{name.column}: the format has no variable {name.name!r}")
+        converts = _NAMED_CONVERT.get(name.column, {None: STR})
+        if name.scale not in converts:
+            scales = [str(k) for k in converts if k is not None]
+            raise ValueError(
+                f"[access].{name.column}: scale {name.scale} is not one of "
+                f"{', '.join(scales) or '(none: no scale for this column)'}"
+            )
+        for i in hits:
+            var = out[i]
+            assert isinstance(var, Variable)
+            convert = converts[name.scale]
+            pattern = var.pattern if convert == var.convert else None
+            out[i] = Variable(var.shown, name.column, convert, pattern)
+            renamed.add(i)
+    taken = {out[i].column for i in renamed}  # type: ignore[union-attr]
+    for i, t in enumerate(out):
+        if isinstance(t, Variable) and i not in renamed and t.column in taken:
+            key = re.sub(r"\W+", "_", t.shown).strip("_")
+            out[i] = Variable(t.shown, key, t.convert, t.pattern)
+    return out
 
 
 def _claim_columns(tokens: list[str | Variable]) -> list[str | Variable]:

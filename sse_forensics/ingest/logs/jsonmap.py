@@ -177,6 +177,7 @@ ACCESS_PRESETS: dict[str, FieldMap] = {
         _rules(
             {
                 "ts": "start_time",
+                "start": "start_time",
                 "client_ip": {"path": "downstream_remote_address", "strip_port": True},
                 "method": "method",
                 "target": "path",
@@ -198,6 +199,7 @@ ACCESS_PRESETS: dict[str, FieldMap] = {
         _rules(
             {
                 "ts": ["StartUTC", "time"],
+                "start": "StartUTC",
                 "client_ip": "ClientHost",
                 "method": "RequestMethod",
                 "target": "RequestPath",
@@ -227,12 +229,14 @@ EVENTS_MAP = FieldMap(
             "stream": "stream",
             "event_id": "event_id",
             "kind": "kind",
-            "control_type": "event.type",
+            "control_type": ["event.type", "event.event"],
             "first": "event.first",
             "last": "event.last",
             "requested": "event.requested",
             "oldest_retained": "event.oldest_retained",
             "last_written_id": "event.last_written_id",
+            "data": "event.data",
+            "protocol_version": ["event.protocol_version", "event.protocolVersion"],
             "reason": "reason",
             "where": "where",
             "request": "request",
@@ -252,6 +256,7 @@ class LogMap:
     access: FieldMap | None = None
     events: FieldMap = EVENTS_MAP
     access_format: str | None = None
+    access_names: Mapping[str, FieldRule] = field(default_factory=dict)  # [access] as given
 
 
 def load_log_map(path: str) -> LogMap:
@@ -270,6 +275,7 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
         raise ValueError(f"{where}: unknown section(s) {sorted(unknown)}; use [access], [events]")
     access = None
     access_format = None
+    names: dict[str, FieldRule] = {}
     section = doc.get("access")
     if isinstance(section, dict):
         section = dict(section)
@@ -279,14 +285,17 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
             raise ValueError(
                 f"{where}: unknown access preset {preset!r} ({', '.join(ACCESS_PRESETS)})"
             )
+        if access_format is not None and not isinstance(access_format, str):
+            raise ValueError(f"{where} [access].format: expected a string")
         base = ACCESS_PRESETS[preset] if preset else FieldMap("custom", {})
+        names = _rules(section, f"{where} [access]")
         if section or preset:
-            access = base.updated(f"{where}", _rules(section, f"{where} [access]"))
+            access = base.updated(f"{where}", names)
     events = EVENTS_MAP
     section = doc.get("events")
     if isinstance(section, dict):
         events = EVENTS_MAP.updated(where, _rules(section, f"{where} [events]"))
-    return LogMap(access, events, access_format)
+    return LogMap(access, events, access_format, names)
 
 
 def _has_path(record: object, path: Path) -> bool:
@@ -637,6 +646,10 @@ def timestamp(text: pl.Expr) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Float64, strict=False), parsed.dt.epoch("us") / 1e6)
 
 
+_TEXT_AS_IS = frozenset({"data"})
+"""Columns whose empty text is a value (a priming event's data is ``""``)."""
+
+
 def apply_map(
     records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, pl.DataType]
 ) -> tuple[pl.DataFrame, list[str]]:
@@ -673,7 +686,8 @@ def apply_map(
                 checks.append(f"__bad_{column}")
             continue
         text = pl.coalesce([_as_string(e, d) for e, d in found])
-        text = pl.when(~text.is_in(["", "-"])).then(text)
+        if column not in _TEXT_AS_IS:
+            text = pl.when(~text.is_in(["", "-"])).then(text)
         if rule.strip_port:
             text = text.str.replace(r"^\[(.*)\]:\d+$", "$1").str.replace(r"^([^:]*):\d+$", "$1")
         if rule.values:

@@ -56,8 +56,10 @@ from sse_forensics.ingest.logs.model import (
     FileStats,
     LogKind,
     LogSet,
+    control_type_totals,
     empty_access,
     empty_events,
+    with_start,
 )
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
@@ -151,7 +153,11 @@ def detect(
             return Detected("access-json", field_map=fmap)
     spec = access_format or log_map.access_format
     candidates = [spec] if spec is not None else list(F.SNIFF_ORDER)
-    formats = [c if isinstance(c, F.AccessFormat) else F.compile_format(c) for c in candidates]
+    names = variable_names(log_map)
+    formats = [
+        c if isinstance(c, F.AccessFormat) else F.compile_format(c, names, strict=spec is not None)
+        for c in candidates
+    ]
     # The format matching most of the first lines (garbage lines may come first).
     hits = [sum(bool(re.match(f.line_regex(), line)) for line in lines) for f in formats]
     if max(hits) > 0:
@@ -164,6 +170,18 @@ def detect(
         "not a known log: the first lines are neither JSON objects nor access-log lines "
         f"of the presets {', '.join(F.SNIFF_ORDER)} (give the format with --log-format)"
     )
+
+
+def variable_names(log_map: LogMap) -> tuple[F.VariableName, ...]:
+    """The ``--log-map`` ``[access]`` entries that can name a text format's variable (a
+    single name, not a JSON path): ``session_id = "http_x_session"``."""
+    out = []
+    for column, rule in log_map.access_names.items():
+        if column in ("source", "line", "extra") or column not in ACCESS_SCHEMA:
+            continue
+        if len(rule.paths) == 1 and len(rule.paths[0]) == 1:
+            out.append(F.VariableName(column, str(rule.paths[0][0]), rule.scale))
+    return tuple(out)
 
 
 def _has_kind(fmap: FieldMap, record: dict) -> bool:
@@ -315,7 +333,10 @@ def _parse_chunk(
     frame whose columns are chunked apart at its next select: in the caller's hands, or
     when read_logs attaches sessions)."""
     if found.kind != "access-text":
-        return _parse_json_chunk(chunk, source, found, max_samples, limits)
+        parsed = _parse_json_chunk(chunk, source, found, max_samples, limits)
+        if found.kind == "access-json":
+            parsed.rows = with_start(parsed.rows, time_is_start=False)
+        return parsed
     assert found.access_format is not None
     fmt = found.access_format
     parsed = parse_access_chunk(
@@ -330,7 +351,8 @@ def _parse_chunk(
         ReadError(source, f"does not match {fmt.name}: {why}: {text}", line=line)
         for line, why, text in parsed.samples
     ]
-    return _Parsed(parsed.rows, parsed.lines, parsed.unreadable, samples)
+    rows = with_start(parsed.rows, fmt.time_is_start)
+    return _Parsed(rows, parsed.lines, parsed.unreadable, samples)
 
 
 WORKERS = 1
@@ -397,7 +419,7 @@ def iter_log_batches(
     files: list[FileStats] = []
     lmap = load_log_map(log_map) if isinstance(log_map, str) else log_map
     if isinstance(access_format, str):
-        access_format = F.compile_format(access_format)
+        access_format = F.compile_format(access_format, variable_names(lmap or LogMap()))
     plans: list[tuple[str, Detected]] = []
     for path in expand_log_paths(paths):  # all detected first: a wrong file fails at once
         found = detect(path, access_format=access_format, log_map=lmap)
@@ -520,6 +542,8 @@ def _read_file(
             file_stats.lines += result.lines
             file_stats.rows += result.rows.height
             file_stats.unreadable += result.unreadable
+            if found.kind == "event-log":
+                file_stats.count_controls(result.rows)
             if not checked and result.lines and not result.rows.height:
                 why = result.samples[0].what if result.samples else "no line matches"
                 raise UnreadableInput(path, f"no line is {found.format_name}: {why}")
@@ -646,6 +670,7 @@ def log_stats(
 ) -> dict[str, object]:
     """The ``stats`` of a log read (:attr:`LogSet.stats`): per file and in total, since
     ``started`` (a ``time.perf_counter()``)."""
+    controls, ignored = control_type_totals(files)
     return {
         "files": [s.as_dict() for s in files],
         "bytes": sum(s.bytes for s in files),
@@ -653,5 +678,7 @@ def log_stats(
         "access_rows": access_rows,
         "event_rows": event_rows,
         "unreadable_lines": sum(s.unreadable for s in files),
+        "control_types": controls,
+        "ignored_control_types": ignored,
         "seconds": round(time.perf_counter() - started, 3),
     }
