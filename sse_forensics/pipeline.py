@@ -37,6 +37,7 @@ from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
 from sse_forensics.ingest.packet_index import index_captures
+from sse_forensics.limits import CapHit, Limits, cap_hits, fold_caps
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.flows import Connection
@@ -112,6 +113,12 @@ class ScanResult:
     rule_errors: list[str] = field(default_factory=list)
     not_judged: list[dict[str, object]] = field(default_factory=list)
     facts: Facts | None = None
+    limits: Limits = field(default_factory=Limits)  # the caps this scan ran under
+
+    @property
+    def caps(self) -> list[CapHit]:
+        """The caps that fired (each also an input problem in ``errors``)."""
+        return cap_hits(self.errors)
 
 
 @dataclass(slots=True)
@@ -522,13 +529,14 @@ def scan_paths(
         stats=stats,
         loss=reassembly.loss,
         log_stats=reassembly.log_stats,
-        errors=reassembly.errors,
+        errors=fold_caps(reassembly.errors),
         connections=reassembly.connections,
         tables=tables,
         findings=findings,
         rule_errors=list(rules.errors),
         not_judged=not_judged,
         facts=facts,
+        limits=config.limits,
     )
 
 

@@ -126,6 +126,15 @@ IdSchemeOpt = Annotated[Scheme, typer.Option(help="Event-ID scheme; 'auto' detec
 PrefixedRegex = Annotated[
     str, typer.Option(help="Regex for prefixed IDs with named groups 'stream' and 'seq'.")
 ]
+LimitOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--limit",
+        metavar="NAME=VALUE",
+        help="Change a cap on the work one input may cost, e.g. body_bytes=256MiB "
+        "(repeatable; every cap, its default and what it cuts: docs/limits.md).",
+    ),
+]
 
 
 TLSKeylogOpt = Annotated[
@@ -144,7 +153,14 @@ def analysis_config(
     id_scheme: Scheme,
     prefixed_regex: str,
     tls_keylog: list[Path] | None = None,
+    limits: list[str] | None = None,
 ) -> AnalysisConfig:
+    from sse_forensics.limits import parse_limits
+
+    try:
+        caps = parse_limits(limits or [])
+    except ValueError as exc:
+        usage_error(printable(str(exc), 400))
     for path in tls_keylog or []:
         if not path.is_file():
             usage_error(f"--tls-keylog: no such file: {printable(path, 300)}")
@@ -164,6 +180,7 @@ def analysis_config(
         id_scheme=None if id_scheme is Scheme.auto else id_scheme.value,
         prefixed_regex=prefixed_regex,
         tls_keylog=tuple(str(p) for p in tls_keylog or []),
+        limits=caps,
     )
 
 

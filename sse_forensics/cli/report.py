@@ -15,6 +15,7 @@ from sse_forensics.cli.common import (
     FailOn,
     FailOnOpt,
     IdSchemeOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     PathRegex,
@@ -45,6 +46,7 @@ def report(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: Annotated[
@@ -56,7 +58,7 @@ def report(
     from sse_forensics.report.html import render_report
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     show_progress = not quiet and sys.stderr.isatty()
     result, ruleset = run_scan(

@@ -16,6 +16,7 @@ from sse_forensics.cli.common import (
     FailOnOpt,
     IdSchemeOpt,
     JobsOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     PathRegex,
@@ -53,6 +54,7 @@ def scan(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
     quiet: QuietOpt = False,
@@ -67,7 +69,7 @@ def scan(
     from sse_forensics.report.terminal import render_scan
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
     show_progress = not quiet and sys.stdout.isatty()

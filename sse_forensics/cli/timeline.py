@@ -13,6 +13,7 @@ from sse_forensics.cli.common import (
     EXIT_OK,
     EXIT_READ_ERRORS,
     IdSchemeOpt,
+    LimitOpt,
     LogFormatOpt,
     LogMapOpt,
     PathRegex,
@@ -47,6 +48,7 @@ def timeline(
     id_scheme: IdSchemeOpt = Scheme.auto,
     prefixed_regex: PrefixedRegex = DEFAULTS.prefixed_regex,
     tls_keylog: TLSKeylogOpt = None,
+    limit: LimitOpt = None,
     log_format: LogFormatOpt = None,
     log_map: LogMapOpt = None,
 ) -> None:
@@ -56,7 +58,7 @@ def timeline(
     from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
 
     config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog
+        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
     )
     logs = log_options(log_format, log_map)
     try:

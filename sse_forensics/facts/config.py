@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sse_forensics.facts.ids import DEFAULT_PREFIXED, IdScheme
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,3 +19,5 @@ class AnalysisConfig:
     protocol_version_header: str = "MCP-Protocol-Version"
     # NSS key log files (--tls-keylog) to decrypt TLS with (reassembly/tls).
     tls_keylog: tuple[str, ...] = ()
+    # The caps on the work one input may cost (sse_forensics.limits, --limit).
+    limits: Limits = DEFAULT_LIMITS

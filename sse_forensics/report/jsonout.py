@@ -147,6 +147,8 @@ def scan_document(result: ScanResult) -> bytes:
         "sessions": session_summaries(result),
         "findings": [ecs_finding(f) for f in result.findings],
         "errors": [e.as_dict() for e in result.errors],
+        # The caps that fired (sse_forensics.limits, docs/limits.md); each is in errors too.
+        "caps": [c.cap_dict() for c in result.caps],
         "rule_errors": result.rule_errors,
         "not_judged": result.not_judged,
         # What the inputs did not show well enough to judge (sse_forensics.coverage).

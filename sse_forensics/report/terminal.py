@@ -19,6 +19,7 @@ from rich.text import Text
 from sse_forensics.coverage import Coverage, coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
+from sse_forensics.limits import CapHit, describe
 from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import (
@@ -148,6 +149,33 @@ def print_unjudged(console: Console, cov: Coverage) -> None:
         )
 
 
+def print_caps(console: Console, caps: list[CapHit]) -> None:
+    """The caps that fired (docs/limits.md): which, where, what was cut, what it costs."""
+    if not caps:
+        return
+    console.print(
+        Text(
+            f"{len(caps)} cap(s) fired (the scan went on; --limit changes them):",
+            style="bold yellow",
+        )
+    )
+    for hit in caps[:MAX_ERRORS_SHOWN]:
+        where = (
+            f" frame {hit.frame}"
+            if hit.frame is not None
+            else (f" line {hit.line}" if hit.line is not None else "")
+        )
+        times = f" ({hit.count} times)" if hit.count > 1 else ""
+        console.print(
+            Text(
+                f"  {hit.cap}={describe(hit.cap, hit.limit)}: {printable(hit.source, 120)}{where}: "
+                f"{printable(hit.cut, 200)}{times}; {printable(hit.consequence, 200)}"
+            )
+        )
+    if len(caps) > MAX_ERRORS_SHOWN:
+        console.print(f"  … and {len(caps) - MAX_ERRORS_SHOWN} more (see --format json)")
+
+
 def _read_summary(result: ScanResult) -> str:
     parts = []
     if result.stats.frames or not result.log_stats:
@@ -191,11 +219,11 @@ def render_scan(console: Console, result: ScanResult) -> None:
     if not cov.complete:
         print_unjudged(console, cov)
 
-    if result.errors:
-        console.print(
-            Text(f"{len(result.errors)} input problem(s) (the scan went on):", style="bold")
-        )
-        for err in result.errors[:MAX_ERRORS_SHOWN]:
+    print_caps(console, result.caps)
+    problems = [e for e in result.errors if not isinstance(e, CapHit)]
+    if problems:
+        console.print(Text(f"{len(problems)} input problem(s) (the scan went on):", style="bold"))
+        for err in problems[:MAX_ERRORS_SHOWN]:
             where = (
                 f"frame {err.frame}"
                 if err.frame is not None
@@ -204,10 +232,8 @@ def render_scan(console: Console, result: ScanResult) -> None:
             console.print(
                 Text(f"  {printable(err.source, 120)} {where}: {printable(err.what, 200)}")
             )
-        if len(result.errors) > MAX_ERRORS_SHOWN:
-            console.print(
-                f"  … and {len(result.errors) - MAX_ERRORS_SHOWN} more (see --format json)"
-            )
+        if len(problems) > MAX_ERRORS_SHOWN:
+            console.print(f"  … and {len(problems) - MAX_ERRORS_SHOWN} more (see --format json)")
     for msg in result.rule_errors:
         console.print(Text(f"rule not loaded: {printable(msg, 300)}", style="red"))
     if result.not_judged:
