@@ -140,7 +140,8 @@ def _session_field(session: bytes | None) -> bytes:
 def post(session: bytes | None) -> bytes:
     return (
         b"POST /mcp HTTP/1.1\r\nHost: mcp.example.test\r\nContent-Type: application/json\r\n"
-        b"Accept: application/json, text/event-stream\r\n" + _session_field(session)
+        b"Accept: application/json, text/event-stream\r\n"
+        + _session_field(session)
         + b"Content-Length: %d\r\n\r\n" % len(CALL)
     ) + CALL
 
@@ -149,7 +150,10 @@ def response_head(session: bytes | None, extra: bytes = b"", chunked: bool = Tru
     framing = b"Transfer-Encoding: chunked\r\n" if chunked else b""
     return (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        + _session_field(session) + extra + framing + b"\r\n"
+        + _session_field(session)
+        + extra
+        + framing
+        + b"\r\n"
     )
 
 

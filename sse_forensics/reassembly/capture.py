@@ -12,12 +12,13 @@ from sse_forensics.errors import ReadError
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packets import Frame
 from sse_forensics.ingest.pcap import CaptureStats
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
 from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
 from sse_forensics.reassembly.h2 import H2Connection
-from sse_forensics.reassembly.http import CODING_CUT, HTTPConnection
+from sse_forensics.reassembly.http import CODING_CAPPED, CODING_CUT, HTTPConnection
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     HTTPEvent,
@@ -90,6 +91,7 @@ class _ConnectionAnalyzer:
         "held",
         "http",
         "keys",
+        "limits",
         "not_http",
         "parsers",
         "sniffed",
@@ -99,17 +101,22 @@ class _ConnectionAnalyzer:
     )
 
     def __init__(
-        self, connection: Connection, errors: list[ReadError], keys: TLSKeys | None = None
+        self,
+        connection: Connection,
+        errors: list[ReadError],
+        keys: TLSKeys | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.connection = connection
         self.keys = keys
+        self.limits = limits
         self.tls: TLSSession | None = None
         self.h2: H2Connection | None = None
         self.app: str | None = "http/1.1"  # the application protocol; None: not known yet
         self.held: list[tuple[Direction, Pieces | MissingSpan]] = []  # until it is known
         self.tls_first: Origin | None = None  # the ClientHello's frame
         self.tls_problem: Origin | None = None  # the first record that could not be read
-        self.http = HTTPConnection()
+        self.http = HTTPConnection(limits)
         self.exchanges: dict[int, Exchange] = {}
         self.parsers: dict[int, SSEParser] = {}
         self.errors = errors
@@ -166,7 +173,7 @@ class _ConnectionAnalyzer:
     # -- TLS and HTTP/2 --------------------------------------------------------------------
 
     def _start_h2(self) -> None:
-        self.h2 = H2Connection()
+        self.h2 = H2Connection(limits=self.limits)
         self.app = "h2"
         self.connection.application = "h2"
 
@@ -192,8 +199,12 @@ class _ConnectionAnalyzer:
                 self._choose_app("h2" if first.startswith(_H2_PREFACE[:16]) else "http/1.1")
             else:
                 last = self.held[-1] if self.held else None
-                if not (isinstance(piece, MissingSpan) and last and last[0] == direction
-                        and isinstance(last[1], MissingSpan)):
+                if not (
+                    isinstance(piece, MissingSpan)
+                    and last
+                    and last[0] == direction
+                    and isinstance(last[1], MissingSpan)
+                ):
                     self.held.append((direction, piece))  # consecutive gaps: one is enough
                 return
         if isinstance(piece, MissingSpan):
@@ -278,6 +289,36 @@ class _ConnectionAnalyzer:
         ex.trailing = parser.trailing
         del self.parsers[ex.index]
 
+    def _capped(self, ev: ProtocolError) -> None:
+        """A cap stopped the decoding of a response body (issue 16): the rest of it is
+        one span of unknown length that the capture cannot show (reason ``cap``), so a gap
+        whose stretch reaches it is ``indeterminate``; the cap is reported."""
+        origin = ev.origin
+        consequence = "the rest of that body was not decoded"
+        if ev.exchange is not None:
+            ex = self._exchange(ev.exchange)
+            parser = self.parsers.get(ev.exchange)
+            offset = parser.offset if parser is not None else ex.body_bytes
+            span = MissingSpan(ev.direction, offset, None, "cap", origin, None)
+            ex.holes.append(BodyHole(body_offset=offset, span=span))
+            if parser is not None:
+                self.coded.add(ev.exchange)
+                ex.events.extend(parser.skip(None))
+                self._drain(ex, parser)
+                consequence += ": the rest of the event stream is indeterminate"
+        conn = self.connection
+        self.errors.append(
+            CapHit.of(
+                ev.cap or "",
+                self.limits,
+                origin.source if origin else conn.first.source,
+                f"{ev.what.removeprefix(CODING_CAPPED + ': ')} (connection {conn.id})",
+                consequence,
+                frame=origin.number if origin else None,
+                ts=origin.ts if origin else None,
+            )
+        )
+
     def _handle(self, events: list[HTTPEvent]) -> None:
         for ev in events:
             if isinstance(ev, ResponseBody):
@@ -323,6 +364,8 @@ class _ConnectionAnalyzer:
                 ex.holes.append(BodyHole(body_offset=offset, span=ev.span))
                 if parser is not None:
                     ex.events.extend(parser.skip(ev.span.length))
+            elif isinstance(ev, ProtocolError) and ev.cap is not None:
+                self._capped(ev)
             elif isinstance(ev, ProtocolError):
                 parser = self.parsers.get(ev.exchange) if ev.exchange is not None else None
                 if (
@@ -368,6 +411,7 @@ def reassemble(
     capture_stats: Mapping[str, CaptureStats] | None = None,
     sink: ConnectionSink | None = None,
     tls_keys: TLSKeys | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Reassembly:
     """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
     exchanges and SSE events.
@@ -382,7 +426,8 @@ def reassemble(
     soon as TCP finalises it (see :class:`ConnectionTracker`), not only at the end.
 
     ``tls_keys``: the secrets to decrypt TLS with (default: only the pcapng Decryption
-    Secrets Blocks of the inputs, as the readers meet them).
+    Secrets Blocks of the inputs, as the readers meet them). ``limits``: the caps
+    (:mod:`sse_forensics.limits`) on what one connection may cost.
     """
     if capture_stats is None:
         capture_stats = getattr(items, "stats", None) or {}
@@ -398,7 +443,7 @@ def reassemble(
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys, limits)
             analyzer.data(direction, piece)
 
     def finalise(conn: Connection) -> None:

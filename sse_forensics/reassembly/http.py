@@ -49,8 +49,15 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.content_coding import DecodeError, Decoder, make_decoder
+from sse_forensics.reassembly.content_coding import (
+    CODING_CAPPED,
+    DecodeCapped,
+    DecodeError,
+    Decoder,
+    make_decoder,
+)
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     Headers,
@@ -418,6 +425,15 @@ class _Reader:
         if body.decoder is not None:
             try:
                 data = body.decoder.decode(data)
+            except DecodeCapped as exc:
+                # What was decoded up to the cap, then the rest raw, marked as capped.
+                body.decoder = None
+                if exc.data:
+                    out.append(ResponseBody(body.exchange, exc.data, origin, chunk))
+                what = f"{CODING_CAPPED}: {exc.cut}"
+                out.append(ProtocolError(self.direction, what, origin, body.exchange, exc.cap))
+                out.append(ResponseBody(body.exchange, data, origin, chunk))
+                return
             except DecodeError as exc:
                 # Pass the rest through raw: the bytes stay visible, the error says why.
                 self.error(f"{exc}; rest of body passed undecoded", origin, out)
@@ -460,6 +476,15 @@ class _Reader:
         if body.decoder is not None:
             try:
                 tail = body.decoder.flush()
+            except DecodeCapped as exc:
+                if exc.data:
+                    out.append(ResponseBody(body.exchange, exc.data, body.last_origin, None))
+                tail = b""
+                what = f"{CODING_CAPPED}: {exc.cut}"
+                capped = ProtocolError(
+                    self.direction, what, body.last_origin, body.exchange, exc.cap
+                )
+                out.append(capped)
             except DecodeError as exc:
                 self.error(str(exc), body.last_origin, out)
                 tail = b""
@@ -852,7 +877,8 @@ class HTTPConnection:
     held client bytes).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits  # body_bytes, expansion_ratio, coding_depth (content codings)
         self._client = _Reader(self, "client")
         self._server = _Reader(self, "server")
         self._next_exchange = 0
@@ -1020,7 +1046,8 @@ class HTTPConnection:
         transfer_encoding = _field_values(headers, "transfer-encoding")
         content_length = _field_values(headers, "content-length")
         body.decoder = make_decoder(
-            _applied_codings(_field_values(headers, "content-encoding"), transfer_encoding)
+            _applied_codings(_field_values(headers, "content-encoding"), transfer_encoding),
+            self.limits,
         )
         if transfer_encoding is not None:
             # Rule 3: chunked when it is the final coding, otherwise read until close.
@@ -1105,4 +1132,4 @@ class HTTPConnection:
             reader.pending, reader.pending_origins = b"", []
 
 
-__all__ = ["CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]
+__all__ = ["CODING_CAPPED", "CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]

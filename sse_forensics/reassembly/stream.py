@@ -11,9 +11,14 @@ from sse_forensics.provenance import Origin
 Direction = Literal["client", "server"]
 """``client`` = bytes sent by the client (requests); ``server`` = responses."""
 
-MissingReason = Literal["hole", "snaplen", "acked-unseen", "mid-stream", "undecryptable"]
+MissingReason = Literal[
+    "hole", "snaplen", "acked-unseen", "mid-stream", "undecryptable", "cap", "inconsistent"
+]
 """``undecryptable``: TLS records the capture holds but that could not be decrypted (no key,
-or no record boundary after a hole): to the layers above, bytes they do not have."""
+or no record boundary after a hole): to the layers above, bytes they do not have.
+``cap``: the rest of a body a cap of :mod:`sse_forensics.limits` stopped decoding.
+``inconsistent``: bytes the capture holds twice with different contents (an inconsistent
+retransmission or overlap): which copy the receiver kept cannot be known."""
 
 
 @dataclass(slots=True)
@@ -44,6 +49,13 @@ class MissingSpan:
         size = "unknown number of" if self.length is None else str(self.length)
         if self.reason == "undecryptable":
             return f"{size} {self.direction} bytes could not be decrypted (TLS)"
+        if self.reason == "cap":
+            return f"{size} {self.direction} bytes not decoded: a cap stopped the decoding"
+        if self.reason == "inconsistent":
+            return (
+                f"{size} {self.direction} bytes captured twice with different contents "
+                "(inconsistent retransmission)"
+            )
         return f"{size} {self.direction} bytes missing from the capture ({self.reason})"
 
 

@@ -250,7 +250,7 @@ def reassemble_fast(
         main_decided.append(row)
         return before + len(main_decided)
 
-    main = ExactDriver(index, main_id, flow_position, evidence, own, tls_keys)
+    main = ExactDriver(index, main_id, flow_position, evidence, own, tls_keys, config.limits)
     others = np.flatnonzero(~check.candidate)
     if len(others):
         main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
@@ -303,6 +303,7 @@ def reassemble_fast(
             flow_position,
             evidence,
             tls_keys=tls_keys,
+            limits=config.limits,
         )
         late_rows = [groups.group_rows(g) for g, _c, _w in ctx.late]
         driver.feed_rows(np.sort(np.concatenate(late_rows)))

@@ -26,6 +26,7 @@ import numpy as np
 
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer
 from sse_forensics.reassembly.flows import Connection, ConnectionTracker
 from sse_forensics.reassembly.tls import TLSKeys
@@ -52,9 +53,11 @@ class ExactDriver:
         sink: ConnectionSink,
         own: Callable[[int], bool] = lambda _id: True,
         tls_keys: TLSKeys | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.index = index
         self.tls_keys = tls_keys
+        self.limits = limits
         self.assign_id = assign_id
         self.flow_position = flow_position
         self.sink = sink
@@ -78,7 +81,7 @@ class ExactDriver:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
                 analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
-                    conn, errors, self.tls_keys
+                    conn, errors, self.tls_keys, self.limits
                 )
             analyzer.data(direction, piece)
 
