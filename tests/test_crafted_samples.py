@@ -67,6 +67,11 @@ WIRE_IDS = {
     ],
     "crafted-garbage-chunk": _ints(range(1, 13)),
     "crafted-odd-id-live-jump": [crafted.ODD_ID, *_ints(range(1, 8), range(13, 21))],
+    # The first copy of 8-9 (keep-alive comments) is what reassembly keeps; the second
+    # connection jumps 7 -> 13.
+    "crafted-inconsistent-retransmission": _ints(
+        range(1, 8), range(10, 21), range(1, 8), range(13, 21)
+    ),
 }
 
 # frame.protocols and source address of frame 1.
@@ -196,7 +201,10 @@ def test_server_sequence_numbers_wrap() -> None:
 BASE_EPOCH_S = 1_767_225_600  # 2026-01-01T00:00:00Z
 HOUR_S = 3_600
 # TCP connections per sample; the SLL2 sample's resume is a second connection.
-CONNECTIONS = {name: 1 for name in WIRE_IDS} | {"crafted-sll2-resume-jump": 2}
+CONNECTIONS = {name: 1 for name in WIRE_IDS} | {
+    "crafted-sll2-resume-jump": 2,
+    "crafted-inconsistent-retransmission": 2,
+}
 # The midstream pickup starts after the request and response heads: no session ID is captured.
 SESSION_VISIBLE = set(WIRE_IDS) - {"crafted-midstream-pickup"}
 

@@ -15,7 +15,11 @@ from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
-from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.flows import (
+    MAX_INCONSISTENCIES_KEPT,
+    Connection,
+    ConnectionTracker,
+)
 from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
 from sse_forensics.reassembly.h2 import H2Connection
 from sse_forensics.reassembly.http import CODING_CAPPED, CODING_CUT, HTTPConnection
@@ -33,11 +37,14 @@ from sse_forensics.reassembly.http_events import (
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.receive_buffer import Pieces
 from sse_forensics.reassembly.sse import SSEParser
-from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
 
 # SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
 # the server meant to send: reported under ``errors`` with their frame.
+BODY_FRAMES_KEPT = 4096
+"""Frames whose response-body bytes are remembered (exchange, body offsets), so that an
+inconsistent retransmission of them is placed in the body it touches."""
 REPORTED_SSE_ANOMALIES = {
     "invalid-utf8": "event-stream line is not valid UTF-8 (decoded with U+FFFD)",
     "id-contains-nul": "id field contains NUL and was ignored (WHATWG)",
@@ -83,6 +90,7 @@ class _ConnectionAnalyzer:
 
     __slots__ = (
         "app",
+        "body_frames",
         "coded",
         "connection",
         "errors",
@@ -90,6 +98,7 @@ class _ConnectionAnalyzer:
         "h2",
         "held",
         "http",
+        "inconsistent",
         "keys",
         "limits",
         "not_http",
@@ -125,6 +134,10 @@ class _ConnectionAnalyzer:
         # Event streams whose content-coding a hole cut: the bytes after it are still
         # compressed, so they are not parsed as text (they would give noise, not events).
         self.coded: set[int] = set()
+        # Recent frames of the server's response bodies: (exchange, body offset, bytes), and
+        # of the client's requests: exchange (inconsistent retransmissions are placed there).
+        self.body_frames: dict[Origin, tuple[int, int, int]] = {}
+        self.inconsistent = 0  # inconsistent retransmissions reported so far
 
     def _exchange(self, index: int) -> Exchange:
         ex = self.exchanges.get(index)
@@ -132,7 +145,10 @@ class _ConnectionAnalyzer:
             ex = self.exchanges[index] = Exchange(connection_id=self.connection.id, index=index)
         return ex
 
-    def data(self, direction: Direction, piece: StreamData | MissingSpan) -> None:
+    def data(self, direction: Direction, piece: StreamData | MissingSpan | Inconsistency) -> None:
+        if isinstance(piece, Inconsistency):
+            self._inconsistency(piece)
+            return
         if self.not_http:
             return
         if isinstance(piece, StreamData):
@@ -289,6 +305,69 @@ class _ConnectionAnalyzer:
         ex.trailing = parser.trailing
         del self.parsers[ex.index]
 
+    def _note_body(self, origin: Origin | None, exchange: int, offset: int, size: int) -> None:
+        if origin is None:
+            return
+        frames = self.body_frames
+        known = frames.get(origin)
+        if known is not None and known[0] == exchange:
+            offset = known[1]
+            size += known[2]
+        elif len(frames) >= BODY_FRAMES_KEPT:
+            del frames[next(iter(frames))]
+        frames[origin] = (exchange, offset, size)
+
+    def _inconsistency(self, piece: Inconsistency) -> None:
+        """A retransmission differs from the first copy (issue 16): reported once per
+        retransmission (the first :data:`~.flows.MAX_INCONSISTENCIES_KEPT` of a
+        connection), and a ``inconsistent`` hole put where its bytes fell, so any gap whose
+        stretch it touches is ``indeterminate``."""
+        conn = self.connection
+        self.inconsistent += 1
+        span = MissingSpan(
+            piece.direction, piece.offset, piece.length, "inconsistent", piece.first, piece.second
+        )
+        hole = self._inconsistent_hole(piece, span)
+        if self.inconsistent > MAX_INCONSISTENCIES_KEPT:
+            return
+        (c_ip, c_port), (s_ip, s_port) = conn.client, conn.server
+        where = f"connection {conn.id} ({c_ip}:{c_port} -> {s_ip}:{s_port})"
+        touched = (
+            f"; it falls in exchange {hole[0]}, whose gaps it touches are indeterminate"
+            if hole is not None
+            else ""
+        )
+        self.errors.append(
+            ReadError(
+                piece.second.source,
+                f"TCP: inconsistent retransmission on {where}: {piece.describe()}; the first "
+                f"copy was read, the receiver may have kept the other{touched}",
+                frame=piece.second.number,
+                ts=piece.second.ts,
+            )
+        )
+
+    def _inconsistent_hole(
+        self, piece: Inconsistency, span: MissingSpan
+    ) -> tuple[int, BodyHole] | None:
+        """Where the disputed bytes fell: the response body whose bytes the first copy's
+        frame carried (from there on, over the frame's body bytes and the stretch), or the
+        exchange being read (from its start: a head or framing was disputed)."""
+        found = self.body_frames.get(piece.first)
+        if found is not None:
+            index, offset, size = found
+            hole = BodyHole(offset, span, size + piece.length)
+        else:
+            if not self.exchanges:
+                return None
+            index = max(self.exchanges)
+            ex = self.exchanges[index]
+            parser = self.parsers.get(index)
+            reached = parser.offset if parser is not None else ex.body_bytes
+            hole = BodyHole(0, span, reached + piece.length)
+        self._exchange(index).holes.append(hole)
+        return index, hole
+
     def _capped(self, ev: ProtocolError) -> None:
         """A cap stopped the decoding of a response body (issue 16): the rest of it is
         one span of unknown length that the capture cannot show (reason ``cap``), so a gap
@@ -323,9 +402,11 @@ class _ConnectionAnalyzer:
         for ev in events:
             if isinstance(ev, ResponseBody):
                 ex = self._exchange(ev.exchange)
+                parser = self.parsers.get(ev.exchange)
+                at = parser.offset if parser is not None else ex.body_bytes
+                self._note_body(ev.origin, ev.exchange, at, len(ev.data))
                 ex.body_bytes += len(ev.data)
                 ex.last_body_origin = ev.origin
-                parser = self.parsers.get(ev.exchange)
                 if parser is not None and ev.exchange in self.coded:
                     continue
                 if parser is not None:
@@ -335,6 +416,7 @@ class _ConnectionAnalyzer:
                     ex.keep_response_body(ev.data)
             elif isinstance(ev, RequestHead):
                 self._exchange(ev.exchange).request = ev
+                self._note_body(ev.origin, ev.exchange, 0, 0)
             elif isinstance(ev, RequestBody):
                 self._exchange(ev.exchange).keep_request_body(ev.data)
             elif isinstance(ev, RequestEnd):

@@ -17,7 +17,7 @@ import communityid
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.loss import DirectionLoss
-from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tcp import TCPStreamReassembler
 from sse_forensics.reassembly.tcp_analysis import (
     Stall,
@@ -28,7 +28,7 @@ from sse_forensics.reassembly.tcp_analysis import (
 )
 
 Endpoint = tuple[str, int]
-Piece = StreamData | MissingSpan
+Piece = StreamData | MissingSpan | Inconsistency
 Output = list[tuple["Connection", Direction, Piece]]
 
 # RFC 9110 §9.3 methods, with the space that ends the token in a request line.
@@ -46,6 +46,8 @@ HTTP_METHOD_PREFIXES = (
 HTTP_RESPONSE_PREFIX = b"HTTP/"
 # Payload-bearing segments to wait for an HTTP hint before falling back to port numbers.
 UNDECIDED_LIMIT = 32
+MAX_INCONSISTENCIES_KEPT = 20
+"""Inconsistent retransmissions kept per connection with their detail (all are counted)."""
 
 _COMMUNITY_ID = communityid.CommunityID()
 
@@ -71,6 +73,9 @@ class Connection:
     rst: Origin | None = None
     rst_by: Direction | None = None
     missing: list[MissingSpan] = field(default_factory=list)
+    # Retransmissions or overlaps that differ from the first copy (the first
+    # MAX_INCONSISTENCIES_KEPT; ``loss[direction].inconsistent`` counts them all).
+    inconsistencies: list[Inconsistency] = field(default_factory=list)
     packets: int = 0
     tcp: TCPState = field(default_factory=TCPState)
     loss: dict[Direction, DirectionLoss] = field(
@@ -318,11 +323,16 @@ class ConnectionTracker:
     def _collect(conn: Connection, direction: Direction, pieces: list[Piece], out: Output) -> None:
         loss = conn.loss[direction]
         for piece in pieces:
-            if isinstance(piece, MissingSpan):
+            if isinstance(piece, StreamData):
+                loss.bytes_seen += len(piece.data)
+            elif isinstance(piece, MissingSpan):
                 conn.missing.append(piece)
                 loss.count(piece)
             else:
-                loss.bytes_seen += len(piece.data)
+                loss.inconsistent += 1
+                loss.inconsistent_bytes += piece.length
+                if len(conn.inconsistencies) < MAX_INCONSISTENCIES_KEPT:
+                    conn.inconsistencies.append(piece)
             out.append((conn, direction, piece))
 
     def _finish(self, flow: _Flow, out: Output, end_ts: float | None) -> None:

@@ -59,4 +59,38 @@ class MissingSpan:
         return f"{size} {self.direction} bytes missing from the capture ({self.reason})"
 
 
-StreamPiece = StreamData | MissingSpan
+INCONSISTENT_SHOWN = 16
+"""Bytes of each version an :class:`Inconsistency` quotes."""
+
+
+@dataclass(slots=True)
+class Inconsistency:
+    """Bytes the capture holds twice with different contents: a retransmission or an
+    overlapping segment that disagrees with the first copy (Zeek's ``inconsistent
+    retransmission`` weird, Suricata's stream overlap event). The reassembler keeps the first
+    copy; the receiver may have kept the other (an attacker's way to make a monitor and an
+    endpoint see different streams), so the stretch is evidence of nothing.
+
+    ``offset``/``length``: the differing stretch (first to last differing byte) in the
+    direction's stream; ``first``/``second``: the frames of the two copies (``first`` holds
+    the first differing byte of the kept one); ``first_bytes``/``second_bytes``: up to
+    :data:`INCONSISTENT_SHOWN` bytes of each from there.
+    """
+
+    direction: Direction
+    offset: int
+    length: int
+    first: Origin
+    second: Origin
+    first_bytes: bytes
+    second_bytes: bytes
+
+    def describe(self) -> str:
+        return (
+            f"{self.direction} bytes {self.offset}-{self.offset + self.length - 1} differ "
+            f"between frame {self.first.number} ({self.first_bytes!r}) and frame "
+            f"{self.second.number} ({self.second_bytes!r})"
+        )
+
+
+StreamPiece = StreamData | MissingSpan | Inconsistency

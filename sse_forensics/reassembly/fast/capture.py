@@ -48,6 +48,7 @@ from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
 from sse_forensics.reassembly.fast.tcp import (
+    R_INCONSISTENT,
     FlowGroups,
     GroupCheck,
     build_connection,
@@ -467,6 +468,7 @@ class _Batch:
 
     def run(self) -> None:
         ctx = self.ctx
+        self.check_overlaps()
         self.frame_http()
         ctx.clock.lap("http")
         self.parse_sse()
@@ -484,10 +486,41 @@ class _Batch:
         ctx.clock.lap("connections")
         self.send(kept)
 
+    def check_overlaps(self) -> None:
+        """Retransmitted or overlapping bytes must equal the first copy (already in the
+        joined stream): a candidate whose copies differ takes the exact path, which reports
+        the inconsistent retransmission (issue 16)."""
+        ctx = self.ctx
+        index, groups, check = ctx.index, ctx.groups, ctx.check
+        views = None
+        try:
+            for c in self.conns:
+                lo, hi = int(groups.starts[c.group]), int(groups.starts[c.group + 1])
+                at = check.overlaps(lo, hi)
+                if not len(at):
+                    continue
+                if views is None:
+                    views = [memoryview(b) for b in index.buffers]
+                for p in at.tolist():
+                    row = int(groups.rows[p])
+                    server = bool(check.server[p])
+                    buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
+                    n = int(check.overlap_len[p])
+                    pos = int(index.payload_offset[row]) + int(check.overlap_skip[p])
+                    stream_at = base + int(check.overlap_at[p])
+                    if views[int(index.file[row])][pos : pos + n] != buf[stream_at : stream_at + n]:
+                        c.reason = R_INCONSISTENT
+                        break
+        finally:
+            for v in views or ():
+                v.release()
+
     def frame_http(self) -> None:
         chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
         c_buf, s_buf = self.c_buf, self.s_buf
         for c in self.conns:
+            if c.reason:
+                continue
             try:
                 if c.c_hi > c.c_lo:
                     first_len = int(self.c_fresh[int(np.searchsorted(self.c_start, c.c_lo))])
