@@ -231,26 +231,37 @@ def concurrent_streams(
         flow.close()
 
 
-def long_stream(w: PcapWriter, n: int) -> None:
-    """One stream of ``n`` events, close-delimited, many events per segment."""
+def long_stream(w: PcapWriter, n: int, chunked: bool = True) -> None:
+    """One stream of ``n`` events, many events per segment: one chunk per segment, or
+    (not ``chunked``) a close-delimited body."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
     flow.data(True, post(session))
-    flow.data(False, response_head(session, chunked=False))
+    flow.data(False, response_head(session, chunked=chunked))
     buf: list[bytes] = []
     size = 0
+    segments = 0
+
+    def send() -> None:
+        nonlocal segments
+        data = b"".join(buf)
+        flow.send(False, PSH | ACK, chunk(data) if chunked else data)
+        segments += 1
+        if segments % 16 == 0:
+            flow.send(True, ACK)
+
     for e in range(1, n + 1):
         ev = b"id: %d\ndata: {}\n\n" % e
         buf.append(ev)
         size += len(ev)
-        if size >= MSS - 40:
-            flow.send(False, PSH | ACK, b"".join(buf))
+        if size >= MSS - 48:
+            send()
             buf, size = [], 0
-            if e % 64 == 0:
-                flow.send(True, ACK)
     if buf:
-        flow.send(False, PSH | ACK, b"".join(buf))
+        send()
+    if chunked:
+        flow.send(False, PSH | ACK, b"0\r\n\r\n")
     flow.send(True, ACK)
     flow.close()
 
@@ -346,6 +357,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "streams-open": lambda w, n: concurrent_streams(w, n, close=False),
     "streams-inferred": lambda w, n: concurrent_streams(w, n, sessions=-1, one_client=True),
     "events": lambda w, n: long_stream(w, n),
+    "events-close": lambda w, n: long_stream(w, n, chunked=False),
     "gzip-bomb": lambda w, n: bomb(w, "gzip", n),
     "br-bomb": lambda w, n: bomb(w, "br", n),
     "zstd-bomb": lambda w, n: bomb(w, "zstd", n),

@@ -68,6 +68,10 @@ class Reassembly:
     capture_stats: dict[str, CaptureStats] = field(default_factory=dict)
     loss: CaptureLoss = field(default_factory=CaptureLoss)
     log_stats: dict[str, object] = field(default_factory=dict)  # read_logs' stats, if any
+    # TCP connections in all, and the highest id: ``connections`` may hold only some of
+    # them (a scan keeps those without HTTP up to a number, ConnectionLedger).
+    connection_count: int = 0
+    max_connection_id: int = 0
 
 
 _TLS_HANDSHAKE = re.compile(rb"\x16\x03[\x00-\x04]")  # TLS record: handshake, version 3.x
@@ -275,6 +279,28 @@ class _ConnectionAnalyzer:
             )
         )
 
+    def finalise(self) -> None:
+        """TCP finalised the connection (closed, evicted, or the capture ended): each
+        direction ends as TCP ended it, then streams still open are closed. An evicted
+        connection's open event streams end in a ``cap`` span: what came after is not
+        judged on them (issue 16, the ``flows`` cap)."""
+        conn = self.connection
+        if conn.evicted is not None:
+            for index, parser in self.parsers.items():
+                span = MissingSpan("server", parser.offset, None, "cap", conn.evicted, None)
+                self._exchange(index).holes.append(BodyHole(parser.offset, span))
+        for direction in ("client", "server"):
+            fin = conn.fin.get(direction)  # type: ignore[call-overload]
+            if fin is not None:
+                self.end(direction, fin, "fin")  # type: ignore[arg-type]
+            elif conn.rst is not None:
+                self.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+            elif conn.evicted is not None:
+                self.end(direction, conn.last, "evicted")  # type: ignore[arg-type]
+            else:
+                self.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+        self.finish()
+
     def finish(self) -> None:
         """End of capture: streams still open are closed as incomplete."""
         for index, parser in list(self.parsers.items()):
@@ -472,10 +498,36 @@ class _ConnectionAnalyzer:
                 )
 
 
-def _capture_loss(connections: list[Connection], stats: Mapping[str, CaptureStats]) -> CaptureLoss:
+def flows_capped(tracker: ConnectionTracker, limits: Limits) -> CapHit:
+    """The ``flows`` cap fired: how often, where first, and what it cost."""
+    first = tracker.first_eviction
+    return CapHit.of(
+        "flows",
+        limits,
+        first.source if first is not None else "",
+        f"{tracker.evicted} open connection(s) evicted from the flow table, the one idle "
+        "the longest first",
+        "each ended where it stood (its streams are not judged past that point); later "
+        "packets of it start a new connection, read mid-stream",
+        frame=first.number if first is not None else None,
+        ts=first.ts if first is not None else None,
+    )
+
+
+def _capture_loss(
+    connections: list[Connection],
+    stats: Mapping[str, CaptureStats],
+    counted: CaptureLoss | None = None,
+) -> CaptureLoss:
+    """Loss totals: ``counted`` (connections already summed) or the ``connections``, plus
+    what the files say they dropped."""
     loss = CaptureLoss()
-    for conn in connections:
-        loss.add_connection(conn.loss)  # type: ignore[arg-type]
+    if counted is not None:
+        loss.merge(counted)
+    else:
+        for conn in connections:
+            loss.add_connection(conn.loss)  # type: ignore[arg-type]
+            loss.evicted_connections += conn.evicted is not None
     for path, st in stats.items():
         if_drops, os_drops = sum(st.interface_drops.values()), sum(st.os_drops.values())
         loss.interface_drops += if_drops
@@ -516,7 +568,7 @@ def reassemble(
     if tls_keys is None:
         tls_keys = TLSKeys(stats=capture_stats)
     result = Reassembly()
-    tracker = ConnectionTracker()
+    tracker = ConnectionTracker(max_flows=limits.flows)
     analyzers: dict[int, _ConnectionAnalyzer] = {}
     errors = result.errors
     last_ts: float | None = None
@@ -532,15 +584,7 @@ def reassemble(
         analyzer = analyzers.pop(conn.id, None)
         if analyzer is None:
             return
-        for direction in ("client", "server"):
-            fin = conn.fin.get(direction)
-            if fin is not None:
-                analyzer.end(direction, fin, "fin")
-            elif conn.rst is not None:
-                analyzer.end(direction, conn.rst, "rst")
-            else:
-                analyzer.end(direction, conn.last, "capture-end")
-        analyzer.finish()
+        analyzer.finalise()
         if sink is not None:
             sink(conn, list(analyzer.exchanges.values()))
         else:
@@ -571,12 +615,16 @@ def reassemble(
     route(tracker.close(last_ts))
     for conn in tracker.take_finished():
         finalise(conn)
+    if tracker.evicted:
+        errors.append(flows_capped(tracker, limits))
 
     result.frames = frames
     result.tcp_segments = segments
     # Connections finalise in the order they close; the output keeps connection order.
     result.exchanges.sort(key=lambda ex: (ex.connection_id, ex.index))
     result.connections = list(tracker.connections)
+    result.connection_count = tracker.count
+    result.max_connection_id = tracker.count
     result.capture_stats = dict(capture_stats)
     result.loss = _capture_loss(result.connections, result.capture_stats)
     return result

@@ -109,6 +109,27 @@ class CaptureLoss:
         self.connections_with_loss += lost
         self.connections_with_inconsistencies += inconsistent
 
+    def merge(self, other: CaptureLoss) -> None:
+        """Add ``other``'s totals (another shard's connections; its file drops too)."""
+        for name in (
+            "bytes_seen",
+            "acked_unseen",
+            "acked_unseen_spans",
+            "holes",
+            "hole_bytes",
+            "snaplen_bytes",
+            "mid_stream_directions",
+            "connections_with_loss",
+            "inconsistent_retransmissions",
+            "inconsistent_bytes",
+            "connections_with_inconsistencies",
+            "evicted_connections",
+            "interface_drops",
+            "os_drops",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.per_file_drops.update(other.per_file_drops)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "bytes_seen": self.bytes_seen,

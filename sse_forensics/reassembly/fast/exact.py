@@ -15,6 +15,10 @@ depends on the other flows is supplied from outside:
 
 With ``own`` (sharding), HTTP/SSE analysis runs only for the connections it accepts; the
 others are still tracked (their ids count) but produce nothing.
+
+The flow table is bounded by the ``flows`` cap; finalised connections go to ``ledger``
+(counted, kept as objects only as :class:`~sse_forensics.reassembly.flows.ConnectionLedger`
+says), so a capture of a million connections does not hold a million objects.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import numpy as np
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.limits import DEFAULT_LIMITS, Limits
-from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer
-from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
+from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
 from sse_forensics.reassembly.tls import TLSKeys
 
 ErrorKey = tuple[float, int, int, int]
@@ -54,6 +58,8 @@ class ExactDriver:
         own: Callable[[int], bool] = lambda _id: True,
         tls_keys: TLSKeys | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        ledger: ConnectionLedger | None = None,
+        report_caps: bool = True,
     ) -> None:
         self.index = index
         self.tls_keys = tls_keys
@@ -62,11 +68,13 @@ class ExactDriver:
         self.flow_position = flow_position
         self.sink = sink
         self.own = own
-        self.tracker = ConnectionTracker()
+        self.tracker = ConnectionTracker(max_flows=limits.flows, keep=False)
+        self.ledger = ledger if ledger is not None else ConnectionLedger()
         self.analyzers: dict[int, _ConnectionAnalyzer] = {}
         self.errors: list[ReadError] = []
         self.keyed: list[tuple[ErrorKey, ReadError]] = []
-        self.decided: list[tuple[float, Connection]] = []  # (row or END, connection)
+        self.decided = 0  # connections decided
+        self.report_caps = report_caps  # False: another shard reports the flows cap
         self._seq = 0
 
     # -- reassemble's route/finalise -------------------------------------------------------
@@ -86,25 +94,20 @@ class ExactDriver:
             analyzer.data(direction, piece)
 
     def _finalise(self, conn: Connection) -> None:
-        analyzer = self.analyzers.pop(conn.id, None)
-        if analyzer is None:
+        if not self.own(conn.id):
             return
-        for direction in ("client", "server"):
-            fin = conn.fin.get(direction)  # type: ignore[call-overload]
-            if fin is not None:
-                analyzer.end(direction, fin, "fin")  # type: ignore[arg-type]
-            elif conn.rst is not None:
-                analyzer.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
-            else:
-                analyzer.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
-        analyzer.finish()
-        self.sink(conn, list(analyzer.exchanges.values()))
+        analyzer = self.analyzers.pop(conn.id, None)
+        exchanges = []
+        if analyzer is not None:
+            analyzer.finalise()
+            exchanges = list(analyzer.exchanges.values())
+            self.sink(conn, exchanges)
+        self.ledger.add(conn, http=bool(exchanges))
 
     def _new_connections(self, row: float) -> None:
-        conns = self.tracker.connections
-        for conn in conns[len(self.decided) :]:
+        for conn in self.tracker.take_decided():
             conn.id = self.assign_id(row, conn)
-            self.decided.append((row, conn))
+            self.decided += 1
 
     def _keep_errors(self, row: float, phase: int, position: int) -> None:
         errors = self.errors
@@ -121,11 +124,10 @@ class ExactDriver:
         tracker = self.tracker
         feed = tracker.feed
         segment = self.index.segment
-        conns = tracker.connections
         for row in rows.tolist():
             seg = segment(row)
             pieces = feed(seg)  # type: ignore[arg-type]
-            if len(conns) > len(self.decided):
+            if tracker.count > self.decided:
                 self._new_connections(row)
             if pieces:
                 self._route(pieces)
@@ -147,3 +149,6 @@ class ExactDriver:
             self._finalise(conn)
             if self.errors:
                 self._keep_errors(END, 1, self.flow_position(conn))
+        if tracker.evicted and self.report_caps:
+            self.errors.append(flows_capped(tracker, self.limits))
+            self._keep_errors(END, 2, 0)
