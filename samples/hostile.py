@@ -206,17 +206,19 @@ def concurrent_streams(
     sessions: int = 0,
     close: bool = True,
     one_client: bool = False,
+    handshake: bool = True,
 ) -> None:
     """``n`` connections, each a ``tools/call`` answered by a chunked event stream, all open
     at once: every handshake, then every request and head, then the events round-robin,
     then every close (unless not ``close``: then they are all open when the capture ends).
     ``sessions``: how many sessions share them (0: one each; -1: no ``Mcp-Session-Id``);
-    ``one_client``: all from one client address."""
+    ``one_client``: all from one client address; without ``handshake`` no SYN is sent (the
+    capture starts after it: each connection is read from its request, on the exact path)."""
     flows = [
         Flow(w, client_ip(0 if one_client else k), 1024 + k % 60_000, isn=k * 1000)
         for k in range(n)
     ]
-    for flow in flows:
+    for flow in flows if handshake else ():
         flow.handshake()
     for k, flow in enumerate(flows):
         session = session_of(k % sessions if sessions > 0 else k) if sessions >= 0 else None

@@ -205,6 +205,11 @@ class ConnectionTracker:
         """Connections decided so far."""
         return self._count
 
+    @property
+    def tracked(self) -> int:
+        """Flows in the table now (open, undecided, or finished but not yet forgotten)."""
+        return len(self._idle)
+
     def take_decided(self) -> list[Connection]:
         """Connections decided since the last call, in order."""
         out, self._decided = self._decided, []
