@@ -268,6 +268,26 @@ def long_stream(w: PcapWriter, n: int, chunked: bool = True) -> None:
     flow.close()
 
 
+def big_event(w: PcapWriter, size: int) -> None:
+    """A chunked stream 1, 2, 3, then event 4 whose one data line is ``size`` bytes, then
+    5 and 6: an event over the ``event_bytes`` cap when ``size`` is."""
+    flow = Flow(w, client_ip(2), 40_500)
+    session = session_of(2)
+    flow.handshake()
+    flow.data(True, post(session))
+    flow.data(False, response_head(session))
+    for n in (1, 2, 3):
+        flow.send(False, PSH | ACK, chunk(event(n)))
+    body = b"id: 4\ndata: " + b"y" * size + b"\n\n"
+    for at in range(0, len(body), 60_000):
+        flow.data(False, chunk(body[at : at + 60_000]), ack_every=64)
+    for n in (5, 6):
+        flow.send(False, PSH | ACK, chunk(event(n)))
+    flow.send(False, PSH | ACK, b"0\r\n\r\n")
+    flow.send(True, ACK)
+    flow.close()
+
+
 # -- decompression bombs -------------------------------------------------------------------
 
 BOMB_FILL = b": " + b"z" * 1021 + b"\n"  # a 1 KiB SSE comment line, endlessly repeated
@@ -360,6 +380,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "streams-inferred": lambda w, n: concurrent_streams(w, n, sessions=-1, one_client=True),
     "events": lambda w, n: long_stream(w, n),
     "events-close": lambda w, n: long_stream(w, n, chunked=False),
+    "big-event": lambda w, n: big_event(w, n),
     "gzip-bomb": lambda w, n: bomb(w, "gzip", n),
     "br-bomb": lambda w, n: bomb(w, "br", n),
     "zstd-bomb": lambda w, n: bomb(w, "zstd", n),

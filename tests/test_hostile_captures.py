@@ -26,6 +26,7 @@ from sse_forensics.reassembly.content_coding import DecodeCapped, make_decoder
 from sse_forensics.reassembly.fast import reassemble_fast
 from sse_forensics.reassembly.fast.tcp import R_INCONSISTENT
 from sse_forensics.reassembly.flows import ConnectionTracker
+from sse_forensics.reassembly.sse import SSEParser
 
 
 def _load_hostile():
@@ -123,6 +124,57 @@ def test_codings_stacked_past_the_depth_are_not_decoded(tmp_path: Path) -> None:
     assert result.stats.events == ORDINARY_EVENTS
     (cap,) = result.caps
     assert "3 stacked content codings" in cap.what
+
+
+# -- one event too big ---------------------------------------------------------------------
+
+
+def test_an_event_over_the_cap_is_not_read_and_its_gap_is_indeterminate(tmp_path: Path) -> None:
+    """An event of 3 MiB against an ``event_bytes`` cap of 1 MiB: not read, reported, and
+    the IDs around it (3, then 5) are a gap the capture cannot judge."""
+    path = tmp_path / "big.pcap"
+    hostile.write(path, lambda w: hostile.big_event(w, 3 * MiB))
+    result = _scan(path, event_bytes=1 * MiB)
+    assert _caps(result) == {"event_bytes": 1}
+    found = _findings(result)
+    assert ("missing-stream-gap", "indeterminate", "4", "4") in found
+    assert ORDINARY in found
+    assert result.stats.events == ORDINARY_EVENTS + 5
+    (gap,) = [
+        f for f in result.findings if f.gap["first"] == "4" and f.rule == "missing-stream-gap"
+    ]
+    assert gap.cause == "capped" and "a cap stopped the reading" in gap.message
+    # Under the default cap the same event is read whole, and nothing is missing.
+    assert _findings(_scan(path)) == _findings(_scan(path, event_bytes=4 * MiB))
+    assert ("missing-stream-gap", "indeterminate", "4", "4") not in _findings(_scan(path))
+
+
+def test_sse_parser_memory_is_bounded_by_the_event_cap() -> None:
+    """One endless event (64 MiB, fed in 64 KiB pieces) costs the parser no memory past the
+    cap: its bytes are only scanned for the blank line that ends it."""
+    parser = SSEParser(report_empty=True, max_event_bytes=1 * MiB)
+    piece = b"y" * (64 << 10)
+    tracemalloc.start()
+    try:
+        assert parser.feed(b"id: 1\ndata: a\n\nid: 2\ndata: ") == [parser_event(1)]
+        for _ in range(1024):
+            assert parser.feed(piece) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    events = parser.feed(b"\n\nid: 3\ndata: c\n\n")
+    assert [e.id for e in events] == ["3"]
+    (anomaly,) = [a for a in parser.take_anomalies() if a.kind == "event-over-cap"]
+    assert anomaly.start == 15  # where block 2 starts
+    (partial,) = parser.take_partial_blocks()
+    assert partial.id_field == "2" and not partial.terminated
+    assert peak < 4 * MiB, peak
+
+
+def parser_event(n: int):
+    first = SSEParser(report_empty=True)
+    (event,) = first.feed(b"id: %d\ndata: a\n\n" % n)
+    return event
 
 
 # -- flows and streams tracked at once -----------------------------------------------------

@@ -6,7 +6,8 @@ Causes, each only when the evidence supports it (otherwise ``unknown``):
 - ``capture-loss``: the capture lacks bytes inside the gap's stretch.
 - ``inconsistent-retransmission``: the capture holds bytes of the stretch twice with
   different contents (the receiver may have read the copy that carried the events).
-- ``decoding-capped``: a cap (docs/limits.md) stopped the decoding of the body before it.
+- ``capped``: a cap (docs/limits.md) stopped the reading of the body before or inside
+  the stretch (a decompression bomb, an event over ``event_bytes``).
 - ``backpressure-eviction``: the dropped IDs were due while the client's receive window on
   that stream's connection was closed or full (a zero-window or window-full period, or a
   server send stall for that reason, overlaps the stretch between the two events).
@@ -26,7 +27,7 @@ from sse_forensics.provenance import Origin
 
 CAPTURE_LOSS = "capture-loss"
 INCONSISTENT_RETRANSMISSION = "inconsistent-retransmission"
-DECODING_CAPPED = "decoding-capped"
+CAPPED = "capped"
 BACKPRESSURE_EVICTION = "backpressure-eviction"
 DISCARD_ON_CLOSE = "discard-on-close"
 REPLAY_BUFFER_TRUNCATION = "replay-buffer-truncation"
@@ -130,7 +131,7 @@ def attribute(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> Non
         if reasons == {"inconsistent"}:
             gap.cause = INCONSISTENT_RETRANSMISSION
         elif reasons == {"cap"}:
-            gap.cause = DECODING_CAPPED
+            gap.cause = CAPPED
         else:
             gap.cause = CAPTURE_LOSS
         gap.cause_evidence = []

@@ -210,7 +210,7 @@ def incomplete_reason(holes: list[BodyHole]) -> str | None:
             "inconsistent retransmission: which copy the client kept cannot be known)"
         )
     if any(s.reason == "cap" for s in spans):
-        parts.append("a cap stopped the decoding of this body before it (see caps)")
+        parts.append("a cap stopped the reading of this body before or inside it (see caps)")
     return "; ".join(parts)
 
 

@@ -36,7 +36,7 @@ from sse_forensics.reassembly.http_events import (
 )
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.receive_buffer import Pieces
-from sse_forensics.reassembly.sse import SSEParser
+from sse_forensics.reassembly.sse import SSEAnomaly, SSEParser
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
 
@@ -312,6 +312,9 @@ class _ConnectionAnalyzer:
         if parser.has_partial_blocks:
             ex.partials.extend(parser.take_partial_blocks())
         for anomaly in parser.take_anomalies():
+            if anomaly.kind == "event-over-cap":
+                self._event_capped(ex, anomaly)
+                continue
             if anomaly.kind not in REPORTED_SSE_ANOMALIES:
                 continue
             origin = anomaly.origin
@@ -394,6 +397,26 @@ class _ConnectionAnalyzer:
         self._exchange(index).holes.append(hole)
         return index, hole
 
+    def _event_capped(self, ex: Exchange, anomaly: SSEAnomaly) -> None:
+        """An event longer than the ``event_bytes`` cap was not read: a ``cap`` span where
+        it starts (a gap across it is indeterminate), and the cap reported."""
+        origin = anomaly.origin
+        span = MissingSpan("server", anomaly.start, None, "cap", origin, None)
+        ex.holes.append(BodyHole(anomaly.start, span))
+        conn = self.connection
+        self.errors.append(
+            CapHit.of(
+                "event_bytes",
+                self.limits,
+                origin.source if origin else conn.first.source,
+                f"an SSE event of more than {anomaly.end - anomaly.start} bytes at body offset "
+                f"{anomaly.start} (connection {conn.id})",
+                "the event was not read: a gap across it is indeterminate",
+                frame=origin.number if origin else None,
+                ts=origin.ts if origin else None,
+            )
+        )
+
     def _capped(self, ev: ProtocolError) -> None:
         """A cap stopped the decoding of a response body (issue 16): the rest of it is
         one span of unknown length that the capture cannot show (reason ``cap``), so a gap
@@ -454,7 +477,9 @@ class _ConnectionAnalyzer:
                 else:
                     ex.response = ev
                     if ex.is_event_stream:
-                        self.parsers[ev.exchange] = SSEParser(report_empty=True)
+                        self.parsers[ev.exchange] = SSEParser(
+                            report_empty=True, max_event_bytes=self.limits.event_bytes
+                        )
             elif isinstance(ev, ResponseEnd):
                 ex = self._exchange(ev.exchange)
                 ex.response_complete = ev.complete

@@ -16,7 +16,8 @@ MissingReason = Literal[
 ]
 """``undecryptable``: TLS records the capture holds but that could not be decrypted (no key,
 or no record boundary after a hole): to the layers above, bytes they do not have.
-``cap``: the rest of a body a cap of :mod:`sse_forensics.limits` stopped decoding.
+``cap``: bytes of a body a cap of :mod:`sse_forensics.limits` stopped reading (the rest of a
+body past ``body_bytes``, an event over ``event_bytes``, a connection evicted by ``flows``).
 ``inconsistent``: bytes the capture holds twice with different contents (an inconsistent
 retransmission or overlap): which copy the receiver kept cannot be known."""
 
@@ -50,7 +51,7 @@ class MissingSpan:
         if self.reason == "undecryptable":
             return f"{size} {self.direction} bytes could not be decrypted (TLS)"
         if self.reason == "cap":
-            return f"{size} {self.direction} bytes not decoded: a cap stopped the decoding"
+            return f"{size} {self.direction} bytes not read: a cap stopped the reading"
         if self.reason == "inconsistent":
             return (
                 f"{size} {self.direction} bytes captured twice with different contents "

@@ -596,7 +596,7 @@ class _Batch:
             np.concatenate(sizes) if sizes else empty,
             lens,
         )
-        parsed = parse_bodies(source)
+        parsed = parse_bodies(source, self.ctx.config.limits.event_bytes)
         for b, why in parsed.refused.items():
             c = owners[b][0]
             c.reason = c.reason or why
