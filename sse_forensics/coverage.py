@@ -2,9 +2,10 @@
 server loss — and never call what could not be seen "all clear").
 
 A finding says what went wrong in what the inputs show. This module says what they do not
-show well enough to judge at all: no input, no HTTP, no event stream, or event streams of
-which the capture lacks bytes that no two readable event IDs bracket (the fact builder's
-``unjudged`` column of the ``sessions`` table). ``scan`` exits with its own code when
+show well enough to judge at all: no input, no HTTP, no event stream, event streams of
+which the capture lacks bytes that no two readable event IDs bracket, or resumes whose
+Last-Event-ID is neither an event ID seen nor a counter (the fact builder's ``unjudged``
+column of the ``sessions`` table). ``scan`` exits with its own code when
 something could not be judged and nothing at or above ``--fail-on`` was found
 (docs/exit-codes.md).
 """
@@ -207,4 +208,6 @@ def summary(cov: Coverage) -> str:
     if cov.nothing_judged:
         return "Could not judge anything: no event stream or resume could be read."
     n = len(cov.items)
-    return f"Could not judge all of {n} event stream(s): the capture lacks bytes of them."
+    if all(item.missing_bytes for item in cov.items):
+        return f"Could not judge all of {n} event stream(s): the capture lacks bytes of them."
+    return f"Could not judge all of {n} event stream(s) or resume(s):"

@@ -35,11 +35,9 @@ class Limits:
     coding_depth: int = 2
     # Bytes of one SSE event (its data lines joined).
     event_bytes: int = 16 * MiB
-    # Digits of a numeric event ID, retry, Last-Event-ID or prefixed counter read as a
-    # number; a longer one is an opaque ID (int64 holds 18 digits whatever they are).
-    id_digits: int = 18
-    # Characters of one event ID or Last-Event-ID kept for matching.
-    id_chars: int = 4096
+    # Digits of a numeric event ID, Last-Event-ID or prefixed counter read as a number; a
+    # longer one (or one past 2**63 - 1: counters are 64-bit) is an opaque ID.
+    id_digits: int = 19
     # TCP connections tracked at once (the oldest idle one is evicted, with a capture-loss
     # note, like Zeek's and Suricata's memcaps).
     flows: int = 100_000

@@ -32,6 +32,7 @@ from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, Excha
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.front import Front, compute_front
+from sse_forensics.facts.ids import over_long_counters
 from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
@@ -42,6 +43,7 @@ from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.loss import CaptureLoss
+from sse_forensics.reassembly.sse_columns import RETRY_MAX
 from sse_forensics.verdicts import PROVIDED_BY
 
 if TYPE_CHECKING:
@@ -156,7 +158,11 @@ def _ingest_logs(
             progress("logs", min(done[0], total), total)
 
     batches = iter_log_batches(
-        logs, access_format=options.access_format, log_map=options.log_map, progress=on_chunk
+        logs,
+        access_format=options.access_format,
+        log_map=options.log_map,
+        progress=on_chunk,
+        limits=config.limits,
     )
     try:
         return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files)
@@ -358,6 +364,46 @@ class _StoreSource:
         ).unique("conn_id")
 
 
+def _over_long_numbers(store: EvidenceStore, config: AnalysisConfig) -> list[ReadError]:
+    """The ``id_digits`` cap hits (:func:`sse_forensics.facts.ids.over_long_counters`):
+    event IDs and Last-Event-IDs long enough to hold an over-long counter, read back from
+    the store (a filtered column scan); and retry values past 64 bits."""
+    long = config.limits.id_digits
+
+    def origin(prefix: str) -> list[str | pl.Expr]:
+        return [pl.col(f"{prefix}_{f}").alias(f) for f in ("src", "num", "ts", "kind")]
+
+    ids = [
+        store.columns(
+            EventColumns,
+            [pl.col("id_field").alias("value"), pl.lit("event ID").alias("what"), *origin("first")],
+            pl.col("id_field").str.len_chars() >= long,
+        ),
+        store.columns(
+            ExchangeColumns,
+            [
+                pl.col("last_event_id").alias("value"),
+                pl.lit("Last-Event-ID").alias("what"),
+                *origin("req"),
+            ],
+            pl.col("last_event_id").str.len_chars() >= long,
+        ),
+    ]
+    frames = [f for f in ids if f.height]
+    hits: list[ReadError] = []
+    if frames:
+        hits += over_long_counters(pl.concat(frames), config.prefixed_regex, config.limits)
+    # A retry past 64 bits is kept as the largest one: said once per file.
+    retries = store.columns(EventColumns, origin("first"), pl.col("retry") >= RETRY_MAX).unique(
+        "src", keep="first", maintain_order=True
+    )
+    for src, num, ts, kind in retries.iter_rows():
+        where = {"frame": num} if kind == "frame" else {"line": num}
+        what = "retry of more than 19 digits: read as the longest reconnection time"
+        hits.append(ReadError(src, what, ts=ts, **where))
+    return hits
+
+
 def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     """What the whole scan decides across sessions (:mod:`sse_forensics.facts.front`),
     reading the events one partition at a time."""
@@ -487,6 +533,7 @@ def scan_paths(
         buckets = 1 if keep_records else partition_count(paths, jobs)
     with EvidenceStore(buckets, scratch=scratch) as store:
         ingested = ingest(paths, store, config, logs, progress, jobs, executor)
+        ingested.reassembly.errors.extend(_over_long_numbers(store, config))
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(

@@ -12,6 +12,17 @@ from typing import Literal
 
 OriginKind = Literal["frame", "line"]
 
+# 9999-12-31T23:59:59.999999Z: the last instant a datetime (and an RFC 3339 four-digit
+# year) can name. A time past it, or before 1970, is no time a capture or log recorded;
+# readers report it and never hand it on (issue 16: a time the tool cannot print costs
+# that record its time, never the scan).
+EPOCH_MAX = 253_402_300_799.999999
+
+
+def in_epoch(ts: float) -> bool:
+    """Is ``ts`` (epoch seconds) an instant from 1970 to the year 9999 (NaN is not)?"""
+    return 0.0 <= ts <= EPOCH_MAX
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:

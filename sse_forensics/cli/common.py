@@ -196,6 +196,15 @@ def log_options(log_format: str | None, log_map: Path | None) -> LogOptions:
             compile_format(log_format)
         except ValueError as exc:
             usage_error(f"--log-format: {printable(str(exc), 400)}")
+    if log_map is not None:
+        from sse_forensics.ingest.logs import compile_format, load_log_map
+
+        try:  # the map and the format it names, before any file is read
+            fmt = load_log_map(str(log_map)).access_format
+            if fmt is not None:
+                compile_format(fmt)
+        except ValueError as exc:
+            usage_error(f"--log-map: {printable(str(exc), 400)}")
     return LogOptions(log_format, str(log_map) if log_map is not None else None)
 
 
@@ -238,10 +247,10 @@ def run_scan(
                 keep_tables=keep_records,  # a scan reports counts and the sessions table
                 jobs=jobs or os.cpu_count() or 1,
             )
+    # A log format or field map that does not compile was refused before (log_options):
+    # any other exception is a bug, never to be passed off as the user's mistake.
     except UnreadableInput as exc:
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
-    except ValueError as exc:  # a log format string or field map that does not compile
-        usage_error(printable(str(exc), 400))
     except ClusterUnavailable as exc:
         usage_error(printable(str(exc), 400))
     return result, ruleset

@@ -12,6 +12,7 @@ from sse_forensics.cli.common import (
     DEFAULTS,
     EXIT_OK,
     EXIT_READ_ERRORS,
+    EXIT_USAGE,
     IdSchemeOpt,
     LimitOpt,
     LogFormatOpt,
@@ -28,7 +29,7 @@ from sse_forensics.cli.common import (
     usage_error,
 )
 from sse_forensics.errors import UnreadableInput
-from sse_forensics.report.escape import printable
+from sse_forensics.report.escape import find_session, printable
 
 
 def timeline(
@@ -63,12 +64,16 @@ def timeline(
     logs = log_options(log_format, log_map)
     try:
         result = scan_paths(paths, config, logs=logs, keep_records=True)
-    except UnreadableInput as exc:
+    except UnreadableInput as exc:  # a log format or map that does not compile: log_options
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
-    except ValueError as exc:  # a log format string or field map that does not compile
-        usage_error(printable(str(exc), 400))
     facts = result.facts
     assert facts is not None  # keep_records
+    if session is not None:
+        found = find_session(session, facts.sessions)
+        if found is None:  # the table says which sessions there are
+            render_timeline(Console(highlight=False), facts, session, all_events)
+            raise typer.Exit(EXIT_USAGE)
+        session = found
     if format is TimelineFormat.jsonl:
         sys.stdout.buffer.write(timeline_jsonl(timeline_records(facts, session)))
     else:

@@ -306,14 +306,17 @@ def session_part(
     access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index(
         "arow"
     )
+    empty = SessionPart(
+        ConnectionColumns.frame(),
+        ExchangeColumns.frame(),
+        EventColumns.frame(),
+        access.drop("arow"),
+    )
     if not events.height:
-        return SessionPart(
-            ConnectionColumns.frame(),
-            ExchangeColumns.frame(),
-            EventColumns.frame(),
-            access.drop("arow"),
-        )
+        return empty
     groups, records, info = _event_log_streams(events)
+    if not groups.height:  # no record was written or a signal (a map read `kind` wrongly)
+        return empty
     matched = _match_access(access, groups)
     line_of = {g: a for a, g in matched.items()}
     groups = groups.join(

@@ -298,6 +298,17 @@ def _session_row(
         }
         for s in mine
         if s.exchange.is_event_stream and (why := not_judged(s)) is not None
+    ] + [
+        {
+            "stream": s.label,
+            "response_stream": s.key,
+            "missing_bytes": None,
+            "why": why,
+            "whole": False,
+            **_request_origin(s),
+        }
+        for s in mine
+        if (why := unlinked_resume(s)) is not None
     ]
     offering = [
         s
@@ -383,6 +394,36 @@ def not_judged(s: StreamRecord) -> str | None:
             f"{last.sse.id_field}: what was sent after it could not be seen"
         )
     return "; ".join(parts) or None
+
+
+# How much of a Last-Event-ID a reason quotes.
+QUOTED_ID = 40
+
+
+def unlinked_resume(s: StreamRecord) -> str | None:
+    """Why a resume answered with a 2xx event stream cannot be judged, or ``None``: its
+    ``Last-Event-ID`` is no event ID the inputs show (so no stream to continue) and no
+    counter of the session's scheme (so no successor by arithmetic) — a garbage or
+    over-long value (issue 16). Where its replay had to start is unknown."""
+    lei = s.last_event_id
+    if s.kind != "resume" or lei is None or s.resumed_from is not None:
+        return None
+    if not s.exchange.is_event_stream or not 200 <= (s.status or 0) < 300:
+        return None
+    if s.codec is not None and s.codec.key(lei) is not None:
+        return None
+    quoted = lei if len(lei) <= QUOTED_ID else f"{lei[:QUOTED_ID]}… ({len(lei)} characters)"
+    return (
+        f"its Last-Event-ID {quoted!r} is no event ID the inputs show and no counter of the "
+        "session's ID scheme: where its replay had to start is unknown"
+    )
+
+
+def _request_origin(s: StreamRecord) -> dict:
+    origin = s.exchange.request.origin if s.exchange.request is not None else None
+    if origin is None:
+        return {"source": None, "frame": None}
+    return {"source": origin.source, "frame": origin.number}
 
 
 def _first_span_origin(s: StreamRecord) -> dict:

@@ -33,13 +33,13 @@ from sse_forensics.evidence.store import buckets_of
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
-    INT_ID,
     MIN_FITTING,
     OUTLIER_SHARE,
     IdCodec,
 )
 from sse_forensics.facts.taken import CounterGroup
 from sse_forensics.ingest.logs.files import rotation_key
+from sse_forensics.limits import DEFAULT_LIMITS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]  # (connection, exchange index)
@@ -266,46 +266,32 @@ def _folds(
     return folds, dropped
 
 
-def _match_prefixed(ids: pl.Series, pattern: str) -> pl.DataFrame:
-    """For each distinct ID: does ``pattern`` match it (``re.match``), its ``stream`` group
-    and ``seq`` — with Python's ``re``, so a user's pattern means what it means elsewhere."""
-    compiled = re.compile(pattern)
+def _match_prefixed(ids: pl.Series, pattern: str, max_digits: int) -> pl.DataFrame:
+    """For each distinct ID: does ``pattern`` match it (``re.match``) with a counter
+    ``facts.ids.counter`` can read (``max_digits``), its ``stream`` group and ``seq`` — with
+    Python's ``re``, so a user's pattern means what it means elsewhere."""
+    codec = IdCodec("prefixed", re.compile(pattern), max_digits)
     values = ids.unique().to_list()
-    matched, prefix, seq = [], [], []
-    for value in values:
-        m = compiled.match(value)
-        if m is None:
-            matched.append(False)
-            prefix.append(None)
-            seq.append(None)
-            continue
-        matched.append(True)
-        prefix.append(m.groupdict().get("stream"))
-        try:
-            seq.append(int(m.group("seq")))
-        except (ValueError, OverflowError):
-            seq.append(None)
+    keys = [codec.key(v) for v in values]
     return pl.DataFrame(
-        {"id_field": values, "m": matched, "prefix": prefix, "seq": seq},
+        {
+            "id_field": values,
+            "m": [k is not None for k in keys],
+            "prefix": [None if k is None else k.prefix for k in keys],
+            "seq": [None if k is None else k.seq for k in keys],
+        },
         schema={"id_field": pl.String, "m": pl.Boolean, "prefix": pl.String, "seq": pl.Int64},
     )
 
 
-def _int_keys(ids: pl.Series) -> pl.DataFrame:
+def _int_keys(ids: pl.Series, max_digits: int) -> pl.DataFrame:
+    """For each distinct ID: is it a decimal integer ``facts.ids.counter`` can read
+    (``int_ok``; an over-long one is opaque), and its value (``iseq``)."""
+    codec = IdCodec("int", max_digits=max_digits)
     values = ids.unique().to_list()
-    seq: list[int | None] = []
-    for v in values:
-        if INT_ID.match(v):
-            try:
-                seq.append(int(v))
-            except (ValueError, OverflowError):
-                seq.append(None)
-        else:
-            seq.append(None)
-    # Python's int has no upper bound; an ID beyond 64 bits reads as no counter at all.
-    seq = [s if s is not None and s < (1 << 63) else None for s in seq]
+    seq = [None if k is None else k.seq for k in (codec.key(v) for v in values)]
     return pl.DataFrame(
-        {"id_field": values, "int_ok": [INT_ID.match(v) is not None for v in values], "iseq": seq},
+        {"id_field": values, "int_ok": [s is not None for s in seq], "iseq": seq},
         schema={"id_field": pl.String, "int_ok": pl.Boolean, "iseq": pl.Int64},
     )
 
@@ -341,15 +327,17 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme allows arithmetic (an ID-carrying event of such a stream without a key is an
     outlier). Patterns run with Python's ``re`` once per distinct ID."""
     scheme, patterns = codec_frame(codecs)
+    # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
+    max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
     df = events.join(scheme, on=["conn_id", "ex_index"], how="left")
     ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
-    df = df.join(_int_keys(ids), on="id_field", how="left")
+    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left")
     prefix = pl.when(pl.col("scheme") == "int").then(pl.when(pl.col("int_ok")).then(pl.lit("")))
     seq = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
     extra: list[str] = ["int_ok", "iseq", "scheme"]
     for name, pattern in patterns.items():
         own = df.filter(pl.col("scheme") == name).get_column("id_field").drop_nulls()
-        table = _match_prefixed(own, pattern).rename(
+        table = _match_prefixed(own, pattern, max_digits).rename(
             {"m": f"m_{name}", "prefix": f"x_{name}", "seq": f"s_{name}"}
         )
         df = df.join(table, on="id_field", how="left")
@@ -383,7 +371,7 @@ def _patterns(config: AnalysisConfig) -> list[str]:
     return [config.prefixed_regex, COUNTER_FIRST]
 
 
-def _response_stats(id_events: pl.DataFrame, patterns: list[str]) -> pl.DataFrame:
+def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: int) -> pl.DataFrame:
     """Per response of ``id_events`` (``conn_id, ex_index, session``), what deciding its
     logical stream's scheme needs (:func:`_stream_codecs`), in sums a stream spread over
     several partitions adds up: the IDs judged (``n``, signals left out), how many are
@@ -391,16 +379,16 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str]) -> pl.DataFram
     number of distinct prefixes and counter values among those."""
     ids = id_events.get_column("id_field")
     judged = id_events.filter(pl.col("kind") != "signal").join(
-        _int_keys(ids), on="id_field", how="left"
+        _int_keys(ids, max_digits), on="id_field", how="left"
     )
     response = ["conn_id", "ex_index", "session"]
     out = judged.group_by(response).agg(
         pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
     )
     for k, pattern in enumerate(patterns):
-        j = judged.join(_match_prefixed(ids, pattern), on="id_field", how="left").with_columns(
-            pl.col("m").fill_null(False)
-        )
+        j = judged.join(
+            _match_prefixed(ids, pattern, max_digits), on="id_field", how="left"
+        ).with_columns(pl.col("m").fill_null(False))
         per = j.group_by(response).agg(
             pl.col("m").sum().alias(f"fit{k}"),
             pl.col("prefix").filter(pl.col("m")).n_unique().alias(f"prefixes{k}"),
@@ -421,6 +409,7 @@ def _stream_codecs(
     IDs: the reading of a stream that carried none (a resume the inputs never linked, seen
     in an access log)."""
     forced = config.id_scheme
+    digits = config.limits.id_digits
     compiled = [re.compile(p) for p in _patterns(config)]
     root = ["root_conn", "root_index"]
     per_response = stats.join(root_of, on=["conn_id", "ex_index"], how="inner")
@@ -452,11 +441,11 @@ def _stream_codecs(
         if forced == "opaque":
             return IdCodec("opaque")
         if forced == "int" or (forced is None and is_int):
-            return IdCodec("int")
+            return IdCodec("int", max_digits=digits)
         if forced == "prefixed" or p0:
-            return IdCodec("prefixed", compiled[0])
+            return IdCodec("prefixed", compiled[0], digits)
         if p1:
-            return IdCodec("prefixed", compiled[1])
+            return IdCodec("prefixed", compiled[1], digits)
         return IdCodec("opaque")
 
     stream_codecs: dict[Key, IdCodec] = {}
@@ -597,7 +586,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
                 pl.col("ex_index").first().alias("p_index"),
             )
         )
-        stat_parts.append(_response_stats(id_events, patterns))
+        stat_parts.append(_response_stats(id_events, patterns, config.limits.id_digits))
     seen = (
         pl.concat(seen_parts).sort("rank")
         if seen_parts
@@ -701,6 +690,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
                 }
             ),
             patterns,
+            config.limits.id_digits,
         )
     )
     del stat_parts

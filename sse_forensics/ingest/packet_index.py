@@ -92,8 +92,9 @@ from sse_forensics.ingest.pcap import (
     _magic,
     _open_bytes,
     decryption_secrets,
+    time_out_of_range,
 )
-from sse_forensics.provenance import Origin
+from sse_forensics.provenance import EPOCH_MAX, Origin
 from sse_forensics.reassembly.tcp_analysis import window_scale_offer
 
 Buffer = bytes | mmap.mmap
@@ -640,13 +641,21 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     overflow = valid & (data_at + caplen > end)
     supported = np.isin(linktype, _SUPPORTED)
     good = valid & ~overflow & supported
+    # A time outside 1970-9999 (pcap.time_out_of_range) is replaced like an SPB's.
+    untimed = good & ~spb & ~((ts >= 0.0) & (ts <= EPOCH_MAX))
     # A Simple Packet Block has no timestamp: it gets the one of the last frame yielded
     # before it (0.0 before any); the last one yielded that is not itself an SPB has it.
-    if spb.any():
-        with_ts = np.where(good & ~spb, index, -1)
+    if spb.any() or untimed.any():
+        with_ts = np.where(good & ~spb & ~untimed, index, -1)
         before = np.maximum.accumulate(with_ts)
         spb_ts = np.where(before >= 0, ts[np.maximum(before, 0)], 0.0)
-        ts = np.where(spb, spb_ts, ts)
+        ts = np.where(spb | untimed, spb_ts, ts)
+    if untimed.any():
+        # One error per (section, interface): its first such frame.
+        _, first_rows = np.unique(np.where(untimed, iface, -1), return_index=True)
+        first_untimed = np.zeros(count, dtype=bool)
+        first_untimed[first_rows] = True
+        untimed &= first_untimed
 
     # Per-frame errors, one at most per frame, in frame order.
     unknown = valid & ~overflow & ~supported
@@ -656,7 +665,7 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
         first_unknown = np.zeros(count, dtype=bool)
         first_unknown[first_rows] = True
         unknown &= first_unknown
-    problem = short | undescribed | overflow | unknown
+    problem = short | undescribed | overflow | unknown | untimed
     if problem.any():
         yielded_before = np.cumsum(good) - good
         for row in np.flatnonzero(problem).tolist():
@@ -672,6 +681,8 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
                 err = ReadError(
                     path, f"frame {number} names undescribed interface {int(ifid[row])}", number
                 )
+            elif untimed[row]:
+                err = time_out_of_range(path, number, int(ifid[row]))
             elif overflow[row]:
                 err = ReadError(
                     path,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.linklayer import SUPPORTED_LINKTYPES
 from sse_forensics.ingest.packets import Frame
-from sse_forensics.provenance import Origin
+from sse_forensics.provenance import Origin, in_epoch
 
 # Classic pcap magic numbers, as read little-endian from the first 4 bytes.
 PCAP_MAGIC_US = 0xA1B2C3D4
@@ -132,6 +132,7 @@ class CaptureReader:
         self.path = path
         self.stats = CaptureStats()
         self._reported_ifaces: set[int] = set()
+        self._bad_time_ifaces: set[int] = set()
         self._buf, self._size = _open_bytes(path)
         magic = _magic(self._buf)
         if not _is_capture_magic(magic):
@@ -160,6 +161,19 @@ class CaptureReader:
 
     def _error(self, what: str, frame: int | None = None, ts: float | None = None) -> ReadError:
         return ReadError(self.path, what, frame=frame, ts=ts)
+
+    def _timed(self, frame: Frame, last_ts: float) -> Iterator[Frame | ReadError]:
+        """``frame``, or — when its time is outside 1970–9999 (a huge or negative
+        ``if_tsoffset``, a resolution or tick count past the year 9999) — the error
+        :func:`time_out_of_range` (once per interface) and the frame with ``last_ts``."""
+        if in_epoch(frame.origin.ts):
+            yield frame
+            return
+        if frame.interface not in self._bad_time_ifaces:
+            self._bad_time_ifaces.add(frame.interface)
+            yield time_out_of_range(self.path, frame.origin.number, frame.interface)
+        frame.origin = Origin(self.path, frame.origin.number, last_ts)
+        yield frame
 
     def _unknown_linktype(self, linktype: int, where: str) -> ReadError:
         return self._error(f"unsupported link type {linktype} ({where}): its frames are skipped")
@@ -262,6 +276,7 @@ class CaptureReader:
                         return
                     interfaces = []
                     self._reported_ifaces = set()
+                    self._bad_time_ifaces = set()
                 block_len = struct.unpack_from(endian + "I", buf, offset + 4)[0]
                 if block_len < 12 or block_len % 4 or block_len > MAX_SANE_BLOCK:
                     yield self._error(
@@ -290,8 +305,9 @@ class CaptureReader:
                         buf, block_type, body, body_end, endian, interfaces, number, last_ts
                     )
                     if isinstance(got, Frame):
+                        yield from self._timed(got, last_ts)
                         last_ts = got.origin.ts
-                    if got is not None:
+                    elif got is not None:
                         yield got
                 elif block_type == BT_ISB:
                     self._statistics(buf, body, body_end, endian)
@@ -422,6 +438,19 @@ def decryption_secrets(
     kind, length = struct.unpack_from(endian + "II", buf, body)
     if body + 8 + length <= end:
         stats.secrets.append((kind, bytes(buf[body + 8 : body + 8 + length])))
+
+
+def time_out_of_range(path: str, number: int, interface: int) -> ReadError:
+    """The first frame of an interface whose time cannot be a capture's (outside the
+    years 1970–9999): it, and every later such frame of that interface, is read with the
+    time of the frame before it (the packet index does the same)."""
+    return ReadError(
+        path,
+        f"time outside the years 1970-9999 (interface {interface}: its if_tsoffset, "
+        "if_tsresol or the frame's timestamp); this frame and any later such frame of that "
+        "interface take the time of the frame before",
+        frame=number,
+    )
 
 
 def read_frames(path: str) -> CaptureReader:

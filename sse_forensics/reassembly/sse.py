@@ -36,6 +36,9 @@ UTF8_BOM = b"\xef\xbb\xbf"
 DEFAULT_EVENT_TYPE = "message"
 """WHATWG dispatch step 5: the type of an event whose block set no non-empty ``event``."""
 
+# A retry value past 64 bits is kept as the largest one (sse_columns.RETRY_MAX).
+RETRY_MAX = (1 << 63) - 1
+RETRY_DIGITS = 19
 _COLON = 0x3A  # b":"; a line starting with it is a comment
 # A line that can only be the start of a line: a comment or a known field name and colon.
 _FIELD_START = re.compile(rb"(?::|(?:data|id|event|retry):)")
@@ -450,7 +453,10 @@ class SSEParser:
         elif field == "retry":
             # str.isdigit() alone would accept non-ASCII digits such as "٣".
             if value.isascii() and value.isdigit():
-                self.reconnection_time = self._block_retry = int(value)
+                # Any number of digits is valid; past 64 bits it is "forever" (RETRY_MAX,
+                # as sse_columns stores it) — and int() refuses more than 4,300 digits.
+                retry = int(value) if len(value.lstrip("0")) <= RETRY_DIGITS else RETRY_MAX
+                self.reconnection_time = self._block_retry = min(retry, RETRY_MAX)
             else:
                 self._note("invalid-retry", start, end, value)
         # Any other field name is ignored (WHATWG), including "" from a bare line.

@@ -5,6 +5,7 @@ Rich renders these strings as :class:`rich.text.Text`, never as markup."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -23,3 +24,13 @@ def printable(value: object, limit: int | None = 200) -> str:
     text = text.replace("\\", "\\\\") if _UNSAFE.search(text) else text
     text = text.replace("\n", "\\n").replace("\t", "\\t")
     return _UNSAFE.sub(_escape_char, text)
+
+
+def find_session(requested: str, sessions: Iterable[str]) -> str | None:
+    """The session ``requested`` names: itself, or the one whose :func:`printable` form it
+    is — a session ID holding NUL cannot be a command-line argument, so the drill-down
+    command the summary prints names it by its escaped form (``s\\x00id``)."""
+    known = list(sessions)
+    if requested in known:
+        return requested
+    return next((s for s in known if printable(s, None) == requested), None)

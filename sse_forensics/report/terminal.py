@@ -51,7 +51,11 @@ STAGE_LABEL = {
 def shell_word(value: str) -> str:
     """``value`` as one exact bash word that is safe to print: ``shlex.quote`` when every
     character is printable, else ANSI-C quoting (``$'\\x1b…'``) so the escaped form a
-    terminal shows still names the real session when pasted."""
+    terminal shows still names the real session when pasted. No argument can hold NUL: a
+    value with one is given in its escaped form, which ``timeline --session`` resolves
+    (:func:`~sse_forensics.report.escape.find_session`)."""
+    if "\0" in value:
+        return shlex.quote(printable(value, None))
     if all(printable(ch, None) == ch for ch in value):
         return shlex.quote(value)
     out = []

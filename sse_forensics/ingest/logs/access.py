@@ -43,7 +43,7 @@ import polars as pl
 
 from sse_forensics.ingest.logs import formats as F
 from sse_forensics.ingest.logs.lines import split_lines
-from sse_forensics.ingest.logs.model import ACCESS_SCHEMA
+from sse_forensics.ingest.logs.model import ACCESS_SCHEMA, valid_epoch
 
 SAMPLE_BYTES = 200
 """How much of an unreadable line an error quotes."""
@@ -186,6 +186,8 @@ def _values(
             columns["__request"] = raw.str.splitn(" ", 3)
             continue
         value = _convert(raw, var.convert)
+        if var.column == "ts":
+            value = valid_epoch(value)
         if var.column in ("ts", "status") and var.convert != F.STR:
             checks.append(raw.is_null() | value.is_not_null())
         if var.column in ACCESS_SCHEMA:
@@ -696,7 +698,7 @@ def _field_values(
     for var in fmt.variables:
         if var.column in times:
             value = _clf_time(*times[var.column], frame, zones)
-            columns[var.column] = value
+            columns[var.column] = valid_epoch(value) if var.column == "ts" else value
             checks.append(pl.col(var.column).is_not_null())
             continue
         raw = texts[var.column].replace("-", None)  # _present, keeping the chunks
@@ -706,6 +708,8 @@ def _field_values(
             columns["__request"] = raw.str.splitn(" ", 3)
             continue
         value = _convert(raw, var.convert)
+        if var.column == "ts":
+            value = valid_epoch(value)
         if var.column in ("ts", "status") and var.convert != F.STR:
             if var.column in ACCESS_SCHEMA:  # the converted column is at hand
                 no_value = texts[var.column].replace("-", None).is_null()

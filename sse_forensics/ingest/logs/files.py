@@ -15,13 +15,14 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 import numpy as np
 import zstandard
 
 from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
 CHUNK_BYTES = 8 * 1024 * 1024
 """Decompressed bytes per chunk when reading batch by batch: large enough that polars'
@@ -63,43 +64,83 @@ def _decompressor(kind: str):
     return zstandard.ZstdDecompressor().decompressobj()
 
 
-def _raw_blocks(fh: BinaryIO, source: str, errors: list[ReadError]) -> Iterator[bytes]:
-    """The decompressed bytes of the buffered file ``fh``. A broken stream ends the
-    iteration after a :class:`ReadError` in ``errors``."""
+# Compressed bytes fed to zstd per call: a zstd block may expand 32768-fold (RLE), so this
+# bounds one call's output to 64 MiB whatever the stream (zlib takes a max_length).
+_ZSTD_STEP = 2048
+
+
+def _inflate(dec, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
+    """One bounded step of ``dec`` over ``pending``: its output (at most ``CHUNK_BYTES``
+    for gzip, 64 MiB for zstd) and the input still to feed."""
+    if kind == "gzip":
+        out = dec.decompress(pending, CHUNK_BYTES)
+        tail = dec.unconsumed_tail
+        return out, memoryview(tail) if tail else pending[len(pending) :]
+    return dec.decompress(pending[:_ZSTD_STEP]), pending[_ZSTD_STEP:]
+
+
+def _raw_blocks(
+    fh: BinaryIO, source: str, errors: list[ReadError], limits: Limits = DEFAULT_LIMITS
+) -> Iterator[bytes]:
+    """The decompressed bytes of the buffered file ``fh``, each call's output bounded (a
+    compression bomb never lands in memory at once) and the whole past the
+    ``log_decoded_bytes`` cap cut (a :class:`CapHit` in ``errors``). A broken stream ends
+    the iteration after a :class:`ReadError` in ``errors``."""
     kind = compression(fh.peek(4)[:4])
     if kind is None:
         while block := fh.read(_READ_BYTES):
             yield block
         return
     consumed = 0  # compressed bytes read from the file
+    decoded = 0
     dec = _decompressor(kind)
-    data = fh.read(_READ_BYTES)
-    while data:
-        consumed += len(data)
-        try:
-            out = dec.decompress(data)
-        except (zlib.error, zstandard.ZstdError) as exc:
-            errors.append(
-                ReadError(source, f"corrupt {kind} data within the first {consumed} bytes: {exc}")
-            )
-            return
-        if out:
+    pending = memoryview(fh.read(_READ_BYTES))
+    consumed += len(pending)
+    while pending:
+        while pending and not dec.eof:
+            try:
+                out, pending = _inflate(dec, kind, pending)
+            except (zlib.error, zstandard.ZstdError) as exc:
+                errors.append(
+                    ReadError(
+                        source, f"corrupt {kind} data within the first {consumed} bytes: {exc}"
+                    )
+                )
+                return
+            if not out:
+                continue
+            decoded += len(out)
+            if decoded > limits.log_decoded_bytes:
+                yield out[: len(out) - (decoded - limits.log_decoded_bytes)]
+                errors.append(
+                    CapHit.of(
+                        "log_decoded_bytes",
+                        limits,
+                        source,
+                        f"{kind} data decompressing past {limits.log_decoded_bytes} bytes",
+                        "the rest of the file is not read",
+                    )
+                )
+                return
             yield out
         if not dec.eof:
-            data = fh.read(_READ_BYTES)
+            pending = memoryview(fh.read(_READ_BYTES))
+            consumed += len(pending)
             continue
         # Another member or frame may follow (concatenated .gz, multi-frame zstd).
-        rest = dec.unused_data
-        consumed -= len(rest)
+        rest = bytes(dec.unused_data) + bytes(pending)
         data = rest or fh.read(_READ_BYTES)
         if not data:
             return
+        if not rest:
+            consumed += len(data)
         if compression(data) is None:
             errors.append(
                 ReadError(source, f"{len(data)}+ bytes of garbage after the {kind} stream ignored")
             )
             return
         dec = _decompressor(kind)
+        pending = memoryview(data)
     errors.append(
         ReadError(source, f"truncated {kind} file: the stream ends after {consumed} bytes")
     )
@@ -115,7 +156,39 @@ def _open(path: str) -> BinaryIO:
 _PROBE_BYTES = 64 * 1024
 
 
-def _pread_chunks(fd: int, chunk_bytes: int) -> Iterator[bytes]:
+@dataclass(frozen=True, slots=True)
+class LongLine:
+    """A line longer than the ``log_line_bytes`` cap, skipped unread: ``size`` bytes, its
+    newline left out (a last line without one may end the file)."""
+
+    size: int
+
+
+def _pread_line(fd: int, start: int, data: bytes, max_line: int) -> bytes | LongLine:
+    """The line at ``start`` of which ``data`` (longer than a chunk, no newline) is the
+    beginning, with its newline; or :class:`LongLine` once it passes ``max_line`` bytes —
+    the rest is then scanned for its end, never held."""
+    parts = [data]
+    size = len(data)
+    step = _PROBE_BYTES
+    while block := os.pread(fd, step, start + size):
+        nl = block.find(b"\n")
+        if nl >= 0:
+            size += nl
+            if size > max_line:
+                return LongLine(size)
+            parts.append(block[: nl + 1])
+            return b"".join(parts)
+        size += len(block)
+        if size > max_line:
+            parts = []
+            step = _READ_BYTES
+        else:
+            parts.append(block)
+    return LongLine(size) if size > max_line else b"".join(parts)
+
+
+def _pread_chunks(fd: int, chunk_bytes: int, max_line: int) -> Iterator[bytes | LongLine]:
     """Line-aligned chunks of an uncompressed file, each one ``pread`` of exactly its
     lines: the cut is found in a small read of the chunk's tail first, so the chunk is one
     copy out of the page cache (a ``read`` then a slice at the cut is two). Not ``mmap``:
@@ -134,13 +207,12 @@ def _pread_chunks(fd: int, chunk_bytes: int) -> Iterator[bytes]:
             data = os.pread(fd, chunk_bytes, start)
             cut = data.rfind(b"\n") + 1
             if cut == 0:  # a line longer than a chunk: extend it to its newline
-                parts = [data]
-                while (block := os.pread(fd, _PROBE_BYTES, start + sum(map(len, parts)))) and (
-                    b"\n" not in block
-                ):
-                    parts.append(block)
-                parts.append(block[: block.find(b"\n") + 1] if block else b"")
-                data = b"".join(parts)
+                line = _pread_line(fd, start, data, max_line)
+                if isinstance(line, LongLine):
+                    yield line
+                    start += line.size + 1
+                    continue
+                data = line
             else:
                 data = data[:cut]
             if not data:
@@ -155,7 +227,7 @@ def _pread_chunks(fd: int, chunk_bytes: int) -> Iterator[bytes]:
         start += len(data)
 
 
-def _plain_chunks(fh: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
+def _plain_chunks(fh: BinaryIO, chunk_bytes: int, max_line: int) -> Iterator[bytes | LongLine]:
     """Line-aligned chunks of an uncompressed file: by ``pread`` when the file allows it,
     else read, then seek back to the start of the cut line."""
     try:
@@ -163,13 +235,23 @@ def _plain_chunks(fh: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
     except (OSError, AttributeError, ValueError):
         pass
     else:
-        yield from _pread_chunks(fh.fileno(), chunk_bytes)
+        yield from _pread_chunks(fh.fileno(), chunk_bytes, max_line)
         return
     while data := fh.read(chunk_bytes):
         if len(data) == chunk_bytes:
             cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                data += fh.readline()  # a line longer than a chunk
+            if cut == 0:  # a line longer than a chunk
+                while not data.endswith(b"\n") and (more := fh.readline(_READ_BYTES)):
+                    data += more
+                    if len(data) > max_line:
+                        size = len(data)
+                        while not more.endswith(b"\n") and (more := fh.readline(_READ_BYTES)):
+                            size += len(more)
+                        yield LongLine(size - more.endswith(b"\n"))
+                        data = b""
+                        break
+                if not data:
+                    continue
             elif cut < len(data):
                 fh.seek(cut - len(data), os.SEEK_CUR)
                 data = data[:cut]
@@ -177,12 +259,22 @@ def _plain_chunks(fh: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
 
 
 def _joined(
-    fh: BinaryIO, source: str, errors: list[ReadError], chunk_bytes: int
-) -> Iterator[bytes]:
-    """Line-aligned chunks of a decompressed stream."""
+    fh: BinaryIO, source: str, errors: list[ReadError], chunk_bytes: int, limits: Limits
+) -> Iterator[bytes | LongLine]:
+    """Line-aligned chunks of a decompressed stream; a line past the ``log_line_bytes``
+    cap is skipped as it streams by (:class:`LongLine`), never held whole."""
     parts: list[bytes] = []
     size = 0
-    for block in _raw_blocks(fh, source, errors):
+    skipped = -1  # >= 0: bytes of an over-long line skipped so far
+    for block in _raw_blocks(fh, source, errors, limits):
+        if skipped >= 0:
+            nl = block.find(b"\n")
+            if nl < 0:
+                skipped += len(block)
+                continue
+            yield LongLine(skipped + nl)
+            skipped = -1
+            block = block[nl + 1 :]
         parts.append(block)
         size += len(block)
         if size < chunk_bytes:
@@ -190,30 +282,91 @@ def _joined(
         data = b"".join(parts)
         cut = data.rfind(b"\n") + 1
         if cut == 0:
-            parts = [data]  # one line longer than a chunk: keep reading
+            if size > limits.log_line_bytes:
+                skipped, parts, size = size, [], 0
+            else:
+                parts = [data]  # one line longer than a chunk: keep reading
             continue
         parts = [data[cut:]]
         size = len(parts[0])
         yield data[:cut]
-    if parts and (data := b"".join(parts)):
+    if skipped >= 0:
+        yield LongLine(skipped)
+    elif parts and (data := b"".join(parts)):
         yield data
 
 
+def _blank_long_lines(data: bytes, max_line: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """``data`` with every line longer than ``max_line`` emptied (its newline kept, so line
+    numbers hold), and (index, length) of each: for a cap below the chunk size."""
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    ends = np.append(ends, len(data)) if not data.endswith(b"\n") else ends
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    long = np.flatnonzero(ends - starts > max_line)
+    if not long.size:
+        return data, []
+    pieces, at = [], 0
+    for i in long.tolist():
+        pieces.append(data[at : int(starts[i])])
+        at = int(ends[i])
+    pieces.append(data[at:])
+    return b"".join(pieces), [(i, int(ends[i] - starts[i])) for i in long.tolist()]
+
+
 def iter_chunks(
-    path: str, errors: list[ReadError], *, chunk_bytes: int = CHUNK_BYTES
+    path: str,
+    errors: list[ReadError],
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[Chunk]:
     """Line-aligned chunks of ``path`` (decompressed). Problems go to ``errors``; a
-    truncation error names the last line read. A final line without a newline is kept."""
+    truncation error names the last line read. A final line without a newline is kept. A
+    line past the ``log_line_bytes`` cap is skipped (its number still counts) and a
+    compressed file past ``log_decoded_bytes`` cut, each a :class:`CapHit`."""
     line = 1
     broken: list[ReadError] = []
+    max_line = limits.log_line_bytes
+    long_lines: list[CapHit] = []  # the first, then its count: one per file however many
+
+    def long_line(number: int, size: int) -> None:
+        if long_lines:
+            long_lines[0] = replace(long_lines[0], count=long_lines[0].count + 1)
+            return
+        hit = CapHit.of(
+            "log_line_bytes",
+            limits,
+            path,
+            f"a line of {size} bytes",
+            "skipped; the lines after it are read",
+            line=number,
+        )
+        long_lines.append(hit)
+
     with _open(path) as fh:
         plain = compression(fh.peek(4)[:4]) is None
-        blocks = _plain_chunks(fh, chunk_bytes) if plain else _joined(fh, path, broken, chunk_bytes)
+        blocks = (
+            _plain_chunks(fh, chunk_bytes, max_line)
+            if plain
+            else _joined(fh, path, broken, chunk_bytes, limits)
+        )
         for data in blocks:
+            if isinstance(data, LongLine):
+                long_line(line, data.size)
+                line += 1
+                continue
+            if max_line < chunk_bytes:  # lines under a chunk may pass the cap too
+                data, cut = _blank_long_lines(data, max_line)
+                for i, size in cut:
+                    long_line(line + i, size)
             rows = count_lines(data)
             yield Chunk(data, line, rows)
             line += rows
+    errors.extend(long_lines)
     for error in broken:
+        if isinstance(error, CapHit):
+            errors.append(error)
+            continue
         last = line - 1
         what = f"{error.what}; {last} lines read, the rest is lost"
         errors.append(ReadError(path, what, line=last if last > 0 else None))

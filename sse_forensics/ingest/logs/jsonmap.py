@@ -30,6 +30,7 @@ to find which.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ import orjson
 import polars as pl
 
 from sse_forensics.ingest.logs.lines import split_lines
+from sse_forensics.ingest.logs.model import valid_epoch
 
 Path = tuple[str | int, ...]
 
@@ -66,18 +68,32 @@ class FieldMap:
         return FieldMap(name, {**self.fields, **fields})
 
 
-def parse_path(text: str) -> Path:
-    """``"request.headers.Last-Event-Id.0"`` → ``("request", "headers", "Last-Event-Id", 0)``."""
-    return tuple(int(p) if p.isdigit() else p for p in text.split("."))
+# A list index in a path: more digits than any log's list has items is a typo (and int()
+# refuses more than 4,300 digits).
+MAX_INDEX_DIGITS = 9
+
+
+def parse_path(text: str, where: str = "log map") -> Path:
+    """``"request.headers.Last-Event-Id.0"`` → ``("request", "headers", "Last-Event-Id", 0)``.
+    Raises ``ValueError`` naming ``where`` for an index of more than 9 digits."""
+    steps: list[str | int] = []
+    for part in text.split("."):
+        if not (part.isascii() and part.isdigit()):
+            steps.append(part)
+        elif len(part) > MAX_INDEX_DIGITS:
+            raise ValueError(f"{where}: list index of {len(part)} digits in a path")
+        else:
+            steps.append(int(part))
+    return tuple(steps)
 
 
 def parse_rule(spec: object, where: str) -> FieldRule:
     """A rule from TOML: a path, a list of alternative paths, or a table with ``path``
     (or ``paths``), ``scale``, ``values``, ``strip_port``."""
     if isinstance(spec, str):
-        return FieldRule((parse_path(spec),))
+        return FieldRule((parse_path(spec, where),))
     if isinstance(spec, list) and spec and all(isinstance(p, str) for p in spec):
-        return FieldRule(tuple(parse_path(p) for p in spec))
+        return FieldRule(tuple(parse_path(p, where) for p in spec))
     if isinstance(spec, dict):
         unknown = set(spec) - {"path", "paths", "scale", "values", "strip_port"}
         paths = spec.get("paths", spec.get("path"))
@@ -90,8 +106,13 @@ def parse_rule(spec: object, where: str) -> FieldRule:
         if not isinstance(values, dict):
             raise ValueError(f"{where}: values must be a table")
         scale = spec.get("scale")
-        if scale is not None and not isinstance(scale, int | float):
-            raise ValueError(f"{where}: scale must be a number")
+        if scale is not None and (
+            not isinstance(scale, int | float)
+            or isinstance(scale, bool)
+            or not math.isfinite(scale)
+            or scale <= 0
+        ):
+            raise ValueError(f"{where}: scale must be a finite positive number, not {scale!r}")
         return replace(
             base,
             scale=float(scale) if scale is not None else None,
@@ -334,6 +355,54 @@ def decode_json_lines(
     if not isinstance(records.dtype, pl.Struct):
         out = out.clear()
     return DecodedChunk(out, int((~blank).sum()), sorted(bad))
+
+
+def dtype_depth(dtype: pl.DataType) -> int:
+    """Nesting of a decoded JSON value's type: 0 for a scalar, 1 + its deepest member's
+    for a struct or list."""
+    if isinstance(dtype, pl.Struct):
+        return 1 + max((dtype_depth(f.dtype) for f in dtype.fields), default=0)
+    if isinstance(dtype, pl.List | pl.Array):
+        return 1 + dtype_depth(dtype.inner)
+    return 0
+
+
+def _value_depth(value: object) -> int:
+    """Nesting of one decoded JSON value (iterative: orjson holds at most 1024 levels)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
+
+
+def too_deep(
+    records: pl.DataFrame, data: bytes, first_line: int, max_depth: int
+) -> tuple[pl.DataFrame, list[int]]:
+    """``records`` (``line``, ``__rec``) of the chunk ``data`` (its first line numbered
+    ``first_line``) without those nested more than ``max_depth`` (the ``json_depth``
+    cap), and their line numbers. The chunk's union type says at once whether any record
+    can be that deep; only then are its lines measured (orjson)."""
+    dtype = records.schema.get("__rec")
+    if dtype is None or not records.height or dtype_depth(dtype) <= max_depth:
+        return records, []
+    lines = data.split(b"\n")
+    deep = []
+    for line in records.get_column("line").to_list():
+        try:
+            value = orjson.loads(lines[line - first_line])
+        except orjson.JSONDecodeError:
+            continue
+        if _value_depth(value) > max_depth:
+            deep.append(line)
+    return records.filter(~pl.col("line").is_in(deep)), deep
 
 
 def _decode_inferred(
@@ -593,8 +662,15 @@ def apply_map(
         if target != pl.String and all(d.is_numeric() for _, d in found):
             # Numbers stay numbers (epoch ts, status, sizes): no detour through text.
             number = pl.coalesce([e.cast(pl.Float64) for e, _ in found])
-            value = number * rule.scale if rule.scale is not None else number
-            exprs.append(value.cast(target).alias(column))
+            scaled = number * rule.scale if rule.scale is not None else number
+            # A value the column cannot hold (a status of 1e300) is null, like bad text.
+            value = scaled.cast(target, strict=False)
+            if column == "ts":
+                value = valid_epoch(value)
+            exprs.append(value.alias(column))
+            if column in ("ts", "status"):
+                exprs.append((number.is_not_null() & value.is_null()).alias(f"__bad_{column}"))
+                checks.append(f"__bad_{column}")
             continue
         text = pl.coalesce([_as_string(e, d) for e, d in found])
         text = pl.when(~text.is_in(["", "-"])).then(text)
@@ -603,7 +679,7 @@ def apply_map(
         if rule.values:
             text = text.replace(dict(rule.values))
         if column == "ts":
-            value = timestamp(text)
+            value = valid_epoch(timestamp(text))
         elif target == pl.String:
             value = text
         else:

@@ -14,8 +14,17 @@ from typing import Literal
 import polars as pl
 
 from sse_forensics.errors import ReadError
+from sse_forensics.provenance import EPOCH_MAX
 
 LogKind = Literal["access-text", "access-json", "event-log"]
+
+
+def valid_epoch(ts: pl.Expr) -> pl.Expr:
+    """``ts`` (epoch seconds) where it is an instant from 1970 to the year 9999, else null:
+    the line is then reported with an unreadable ts (issue 16: a time the tool cannot print
+    costs that line, never the scan)."""
+    return pl.when(ts.is_between(0.0, EPOCH_MAX)).then(ts)
+
 
 ACCESS_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String,  # the file the line came from

@@ -48,6 +48,7 @@ from sse_forensics.ingest.logs.jsonmap import (
     decode_json_lines,
     load_log_map,
     match_score,
+    too_deep,
 )
 from sse_forensics.ingest.logs.model import (
     ACCESS_SCHEMA,
@@ -58,7 +59,9 @@ from sse_forensics.ingest.logs.model import (
     empty_access,
     empty_events,
 )
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
+DEEP = "nested deeper than the json_depth cap"
 MAX_SAMPLES_PER_FILE = 20
 """Unreadable lines quoted in ``errors`` per file; all of them are counted."""
 
@@ -89,6 +92,35 @@ def _first_lines(head: bytes) -> list[str]:
     return [t for t in text if t][:_SNIFF_LINES]
 
 
+_HEAD_BYTES = 64 * 1024
+
+
+def _lines_head(path: str) -> bytes:
+    """The first whole lines of ``path``, at least one unless the file has none: a first
+    line longer than the head is read whole, one past the ``log_line_bytes`` cap skipped."""
+    out = b""
+    for chunk in iter_chunks(path, [], chunk_bytes=_HEAD_BYTES):
+        out += chunk.data
+        if out.count(b"\n") >= _SNIFF_LINES or len(out) >= _HEAD_BYTES:
+            break
+    return out
+
+
+def _first_record(lines: list[str]) -> object:
+    """The first of ``lines`` that decodes as a JSON object: one record too deep or too
+    long to decode (issue 16) does not hide the format of the rest."""
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return None
+
+
 def detect(
     path: str, *, access_format: str | F.AccessFormat | None = None, log_map: LogMap | None = None
 ) -> Detected | str:
@@ -98,15 +130,14 @@ def detect(
         return "a packet capture, not a log"
     if head.startswith((GZIP_MAGIC, ZSTD_MAGIC)):
         return "compressed data that does not decompress"
+    if b"\n" not in head and len(head) >= _HEAD_BYTES:
+        head = _lines_head(path)  # the first line is longer than the head
     lines = _first_lines(head)
     if not lines:
         return "empty (no line to tell the format from)"
     log_map = log_map or LogMap()
     if lines[0].startswith("{"):
-        try:
-            record = orjson.loads(lines[0])
-        except orjson.JSONDecodeError:
-            record = None
+        record = _first_record(lines)
         if isinstance(record, dict):
             if _has_kind(log_map.events, record) and match_score(log_map.events, record) >= 3:
                 return Detected("event-log", field_map=log_map.events)
@@ -189,13 +220,19 @@ class _Parsed:
     samples: list[ReadError]
 
 
-def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
+def _parse_json_chunk(
+    chunk: Chunk,
+    source: str,
+    found: Detected,
+    max_samples: int,
+    limits: Limits = DEFAULT_LIMITS,
+) -> _Parsed:
     """The chunk's records mapped to rows. When polars cannot put them in one schema
     (a field that is an object in one record and a string in another), each half of the
     chunk is read on its own, down to single lines: a line polars refuses even alone is
     unreadable ("unusable JSON object")."""
     try:
-        return _parse_json_lines(chunk, source, found, max_samples)
+        return _parse_json_lines(chunk, source, found, max_samples, limits)
     except pl.exceptions.PolarsError as exc:
         lines = chunk.rows if chunk.rows >= 0 else len(chunk.data.splitlines())
         if lines <= 1:
@@ -209,19 +246,27 @@ def _parse_json_chunk(chunk: Chunk, source: str, found: Detected, max_samples: i
     first = Chunk(b"\n".join(lines[:half]) + b"\n", chunk.first_line, half)
     rest = b"\n".join(lines[half:])
     second = Chunk(rest, chunk.first_line + half, rest.count(b"\n") + (not rest.endswith(b"\n")))
-    a = _parse_json_chunk(first, source, found, max_samples)
-    b = _parse_json_chunk(second, source, found, max_samples)
+    a = _parse_json_chunk(first, source, found, max_samples, limits)
+    b = _parse_json_chunk(second, source, found, max_samples, limits)
     samples = sorted(a.samples + b.samples, key=lambda e: e.line or 0)[:max_samples]
     rows = pl.concat([a.rows, b.rows])
     return _Parsed(rows, a.lines + b.lines, a.unreadable + b.unreadable, samples)
 
 
-def _parse_json_lines(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
+def _parse_json_lines(
+    chunk: Chunk,
+    source: str,
+    found: Detected,
+    max_samples: int,
+    limits: Limits = DEFAULT_LIMITS,
+) -> _Parsed:
     assert found.field_map is not None
     schema = EVENTS_SCHEMA if found.kind == "event-log" else ACCESS_SCHEMA
     decoded = decode_json_lines(chunk.data, chunk.first_line, _rows(chunk), found.field_map, schema)
-    mapped, checks = apply_map(decoded.records, found.field_map, schema)
+    records, deep = too_deep(decoded.records, chunk.data, chunk.first_line, limits.json_depth)
+    mapped, checks = apply_map(records, found.field_map, schema)
     bad = [(chunk.first_line + i, why) for i, why in decoded.bad]
+    bad += [(line, DEEP) for line in deep]
     if checks:
         failing = mapped.filter(pl.any_horizontal(checks))
         for line, *flags in failing.select("line", *checks).iter_rows():
@@ -247,6 +292,10 @@ def _parse_json_lines(chunk: Chunk, source: str, found: Detected, max_samples: i
         lines = chunk.data.split(b"\n")
         for line, why in bad[:max_samples]:
             raw = lines[line - chunk.first_line].rstrip(b"\r")
+            if why == DEEP:
+                cut = f"a JSON record nested deeper: {escape_sample(raw)}"
+                samples.append(CapHit.of("json_depth", limits, source, cut, "skipped", line=line))
+                continue
             samples.append(ReadError(source, f"{why}: {escape_sample(raw)}", line=line))
     return _Parsed(rows, decoded.lines, len(bad), samples)
 
@@ -255,12 +304,18 @@ def _rows(chunk: Chunk) -> int | None:
     return chunk.rows if chunk.rows >= 0 else None
 
 
-def _parse_chunk(chunk: Chunk, source: str, found: Detected, max_samples: int) -> _Parsed:
+def _parse_chunk(
+    chunk: Chunk,
+    source: str,
+    found: Detected,
+    max_samples: int,
+    limits: Limits = DEFAULT_LIMITS,
+) -> _Parsed:
     """The rows of one chunk, all columns chunked alike (polars copies every column of a
     frame whose columns are chunked apart at its next select: in the caller's hands, or
     when read_logs attaches sessions)."""
     if found.kind != "access-text":
-        return _parse_json_chunk(chunk, source, found, max_samples)
+        return _parse_json_chunk(chunk, source, found, max_samples, limits)
     assert found.access_format is not None
     fmt = found.access_format
     parsed = parse_access_chunk(
@@ -324,6 +379,7 @@ def iter_log_batches(
     max_samples: int = MAX_SAMPLES_PER_FILE,
     progress: Callable[[int], None] | None = None,
     workers: int = WORKERS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> LogBatches:
     """The logs at ``paths`` chunk by chunk: one :class:`LogBatch` per chunk of each file,
     files in :func:`read_logs`'s order (as given; a directory's or glob's rotated sets
@@ -355,6 +411,7 @@ def iter_log_batches(
         max_samples=max_samples,
         progress=progress,
         workers=max(1, workers),
+        limits=limits,
     )
     return LogBatches(batches, files)
 
@@ -399,6 +456,7 @@ def _batches(
     max_samples: int,
     progress: Callable[[int], None] | None,
     workers: int,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[LogBatch]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for path, found in plans:
@@ -413,6 +471,7 @@ def _batches(
                 chunk_bytes=chunk_bytes,
                 max_samples=max_samples,
                 progress=progress,
+                limits=limits,
             )
 
 
@@ -426,13 +485,14 @@ def _read_file(
     chunk_bytes: int,
     max_samples: int,
     progress: Callable[[int], None] | None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[LogBatch]:
     """Batches of one file, its chunks parsed ``in_flight`` at a time while the next one
     is read, yielded in order. The first chunk is awaited alone: if none of its lines
     match, the format is wrong (and nothing more is read)."""
     file_errors: list[ReadError] = []
     pending: deque[tuple[Chunk, Future[_Parsed]]] = deque()
-    chunks = iter_chunks(path, file_errors, chunk_bytes=chunk_bytes)
+    chunks = iter_chunks(path, file_errors, chunk_bytes=chunk_bytes, limits=limits)
     budget = max_samples
     checked = False
     ended = False
@@ -445,7 +505,7 @@ def _read_file(
             ended = True
             return
         file_stats.bytes += len(chunk.data)
-        pending.append((chunk, pool.submit(_parse_chunk, chunk, path, found, budget)))
+        pending.append((chunk, pool.submit(_parse_chunk, chunk, path, found, budget, limits)))
         if progress is not None:
             progress(len(chunk.data))
 
@@ -470,7 +530,7 @@ def _read_file(
             budget -= len(kept)
             last = ended and not pending
             if last:
-                file_stats.truncated = bool(file_errors)
+                file_stats.truncated = _truncated(file_errors)
                 kept = kept + file_errors
             done += 1
             yield LogBatch(
@@ -484,11 +544,16 @@ def _read_file(
                 last,
             )
         if not done:  # nothing decompressed at all: the file's errors still count
-            file_stats.truncated = bool(file_errors)
+            file_stats.truncated = _truncated(file_errors)
             yield LogBatch(path, found.kind, _empty(found.kind), 0, 0, file_errors, 1, True)
     finally:
         for _, future in pending:
             future.cancel()
+
+
+def _truncated(file_errors: list[ReadError]) -> bool:
+    """Did the file end before its end (a skipped over-long line is not that)?"""
+    return any(getattr(e, "cap", None) != "log_line_bytes" for e in file_errors)
 
 
 def _empty(kind: LogKind) -> pl.DataFrame:
