@@ -206,6 +206,12 @@ def test_syn_flood_is_bounded_by_the_flows_cap(tmp_path: Path, payload: bool) ->
     assert result.loss.evicted_connections == 3000 - 200
     assert result.stats.tcp_connections == 3001
     assert ORDINARY in _findings(result)
+    if payload:
+        # One broken request head per connection: the first 100 of each kind are listed,
+        # the rest counted in one line (the output does not grow with the flood).
+        summaries = [e.what for e in result.errors if "more input problem(s)" in e.what]
+        assert len(result.errors) == 1 + 2 * 100 + len(summaries)
+        assert sorted(int(w.split()[0]) for w in summaries) == [100, 2700]
 
 
 def test_evicted_streams_end_where_they_were_evicted(tmp_path: Path) -> None:

@@ -302,6 +302,26 @@ def _sse_lines(buf: bytes, pos: int, end: int) -> bool | str:
 class _Reader:
     """One direction: the message framing state machine of RFC 9112 §6."""
 
+    # Slots: a capture may hold a hundred thousand connections open at once (issue 16).
+    __slots__ = (
+        "at_hole",
+        "body",
+        "conn",
+        "direction",
+        "final",
+        "is_server",
+        "last_origin",
+        "origin",
+        "origins",
+        "pending",
+        "pending_origins",
+        "pickup",
+        "quiet",
+        "seen_message",
+        "state",
+        "wait",
+    )
+
     def __init__(self, conn: HTTPConnection, direction: Direction) -> None:
         self.conn = conn
         self.direction: Direction = direction
@@ -322,19 +342,6 @@ class _Reader:
         # Server: the hole after which an event-stream body may be picked up headless.
         self.pickup: MissingSpan | None = None
         self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
-        self.steps = {
-            IDLE: self.step_idle,
-            BODY_LENGTH: self.step_body_length,
-            CHUNK_SIZE: self.step_chunk_size,
-            CHUNK_DATA: self.step_chunk_data,
-            CHUNK_DATA_END: self.step_chunk_data_end,
-            TRAILERS: self.step_trailers,
-            BODY_UNTIL_CLOSE: self.step_body_until_close,
-            RESYNC_CHUNK: self.step_resync_chunk,
-            RESYNC_MESSAGE: self.step_resync_message,
-            AWAIT_TUNNEL: self.step_await_tunnel,
-            CLOSED: self.step_closed,
-        }
 
     # -- driving -------------------------------------------------------------------------
 
@@ -365,9 +372,9 @@ class _Reader:
 
     def run(self, buf: bytes, out: list[HTTPEvent]) -> None:
         pos, n = 0, len(buf)
-        steps = self.steps
+        steps = _STEPS  # one table for every reader: a dict of bound methods each cost ~1 KiB
         while pos < n:
-            pos = steps[self.state](buf, pos, out)
+            pos = steps[self.state](self, buf, pos, out)
             if self.wait:
                 self.wait = False
                 self.stash(buf, pos)
@@ -869,6 +876,22 @@ class _Reader:
         self.pending, self.pending_origins = b"", []
 
 
+_STEPS = {
+    IDLE: _Reader.step_idle,
+    BODY_LENGTH: _Reader.step_body_length,
+    CHUNK_SIZE: _Reader.step_chunk_size,
+    CHUNK_DATA: _Reader.step_chunk_data,
+    CHUNK_DATA_END: _Reader.step_chunk_data_end,
+    TRAILERS: _Reader.step_trailers,
+    BODY_UNTIL_CLOSE: _Reader.step_body_until_close,
+    RESYNC_CHUNK: _Reader.step_resync_chunk,
+    RESYNC_MESSAGE: _Reader.step_resync_message,
+    AWAIT_TUNNEL: _Reader.step_await_tunnel,
+    CLOSED: _Reader.step_closed,
+}
+"""The reader's step per state (RFC 9112 §6 framing), each ``(reader, buf, pos, out)``."""
+
+
 class HTTPConnection:
     """Both directions of one HTTP/1.1 connection (h11-style: bytes in, events out; no I/O).
 
@@ -876,6 +899,19 @@ class HTTPConnection:
     events the call produced, possibly for both directions (a refused tunnel releases
     held client bytes).
     """
+
+    __slots__ = (
+        "_client",
+        "_current",
+        "_last_final",
+        "_next_exchange",
+        "_orphan",
+        "_server",
+        "_unanswered",
+        "limits",
+        "server_lost_track",
+        "tunnel",
+    )
 
     def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
         self.limits = limits  # body_bytes, expansion_ratio, coding_depth (content codings)

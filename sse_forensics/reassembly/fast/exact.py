@@ -24,16 +24,23 @@ says), so a capture of a million connections does not hold a million objects.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
 
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
-from sse_forensics.limits import DEFAULT_LIMITS, Limits
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
 from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
 from sse_forensics.reassembly.tls import TLSKeys
+
+ERRORS_PER_KIND = 100
+"""Input problems of one kind (the same text but for its numbers) listed per driver; the
+rest are counted in one line (issue 16: a flood of broken connections must not cost one
+object, and one output line, per connection)."""
+_NUMBERS = re.compile(r"\d+")
 
 ErrorKey = tuple[float, int, int, int]
 """(row, phase, flow position, sequence): ``row`` is ``inf`` for the end of the capture,
@@ -74,6 +81,8 @@ class ExactDriver:
         self.errors: list[ReadError] = []
         self.keyed: list[tuple[ErrorKey, ReadError]] = []
         self.decided = 0  # connections decided
+        self._kinds: dict[str, int] = {}  # errors seen per kind
+        self._first_unlisted: dict[str, ReadError] = {}
         self.report_caps = report_caps  # False: another shard reports the flows cap
         self._seq = 0
 
@@ -113,9 +122,39 @@ class ExactDriver:
         errors = self.errors
         if errors:
             for err in errors:
-                self.keyed.append(((row, phase, position, self._seq), err))
-                self._seq += 1
+                if self._listed(err):
+                    self.keyed.append(((row, phase, position, self._seq), err))
+                    self._seq += 1
             errors.clear()
+
+    def _listed(self, err: ReadError) -> bool:
+        """Whether ``err`` is listed: the first :data:`ERRORS_PER_KIND` of a kind (its text
+        with the numbers taken out) are; later ones are only counted (:meth:`_unlisted`)."""
+        if isinstance(err, CapHit):
+            return True  # folded per cap and file later, with their count
+        kind = _NUMBERS.sub("#", err.what)
+        seen = self._kinds.get(kind, 0)
+        self._kinds[kind] = seen + 1
+        if seen < ERRORS_PER_KIND:
+            return True
+        if seen == ERRORS_PER_KIND:
+            self._first_unlisted[kind] = err
+        return False
+
+    def _unlisted(self) -> list[ReadError]:
+        """One line per kind of error that had more than :data:`ERRORS_PER_KIND`."""
+        out = []
+        for kind, err in self._first_unlisted.items():
+            more = self._kinds[kind] - ERRORS_PER_KIND
+            out.append(
+                ReadError(
+                    err.source,
+                    f"{more} more input problem(s) like this one, not listed: {err.what}",
+                    frame=err.frame,
+                    ts=err.ts,
+                )
+            )
+        return out
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -152,3 +191,6 @@ class ExactDriver:
         if tracker.evicted and self.report_caps:
             self.errors.append(flows_capped(tracker, self.limits))
             self._keep_errors(END, 2, 0)
+        for err in self._unlisted():
+            self.keyed.append(((END, 3, 0, self._seq), err))
+            self._seq += 1
