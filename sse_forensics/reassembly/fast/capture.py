@@ -44,7 +44,7 @@ from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.fast import http as fhttp
-from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow_key
+from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
 from sse_forensics.reassembly.fast.tcp import (
@@ -238,22 +238,25 @@ def reassemble_fast(
     fallbacks: Counter[str] = Counter()
     clock.lap("tcp")
 
-    # Flow-table position (first row of the 4-tuple) of a connection, for errors at the end.
-    positions: dict[Any, int] = {}
+    # Flow-table position (first row of the 4-tuple) of a connection, for errors at the end:
+    # the group of the row of its first frame (rows of one file are in frame order).
+    file_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # file: its rows, their frames
+    source_no = {path: k for k, path in enumerate(index.sources)}
+    row_group = np.zeros(len(index), dtype=np.int64)  # the group of each TCP row
+    row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
 
     def flow_position(conn: Connection) -> int:
-        if not positions:
-            addr = index.addresses
-            for r in groups.first_row.tolist():
-                a = (addr[int(index.src[r])], int(index.sport[r]))
-                b = (addr[int(index.dst[r])], int(index.dport[r]))
-                positions[flow_key(a, b)] = r
-        return positions[flow_key(conn.client, conn.server)]
+        f = source_no[conn.first.source]
+        known = file_rows.get(f)
+        if known is None:
+            rows = np.flatnonzero(index.file == f)
+            known = file_rows[f] = (rows, index.frame[rows])
+        rows, frames = known
+        at = int(np.searchsorted(frames, conn.first.number))
+        return int(groups.first_row[row_group[int(rows[at])]])
 
     # 2. The exact path for the groups that are not candidates.
     main_decided: list[float] = []
-    row_group = np.zeros(len(index), dtype=np.int64)  # the group of each TCP row
-    row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
 
     def main_id(row: float, conn: Connection) -> int:
         before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
