@@ -307,7 +307,11 @@ def headers(lines: Iterable[tuple[bytes, bytes]]) -> bytes:
 
 
 def tools_call_request(
-    session: bytes, target: bytes = b"/mcp", host: bytes = HOST, extra: Iterable = ()
+    session: bytes,
+    target: bytes = b"/mcp",
+    host: bytes = HOST,
+    extra: Iterable = (),
+    call: bytes = CALL,
 ) -> bytes:
     fields = [
         (b"Host", host),
@@ -317,9 +321,9 @@ def tools_call_request(
         (b"Mcp-Session-Id", session),
         (b"MCP-Protocol-Version", b"2025-11-25"),
         *extra,
-        (b"Content-Length", str(len(CALL)).encode()),
+        (b"Content-Length", str(len(call)).encode()),
     ]
-    return b"POST " + target + b" HTTP/1.1\r\n" + headers(fields) + b"\r\n" + CALL
+    return b"POST " + target + b" HTTP/1.1\r\n" + headers(fields) + b"\r\n" + call
 
 
 def resume_request(last_event_id: bytes, session: bytes) -> bytes:
@@ -810,6 +814,50 @@ def _gap(rule: str, classification: str, first: str | None, last: str | None) ->
     return {"rule": rule, "classification": classification, "gap": {"first": first, "last": last}}
 
 
+SECOND_CALL = (
+    b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_repository",'
+    b'"arguments":{"query":"TODO"},"_meta":{"progressToken":2}}}'
+)
+
+
+def inconsistent_retransmission(incident: Incident) -> Capture:
+    """Events 8 and 9 travel in one segment captured twice with different bytes: the first
+    copy (never ACKed, as when it expired before the client) holds keep-alive comments of the
+    same size, the retransmission the events. A second connection of the session has an
+    ordinary unsignalled jump 7 -> 13."""
+    capture = incident.capture(LINKTYPE_ETHERNET)
+    conn = _ethernet_connection(capture, incident)
+    _open_call(conn, incident)
+    raw = call_events(range(1, 21), 20)
+    events = [chunk(e) for e in raw]
+    _stream_chunks(conn, events[:7])
+    real = events[7] + events[8]
+    decoy = b"".join(chunk(b": keep-alive" + b" " * (len(e) - 14) + b"\n\n") for e in raw[7:9])
+    assert len(decoy) == len(real), "the two copies cover the same sequence numbers"
+    seq = conn.send(SERVER, "PA", decoy, dt_ns=50 * TICK_NS)
+    conn.send(SERVER, "PA", real, seq=seq, dt_ns=200 * TICK_NS)  # the retransmission
+    conn.send(CLIENT, "A", dt_ns=40_000)
+    _stream_chunks(conn, [*events[9:], LAST_CHUNK])
+    conn.close()
+    capture.pause(500 * TICK_NS)
+    client2 = incident.client(CLIENT_V4, connection=1)
+    other = TcpConnection(
+        capture,
+        ethernet(client2, SERVER_V4),
+        client2,
+        SERVER_V4,
+        client_isn=0x5E6F7081,
+        server_isn=0x2B3C4D5E,
+    )
+    other.handshake()
+    other.send_data(CLIENT, tools_call_request(incident.session, call=SECOND_CALL))
+    other.send_data(SERVER, incident.response_head())
+    ids = [*range(1, 8), *range(13, 21)]
+    _stream_chunks(other, [chunk(e) for e in call_events(ids, 20)] + [LAST_CHUNK])
+    other.close()
+    return capture
+
+
 SAMPLES = [
     Sample(
         "crafted-reorder-retransmit",
@@ -946,6 +994,25 @@ SAMPLES = [
         [
             _gap("missing-stream-gap", "silent_corruption", "11", "11"),
             _gap("client-accepted-gap", "silent_corruption", "11", "11"),
+        ],
+    ),
+    Sample(
+        "crafted-inconsistent-retransmission",
+        inconsistent_retransmission,
+        "The segment carrying events 8 and 9 is captured twice with different bytes: first "
+        "keep-alive comments of the same size (the copy a monitor keeps), then, retransmitted "
+        "at the same sequence number, the events themselves (the copy the client ACKs). Which "
+        "one the client kept cannot be known from the capture: the jump 7 -> 10 the first copy "
+        "shows is indeterminate. Another tools/call of the session (a second connection) "
+        "jumps 7 -> 13 with no stream-gap event: an ordinary silent gap.",
+        # The first copy wins in reassembly, so 8-9 look dropped; the retransmission says
+        # otherwise. Not resumable-while-evicting: an indeterminate gap proves no eviction.
+        [
+            _gap("missing-stream-gap", "indeterminate", "8", "9"),
+            _gap("client-accepted-gap", "indeterminate", "8", "9"),
+            _gap("missing-stream-gap", "silent_corruption", "8", "12"),
+            _gap("resumable-while-evicting", "silent_corruption", "8", "12"),
+            _gap("client-accepted-gap", "silent_corruption", "8", "12"),
         ],
     ),
 ]

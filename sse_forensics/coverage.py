@@ -126,8 +126,11 @@ def _connections(result: ScanResult) -> list[Unjudged]:
                 frame=origin.number if origin else None,
             )
         )
-    if len(lossy) > MAX_CONNECTIONS_LISTED:
-        rest = len(lossy) - MAX_CONNECTIONS_LISTED
+    # A scan keeps some connections without HTTP as counts only: the loss totals say how
+    # many lost bytes.
+    lossy_count = max(len(lossy), result.loss.connections_with_loss)
+    if lossy_count > MAX_CONNECTIONS_LISTED:
+        rest = lossy_count - MAX_CONNECTIONS_LISTED
         out.append(Unjudged("connection", f"{rest} more connection(s)", "bytes missing too"))
     return out
 
@@ -176,7 +179,7 @@ def coverage(result: ScanResult) -> Coverage:
     elif stats.http_exchanges == 0:
         if stats.frames:
             why = (
-                f"no HTTP/1.1 exchange could be read from {len(result.connections)} TCP "
+                f"no HTTP/1.1 exchange could be read from {result.stats.tcp_connections} TCP "
                 f"connection(s) in {stats.frames} frame(s)"
             )
         else:

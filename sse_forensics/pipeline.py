@@ -102,6 +102,7 @@ class ScanStats:
     frames: int = 0
     tcp_segments: int = 0
     connections: int = 0
+    tcp_connections: int = 0  # of them, from captures (the rest: log pseudo-connections)
     http_exchanges: int = 0
     streams: int = 0
     events: int = 0
@@ -282,7 +283,7 @@ def ingest(
     exchanges = store.rows["exchanges"]
     log_connections = 0
     if log_files:
-        first_id = max((c.id for c in reassembly.connections), default=0) + 1
+        first_id = reassembly.max_connection_id + 1
         with _scan_gc():
             read = _ingest_logs(log_files, logs, store, first_id, config, progress)
         reassembly.errors.extend(read.errors)
@@ -583,7 +584,8 @@ def scan_paths(
     stats = ScanStats(
         frames=reassembly.frames,
         tcp_segments=reassembly.tcp_segments,
-        connections=len(reassembly.connections) + ingested.log_connections,
+        connections=reassembly.connection_count + ingested.log_connections,
+        tcp_connections=reassembly.connection_count,
         http_exchanges=ingested.exchanges,
         streams=sum(r.counts["streams"] for r in results),
         events=sum(r.counts["events"] for r in results),

@@ -70,6 +70,11 @@ WIRE_IDS = {
     # The client's leg, then the upstream leg: the proxy relays every event it gets.
     "crafted-proxy-two-legs": _ints(range(1, 8), range(13, 21)) * 2,
     "crafted-replay-handoff": _ints(range(1, 8), range(8, 11), range(12, 21)),
+    # The first copy of 8-9 (keep-alive comments) is what reassembly keeps; the second
+    # connection jumps 7 -> 13.
+    "crafted-inconsistent-retransmission": _ints(
+        range(1, 8), range(10, 21), range(1, 8), range(13, 21)
+    ),
 }
 
 # frame.protocols and source address of frame 1.
@@ -203,6 +208,7 @@ CONNECTIONS = {name: 1 for name in WIRE_IDS} | {
     "crafted-sll2-resume-jump": 2,
     "crafted-proxy-two-legs": 2,  # client → proxy:8080, proxy → server:8000
     "crafted-replay-handoff": 2,
+    "crafted-inconsistent-retransmission": 2,
 }
 SERVER_PORTS = {8000, 8080}
 # Live jumps right after a replay that began at the successor: a handoff race, not eviction.

@@ -280,3 +280,27 @@ def test_connections_match_tshark_conversations(shared_captures, name):
     tracker, _out, _ = run(path)
     got = {frozenset((c.client, c.server)): c.packets for c in tracker.connections}
     assert got == expected
+
+
+def test_community_id_equals_the_reference_implementation() -> None:
+    """flows.community_id is written out for speed (issue 16: a million connections); it
+    must give what the Community ID library gives, IPv4 and IPv6, either endpoint order."""
+    import ipaddress
+    import random
+
+    import communityid
+
+    from sse_forensics.reassembly.flows import community_id
+
+    reference = communityid.CommunityID()
+    rnd = random.Random(16)
+    for k in range(500):
+        if k % 3:
+            a = str(ipaddress.IPv4Address(rnd.getrandbits(32)))
+            b = a if k % 7 == 0 else str(ipaddress.IPv4Address(rnd.getrandbits(32)))
+        else:
+            a = str(ipaddress.IPv6Address(rnd.getrandbits(128)))
+            b = str(ipaddress.IPv6Address(rnd.getrandbits(128)))
+        client, server = (a, rnd.randrange(65536)), (b, rnd.randrange(65536))
+        tuple_ = communityid.FlowTuple.make_tcp(client[0], server[0], client[1], server[1])
+        assert community_id(client, server) == reference.calc(tuple_)

@@ -13,6 +13,8 @@ import random
 import sys
 from pathlib import Path
 
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.limits import Limits
 from sse_forensics.pipeline import LogOptions, scan_paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,10 +27,12 @@ ACCESS_FORMAT = (
 )
 
 
-def _calls(paths: list[str], logs: LogOptions | None = None) -> int:
+def _calls(
+    paths: list[str], logs: LogOptions | None = None, config: AnalysisConfig | None = None
+) -> int:
     profile = cProfile.Profile()
     profile.enable()
-    result = scan_paths(paths, logs=logs)
+    result = scan_paths(paths, config, logs=logs)
     profile.disable()
     assert result.findings  # the inputs hold planted incidents: the scan judged them
     return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
@@ -122,4 +126,54 @@ def test_capture_cost_grows_linearly(tmp_path: Path) -> None:
     make_capture.write_capture(large_pcap, packets=12000, seed=3)
     small = _calls([str(small_pcap)])
     large = _calls([str(large_pcap)])
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def _hostile(tmp: Path, name: str, build) -> str:
+    """A capture of samples/hostile.py (with its ordinary silent gap, so findings exist)."""
+    spec = importlib.util.spec_from_file_location(
+        "samples_hostile", ROOT / "samples" / "hostile.py"
+    )
+    assert spec and spec.loader
+    hostile = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = hostile
+    spec.loader.exec_module(hostile)
+    path = tmp / f"{name}.pcap"
+    hostile.write(path, lambda w: build(hostile, w))
+    return str(path)
+
+
+def test_concurrent_streams_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: 10,000 -> 20,000 concurrent SSE streams went quadratic. All open at once,
+    events interleaved round-robin."""
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.concurrent_streams(w, 300))])
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.concurrent_streams(w, 600))])
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_concurrent_streams_on_the_exact_path_cost_grows_linearly(tmp_path: Path) -> None:
+    """The same without handshakes (the exact path), through a flow table that evicts."""
+    config = AnalysisConfig(limits=Limits(flows=100))
+
+    def build(n: int):
+        return lambda h, w: h.concurrent_streams(w, n, handshake=False)
+
+    small = _calls([_hostile(tmp_path, "s", build(200))], config=config)
+    large = _calls([_hostile(tmp_path, "l", build(400))], config=config)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_syn_flood_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: a million SYN-only connections. Here through a table of 500 flows, so the
+    evictions are part of the cost measured."""
+    config = AnalysisConfig(limits=Limits(flows=500))
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.syn_flood(w, 2000))], config=config)
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.syn_flood(w, 4000))], config=config)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_events_in_one_stream_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: ten million events in one stream. Twice the events, twice the work."""
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.long_stream(w, 10_000))])
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.long_stream(w, 20_000))])
     assert large / small <= MAX_GROWTH, (small, large)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.stream import MissingSpan, StreamData
+from sse_forensics.reassembly.stream import Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tcp import TCPStreamReassembler
 
 ISN = 1000
@@ -61,7 +61,31 @@ def test_exact_retransmission_is_dropped():
     r = opened()
     r.segment(ISN + 1, b"abc", f(2))
     assert r.segment(ISN + 1, b"abc", f(3)) == []
-    assert r.segment(ISN + 1, b"XYZ", f(4)) == []  # first copy wins even if different
+
+
+def test_differing_retransmission_is_reported_and_the_first_copy_kept():
+    """Issue 16: Zeek's "inconsistent retransmission": the first copy wins, but the
+    receiver may have kept the other, so the capture says so (stretch, both frames, both
+    versions' bytes)."""
+    r = opened()
+    r.segment(ISN + 1, b"abcdef", f(2))
+    (report,) = r.segment(ISN + 1, b"abXYeZ", f(3))
+    assert isinstance(report, Inconsistency)
+    assert (report.offset, report.length) == (2, 4)  # bytes 2..5: "cdef" against "XYeZ"
+    assert (report.first.number, report.second.number) == (2, 3)
+    assert (report.first_bytes, report.second_bytes) == (b"cdef", b"XYeZ")
+    # Partly new bytes: the report, then only the new bytes.
+    out = r.segment(ISN + 5, b"EFgh", f(4))
+    assert isinstance(out[0], Inconsistency) and (out[0].offset, out[0].length) == (4, 2)
+    assert pieces(out[1:]) == [("data", 6, b"gh", 4)]
+
+
+def test_acknowledged_bytes_are_not_compared():
+    """A receiver drops a retransmission of bytes it acknowledged: no two versions."""
+    r = opened()
+    r.segment(ISN + 1, b"abcdef", f(2))
+    r.acknowledged(ISN + 7, f(3))
+    assert r.segment(ISN + 1, b"XXXXXX", f(4)) == []
 
 
 def test_partial_overlap_emits_only_new_bytes():
@@ -73,7 +97,9 @@ def test_partial_overlap_emits_only_new_bytes():
 def test_overlapping_held_segments_first_copy_wins():
     r = opened()
     assert r.segment(ISN + 11, b"AAAAAAAAAA", f(2)) == []  # [10, 20)
-    assert r.segment(ISN + 6, b"BBBBBBBBBBBBBBBBBBBB", f(3)) == []  # [5, 25)
+    (report,) = r.segment(ISN + 6, b"BBBBBBBBBBBBBBBBBBBB", f(3))  # [5, 25)
+    assert isinstance(report, Inconsistency)
+    assert (report.offset, report.length, report.first.number) == (10, 10, 2)
     out = pieces(r.segment(ISN + 1, b"ccccc", f(4)))
     assert out == [
         ("data", 0, b"ccccc", 4),

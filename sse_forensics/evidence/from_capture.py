@@ -86,17 +86,18 @@ def holes_json(holes: list[BodyHole]) -> str | None:
     out = []
     for h in holes:
         s = h.span
-        out.append(
-            [
-                h.body_offset,
-                s.direction,
-                s.offset,
-                s.length,
-                s.reason,
-                _origin_list(s.after),
-                _origin_list(s.before),
-            ]
-        )
+        row = [
+            h.body_offset,
+            s.direction,
+            s.offset,
+            s.length,
+            s.reason,
+            _origin_list(s.after),
+            _origin_list(s.before),
+        ]
+        if h.body_length:
+            row.append(h.body_length)
+        out.append(row)
     return orjson.dumps(out).decode()
 
 

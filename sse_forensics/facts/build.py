@@ -25,6 +25,7 @@ from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
     distinct_spans,
+    incomplete_reason,
     live_gaps,
     missing_bytes,
     resume_gap,
@@ -583,6 +584,7 @@ def _resume_row(
         "count": gap.count if gap is not None else None,
         "evidence_complete": complete,
         "missing_bytes": gap.missing_bytes if gap is not None else missing_bytes(s.exchange.holes),
+        "incomplete": incomplete_reason(gap.holes if gap is not None else s.exchange.holes),
         # What a finding about this resume is classified as: never a verdict on its own.
         "verdict_if_faulty": "silent_corruption" if complete else "indeterminate",
         "protocol_version": s.session.protocol_version,
@@ -650,6 +652,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "evidence_complete": g.complete,
         "missing_spans": len(g.holes),
         "missing_bytes": g.missing_bytes,
+        "incomplete": incomplete_reason(g.holes),
         "cause": g.cause,
         "client_reissued": g.reissue is not None,
         "reissue_possible": g.reissue_possible and g.reissue is None,

@@ -4,6 +4,10 @@ replay-safe resumption or backpressure-induced truncation?").
 Causes, each only when the evidence supports it (otherwise ``unknown``):
 
 - ``capture-loss``: the capture lacks bytes inside the gap's stretch.
+- ``inconsistent-retransmission``: the capture holds bytes of the stretch twice with
+  different contents (the receiver may have read the copy that carried the events).
+- ``capped``: a cap (docs/limits.md) stopped the reading of the body before or inside
+  the stretch (a decompression bomb, an event over ``event_bytes``).
 - ``backpressure-eviction``: the dropped IDs were due while the client's receive window on
   that stream's connection was closed or full (a zero-window or window-full period, or a
   server send stall for that reason, overlaps the stretch between the two events).
@@ -30,6 +34,8 @@ from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT
 from sse_forensics.provenance import Origin
 
 CAPTURE_LOSS = "capture-loss"
+INCONSISTENT_RETRANSMISSION = "inconsistent-retransmission"
+CAPPED = "capped"
 BACKPRESSURE_EVICTION = "backpressure-eviction"
 DISCARD_ON_CLOSE = "discard-on-close"
 REPLAY_BUFFER_TRUNCATION = "replay-buffer-truncation"
@@ -163,7 +169,14 @@ def attribute(
     """Set ``gap.cause`` and ``gap.cause_evidence``. ``live_by_stream``: the live gaps of
     each stream (by ``id`` of its record); ``resume_gaps``: each resume's own gap."""
     if gap.holes:
-        gap.cause, gap.cause_evidence = CAPTURE_LOSS, []
+        reasons = {h.span.reason for h in gap.holes}
+        if reasons == {"inconsistent"}:
+            gap.cause = INCONSISTENT_RETRANSMISSION
+        elif reasons == {"cap"}:
+            gap.cause = CAPPED
+        else:
+            gap.cause = CAPTURE_LOSS
+        gap.cause_evidence = []
         return
     logged = _from_event_log(gap)
     if logged is not None:

@@ -155,7 +155,11 @@ class GapRecord:
         if self.after is not None:
             out.append(self.after.cite(f"first event after the gap: id {self.after.sse.id_field}"))
         for span in distinct_spans(self.holes):  # one missing span is cited once
-            out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
+            if span.reason == "inconsistent":  # the bytes are there, in two versions
+                out.append(evidence(span.after, f"first copy: {span.describe()}"))
+                out.append(evidence(span.before, "the retransmission that differs from it"))
+            else:
+                out.append(evidence(span.after, f"capture lacks bytes: {span.describe()}"))
         out.extend(self.cause_evidence)
         log = self.stream.exchange.log
         if log is not None:
@@ -182,13 +186,37 @@ def distinct_spans(holes: list[BodyHole]) -> list[MissingSpan]:
 
 
 def missing_bytes(holes: list[BodyHole]) -> int | None:
-    """Sum of the known lengths of the distinct spans behind ``holes`` (``None`` if none is
-    known, 0 without holes)."""
-    spans = distinct_spans(holes)
+    """Sum of the known lengths of the distinct spans behind ``holes`` that the capture lacks
+    (``None`` if none is known, 0 without such holes): bytes it holds in two versions
+    (``inconsistent``) are there, and are not counted."""
+    spans = [s for s in distinct_spans(holes) if s.reason != "inconsistent"]
     known = [s.length for s in spans if s.length is not None]
     if spans and not known:
         return None
     return sum(known)
+
+
+def incomplete_reason(holes: list[BodyHole]) -> str | None:
+    """Why the evidence of a stretch is incomplete, as a message clause (``None`` when it is
+    complete): bytes missing from the capture, bytes captured twice with different contents
+    (an inconsistent retransmission, issue 16), or a body a cap stopped decoding."""
+    if not holes:
+        return None
+    spans = distinct_spans(holes)
+    parts = []
+    if any(s.reason not in ("inconsistent", "cap") for s in spans):
+        lost = missing_bytes([h for h in holes if h.span.reason != "cap"])
+        size = "an unknown number of" if lost is None else str(lost)
+        parts.append(f"{size} bytes of this stretch are missing from the capture")
+    twice = sum(s.length or 0 for s in spans if s.reason == "inconsistent")
+    if twice:
+        parts.append(
+            f"{twice} bytes of this stretch were captured twice with different contents (an "
+            "inconsistent retransmission: which copy the client kept cannot be known)"
+        )
+    if any(s.reason == "cap" for s in spans):
+        parts.append("a cap stopped the reading of this body before or inside it (see caps)")
+    return "; ".join(parts)
 
 
 def _missing(lo: IdKey, hi: IdKey, taken: TakenKeys) -> MissingRange:
@@ -233,7 +261,13 @@ def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken:
 
 
 def _holes_between(stream: StreamRecord, start: int, end: int) -> list[BodyHole]:
-    return [h for h in stream.exchange.holes if start <= h.body_offset <= end]
+    """The body's holes that reach into ``[start, end]`` (a hole over bytes the capture
+    holds in two versions stretches over ``body_length`` of them)."""
+    return [
+        h
+        for h in stream.exchange.holes
+        if start <= h.body_offset + h.body_length and h.body_offset <= end
+    ]
 
 
 def _render(codec: IdCodec, rng: MissingRange, like: str) -> tuple[str | None, str | None]:

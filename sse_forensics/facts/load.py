@@ -52,9 +52,9 @@ def _holes(text: str | None) -> list[BodyHole]:
     if not text:
         return []
     out = []
-    for offset, direction, start, length, reason, after, before in orjson.loads(text):
+    for offset, direction, start, length, reason, after, before, *stretch in orjson.loads(text):
         span = MissingSpan(direction, start, length, reason, _origin(after), _origin(before))
-        out.append(BodyHole(offset, span))
+        out.append(BodyHole(offset, span, stretch[0] if stretch else 0))
     return out
 
 

@@ -12,12 +12,17 @@ from sse_forensics.errors import ReadError
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packets import Frame
 from sse_forensics.ingest.pcap import CaptureStats
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole, Exchange
-from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.reassembly.flows import (
+    MAX_INCONSISTENCIES_KEPT,
+    Connection,
+    ConnectionTracker,
+)
 from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
 from sse_forensics.reassembly.h2 import H2Connection
-from sse_forensics.reassembly.http import CODING_CUT, HTTPConnection
+from sse_forensics.reassembly.http import CODING_CAPPED, CODING_CUT, HTTPConnection
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     HTTPEvent,
@@ -31,12 +36,15 @@ from sse_forensics.reassembly.http_events import (
 )
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.receive_buffer import Pieces
-from sse_forensics.reassembly.sse import SSEParser
-from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.sse import SSEAnomaly, SSEParser
+from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
 
 # SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
 # the server meant to send: reported under ``errors`` with their frame.
+BODY_FRAMES_KEPT = 4096
+"""Frames whose response-body bytes are remembered (exchange, body offsets), so that an
+inconsistent retransmission of them is placed in the body it touches."""
 REPORTED_SSE_ANOMALIES = {
     "invalid-utf8": "event-stream line is not valid UTF-8 (decoded with U+FFFD)",
     "id-contains-nul": "id field contains NUL and was ignored (WHATWG)",
@@ -60,6 +68,10 @@ class Reassembly:
     capture_stats: dict[str, CaptureStats] = field(default_factory=dict)
     loss: CaptureLoss = field(default_factory=CaptureLoss)
     log_stats: dict[str, object] = field(default_factory=dict)  # read_logs' stats, if any
+    # TCP connections in all, and the highest id: ``connections`` may hold only some of
+    # them (a scan keeps those without HTTP up to a number, ConnectionLedger).
+    connection_count: int = 0
+    max_connection_id: int = 0
 
 
 _TLS_HANDSHAKE = re.compile(rb"\x16\x03[\x00-\x04]")  # TLS record: handshake, version 3.x
@@ -82,6 +94,7 @@ class _ConnectionAnalyzer:
 
     __slots__ = (
         "app",
+        "body_frames",
         "coded",
         "connection",
         "errors",
@@ -89,7 +102,9 @@ class _ConnectionAnalyzer:
         "h2",
         "held",
         "http",
+        "inconsistent",
         "keys",
+        "limits",
         "not_http",
         "parsers",
         "sniffed",
@@ -99,17 +114,22 @@ class _ConnectionAnalyzer:
     )
 
     def __init__(
-        self, connection: Connection, errors: list[ReadError], keys: TLSKeys | None = None
+        self,
+        connection: Connection,
+        errors: list[ReadError],
+        keys: TLSKeys | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.connection = connection
         self.keys = keys
+        self.limits = limits
         self.tls: TLSSession | None = None
         self.h2: H2Connection | None = None
         self.app: str | None = "http/1.1"  # the application protocol; None: not known yet
         self.held: list[tuple[Direction, Pieces | MissingSpan]] = []  # until it is known
         self.tls_first: Origin | None = None  # the ClientHello's frame
         self.tls_problem: Origin | None = None  # the first record that could not be read
-        self.http = HTTPConnection()
+        self.http = HTTPConnection(limits)
         self.exchanges: dict[int, Exchange] = {}
         self.parsers: dict[int, SSEParser] = {}
         self.errors = errors
@@ -118,6 +138,10 @@ class _ConnectionAnalyzer:
         # Event streams whose content-coding a hole cut: the bytes after it are still
         # compressed, so they are not parsed as text (they would give noise, not events).
         self.coded: set[int] = set()
+        # Recent frames of the server's response bodies: (exchange, body offset, bytes), and
+        # of the client's requests: exchange (inconsistent retransmissions are placed there).
+        self.body_frames: dict[Origin, tuple[int, int, int]] = {}
+        self.inconsistent = 0  # inconsistent retransmissions reported so far
 
     def _exchange(self, index: int) -> Exchange:
         ex = self.exchanges.get(index)
@@ -125,7 +149,10 @@ class _ConnectionAnalyzer:
             ex = self.exchanges[index] = Exchange(connection_id=self.connection.id, index=index)
         return ex
 
-    def data(self, direction: Direction, piece: StreamData | MissingSpan) -> None:
+    def data(self, direction: Direction, piece: StreamData | MissingSpan | Inconsistency) -> None:
+        if isinstance(piece, Inconsistency):
+            self._inconsistency(piece)
+            return
         if self.not_http:
             return
         if isinstance(piece, StreamData):
@@ -166,7 +193,7 @@ class _ConnectionAnalyzer:
     # -- TLS and HTTP/2 --------------------------------------------------------------------
 
     def _start_h2(self) -> None:
-        self.h2 = H2Connection()
+        self.h2 = H2Connection(limits=self.limits)
         self.app = "h2"
         self.connection.application = "h2"
 
@@ -252,6 +279,28 @@ class _ConnectionAnalyzer:
             )
         )
 
+    def finalise(self) -> None:
+        """TCP finalised the connection (closed, evicted, or the capture ended): each
+        direction ends as TCP ended it, then streams still open are closed. An evicted
+        connection's open event streams end in a ``cap`` span: what came after is not
+        judged on them (issue 16, the ``flows`` cap)."""
+        conn = self.connection
+        if conn.evicted is not None:
+            for index, parser in self.parsers.items():
+                span = MissingSpan("server", parser.offset, None, "cap", conn.evicted, None)
+                self._exchange(index).holes.append(BodyHole(parser.offset, span))
+        for direction in ("client", "server"):
+            fin = conn.fin.get(direction)  # type: ignore[call-overload]
+            if fin is not None:
+                self.end(direction, fin, "fin")  # type: ignore[arg-type]
+            elif conn.rst is not None:
+                self.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+            elif conn.evicted is not None:
+                self.end(direction, conn.last, "evicted")  # type: ignore[arg-type]
+            else:
+                self.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+        self.finish()
+
     def finish(self) -> None:
         """End of capture: streams still open are closed as incomplete."""
         for index, parser in list(self.parsers.items()):
@@ -263,6 +312,9 @@ class _ConnectionAnalyzer:
         if parser.has_partial_blocks:
             ex.partials.extend(parser.take_partial_blocks())
         for anomaly in parser.take_anomalies():
+            if anomaly.kind == "event-over-cap":
+                self._event_capped(ex, anomaly)
+                continue
             if anomaly.kind not in REPORTED_SSE_ANOMALIES:
                 continue
             origin = anomaly.origin
@@ -282,13 +334,128 @@ class _ConnectionAnalyzer:
         ex.trailing = parser.trailing
         del self.parsers[ex.index]
 
+    def _note_body(self, origin: Origin | None, exchange: int, offset: int, size: int) -> None:
+        if origin is None:
+            return
+        frames = self.body_frames
+        known = frames.get(origin)
+        if known is not None and known[0] == exchange:
+            offset = known[1]
+            size += known[2]
+        elif len(frames) >= BODY_FRAMES_KEPT:
+            del frames[next(iter(frames))]
+        frames[origin] = (exchange, offset, size)
+
+    def _inconsistency(self, piece: Inconsistency) -> None:
+        """A retransmission differs from the first copy (issue 16): reported once per
+        retransmission (the first :data:`~.flows.MAX_INCONSISTENCIES_KEPT` of a
+        connection), and a ``inconsistent`` hole put where its bytes fell, so any gap whose
+        stretch it touches is ``indeterminate``."""
+        conn = self.connection
+        self.inconsistent += 1
+        span = MissingSpan(
+            piece.direction, piece.offset, piece.length, "inconsistent", piece.first, piece.second
+        )
+        hole = self._inconsistent_hole(piece, span)
+        if self.inconsistent > MAX_INCONSISTENCIES_KEPT:
+            return
+        (c_ip, c_port), (s_ip, s_port) = conn.client, conn.server
+        where = f"connection {conn.id} ({c_ip}:{c_port} -> {s_ip}:{s_port})"
+        touched = (
+            f"; it falls in exchange {hole[0]}, whose gaps it touches are indeterminate"
+            if hole is not None
+            else ""
+        )
+        self.errors.append(
+            ReadError(
+                piece.second.source,
+                f"TCP: inconsistent retransmission on {where}: {piece.describe()}; the first "
+                f"copy was read, the receiver may have kept the other{touched}",
+                frame=piece.second.number,
+                ts=piece.second.ts,
+            )
+        )
+
+    def _inconsistent_hole(
+        self, piece: Inconsistency, span: MissingSpan
+    ) -> tuple[int, BodyHole] | None:
+        """Where the disputed bytes fell: the response body whose bytes the first copy's
+        frame carried (from there on, over the frame's body bytes and the stretch), or the
+        exchange being read (from its start: a head or framing was disputed)."""
+        found = self.body_frames.get(piece.first)
+        if found is not None:
+            index, offset, size = found
+            hole = BodyHole(offset, span, size + piece.length)
+        else:
+            if not self.exchanges:
+                return None
+            index = max(self.exchanges)
+            ex = self.exchanges[index]
+            parser = self.parsers.get(index)
+            reached = parser.offset if parser is not None else ex.body_bytes
+            hole = BodyHole(0, span, reached + piece.length)
+        self._exchange(index).holes.append(hole)
+        return index, hole
+
+    def _event_capped(self, ex: Exchange, anomaly: SSEAnomaly) -> None:
+        """An event longer than the ``event_bytes`` cap was not read: a ``cap`` span where
+        it starts (a gap across it is indeterminate), and the cap reported."""
+        origin = anomaly.origin
+        span = MissingSpan("server", anomaly.start, None, "cap", origin, None)
+        ex.holes.append(BodyHole(anomaly.start, span))
+        conn = self.connection
+        self.errors.append(
+            CapHit.of(
+                "event_bytes",
+                self.limits,
+                origin.source if origin else conn.first.source,
+                f"an SSE event of more than {anomaly.end - anomaly.start} bytes at body offset "
+                f"{anomaly.start} (connection {conn.id})",
+                "the event was not read: a gap across it is indeterminate",
+                frame=origin.number if origin else None,
+                ts=origin.ts if origin else None,
+            )
+        )
+
+    def _capped(self, ev: ProtocolError) -> None:
+        """A cap stopped the decoding of a response body (issue 16): the rest of it is
+        one span of unknown length that the capture cannot show (reason ``cap``), so a gap
+        whose stretch reaches it is ``indeterminate``; the cap is reported."""
+        origin = ev.origin
+        consequence = "the rest of that body was not decoded"
+        if ev.exchange is not None:
+            ex = self._exchange(ev.exchange)
+            parser = self.parsers.get(ev.exchange)
+            offset = parser.offset if parser is not None else ex.body_bytes
+            span = MissingSpan(ev.direction, offset, None, "cap", origin, None)
+            ex.holes.append(BodyHole(body_offset=offset, span=span))
+            if parser is not None:
+                self.coded.add(ev.exchange)
+                ex.events.extend(parser.skip(None))
+                self._drain(ex, parser)
+                consequence += ": the rest of the event stream is indeterminate"
+        conn = self.connection
+        self.errors.append(
+            CapHit.of(
+                ev.cap or "",
+                self.limits,
+                origin.source if origin else conn.first.source,
+                f"{ev.what.removeprefix(CODING_CAPPED + ': ')} (connection {conn.id})",
+                consequence,
+                frame=origin.number if origin else None,
+                ts=origin.ts if origin else None,
+            )
+        )
+
     def _handle(self, events: list[HTTPEvent]) -> None:
         for ev in events:
             if isinstance(ev, ResponseBody):
                 ex = self._exchange(ev.exchange)
+                parser = self.parsers.get(ev.exchange)
+                at = parser.offset if parser is not None else ex.body_bytes
+                self._note_body(ev.origin, ev.exchange, at, len(ev.data))
                 ex.body_bytes += len(ev.data)
                 ex.last_body_origin = ev.origin
-                parser = self.parsers.get(ev.exchange)
                 if parser is not None and ev.exchange in self.coded:
                     continue
                 if parser is not None:
@@ -298,6 +465,7 @@ class _ConnectionAnalyzer:
                     ex.keep_response_body(ev.data)
             elif isinstance(ev, RequestHead):
                 self._exchange(ev.exchange).request = ev
+                self._note_body(ev.origin, ev.exchange, 0, 0)
             elif isinstance(ev, RequestBody):
                 self._exchange(ev.exchange).keep_request_body(ev.data)
             elif isinstance(ev, RequestEnd):
@@ -309,7 +477,9 @@ class _ConnectionAnalyzer:
                 else:
                     ex.response = ev
                     if ex.is_event_stream:
-                        self.parsers[ev.exchange] = SSEParser(report_empty=True)
+                        self.parsers[ev.exchange] = SSEParser(
+                            report_empty=True, max_event_bytes=self.limits.event_bytes
+                        )
             elif isinstance(ev, ResponseEnd):
                 ex = self._exchange(ev.exchange)
                 ex.response_complete = ev.complete
@@ -327,6 +497,8 @@ class _ConnectionAnalyzer:
                 ex.holes.append(BodyHole(body_offset=offset, span=ev.span))
                 if parser is not None:
                     ex.events.extend(parser.skip(ev.span.length))
+            elif isinstance(ev, ProtocolError) and ev.cap is not None:
+                self._capped(ev)
             elif isinstance(ev, ProtocolError):
                 parser = self.parsers.get(ev.exchange) if ev.exchange is not None else None
                 if (
@@ -351,10 +523,36 @@ class _ConnectionAnalyzer:
                 )
 
 
-def _capture_loss(connections: list[Connection], stats: Mapping[str, CaptureStats]) -> CaptureLoss:
+def flows_capped(tracker: ConnectionTracker, limits: Limits) -> CapHit:
+    """The ``flows`` cap fired: how often, where first, and what it cost."""
+    first = tracker.first_eviction
+    return CapHit.of(
+        "flows",
+        limits,
+        first.source if first is not None else "",
+        f"{tracker.evicted} open connection(s) evicted from the flow table, the one idle "
+        "the longest first",
+        "each ended where it stood (its streams are not judged past that point); later "
+        "packets of it start a new connection, read mid-stream",
+        frame=first.number if first is not None else None,
+        ts=first.ts if first is not None else None,
+    )
+
+
+def _capture_loss(
+    connections: list[Connection],
+    stats: Mapping[str, CaptureStats],
+    counted: CaptureLoss | None = None,
+) -> CaptureLoss:
+    """Loss totals: ``counted`` (connections already summed) or the ``connections``, plus
+    what the files say they dropped."""
     loss = CaptureLoss()
-    for conn in connections:
-        loss.add_connection(conn.loss)  # type: ignore[arg-type]
+    if counted is not None:
+        loss.merge(counted)
+    else:
+        for conn in connections:
+            loss.add_connection(conn.loss)  # type: ignore[arg-type]
+            loss.evicted_connections += conn.evicted is not None
     for path, st in stats.items():
         if_drops, os_drops = sum(st.interface_drops.values()), sum(st.os_drops.values())
         loss.interface_drops += if_drops
@@ -372,6 +570,7 @@ def reassemble(
     capture_stats: Mapping[str, CaptureStats] | None = None,
     sink: ConnectionSink | None = None,
     tls_keys: TLSKeys | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Reassembly:
     """Reassemble every TCP connection in ``items`` (frames in capture order) into HTTP
     exchanges and SSE events.
@@ -386,14 +585,15 @@ def reassemble(
     soon as TCP finalises it (see :class:`ConnectionTracker`), not only at the end.
 
     ``tls_keys``: the secrets to decrypt TLS with (default: only the pcapng Decryption
-    Secrets Blocks of the inputs, as the readers meet them).
+    Secrets Blocks of the inputs, as the readers meet them). ``limits``: the caps
+    (:mod:`sse_forensics.limits`) on what one connection may cost.
     """
     if capture_stats is None:
         capture_stats = getattr(items, "stats", None) or {}
     if tls_keys is None:
         tls_keys = TLSKeys(stats=capture_stats)
     result = Reassembly()
-    tracker = ConnectionTracker()
+    tracker = ConnectionTracker(max_flows=limits.flows)
     analyzers: dict[int, _ConnectionAnalyzer] = {}
     errors = result.errors
     last_ts: float | None = None
@@ -402,22 +602,14 @@ def reassemble(
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys, limits)
             analyzer.data(direction, piece)
 
     def finalise(conn: Connection) -> None:
         analyzer = analyzers.pop(conn.id, None)
         if analyzer is None:
             return
-        for direction in ("client", "server"):
-            fin = conn.fin.get(direction)
-            if fin is not None:
-                analyzer.end(direction, fin, "fin")
-            elif conn.rst is not None:
-                analyzer.end(direction, conn.rst, "rst")
-            else:
-                analyzer.end(direction, conn.last, "capture-end")
-        analyzer.finish()
+        analyzer.finalise()
         if sink is not None:
             sink(conn, list(analyzer.exchanges.values()))
         else:
@@ -448,12 +640,16 @@ def reassemble(
     route(tracker.close(last_ts))
     for conn in tracker.take_finished():
         finalise(conn)
+    if tracker.evicted:
+        errors.append(flows_capped(tracker, limits))
 
     result.frames = frames
     result.tcp_segments = segments
     # Connections finalise in the order they close; the output keeps connection order.
     result.exchanges.sort(key=lambda ex: (ex.connection_id, ex.index))
     result.connections = list(tracker.connections)
+    result.connection_count = tracker.count
+    result.max_connection_id = tracker.count
     result.capture_stats = dict(capture_stats)
     result.loss = _capture_loss(result.connections, result.capture_stats)
     return result

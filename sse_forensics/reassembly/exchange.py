@@ -16,10 +16,13 @@ MAX_KEPT_BODY = 1 << 20
 
 @dataclass(slots=True)
 class BodyHole:
-    """A missing-bytes span inside a response body, at ``body_offset`` of the decoded body."""
+    """A missing-bytes span inside a response body, at ``body_offset`` of the decoded body;
+    ``body_length``: body bytes it stretches over when they are there but unreliable (an
+    inconsistent retransmission), 0 for bytes that are not there at all."""
 
     body_offset: int
     span: MissingSpan
+    body_length: int = 0
 
 
 @dataclass(slots=True)

@@ -6,18 +6,26 @@ SYN+ACK (RFC 9293 §3.5); the side whose first payload starts with an HTTP metho
 or whose peer's first payload starts with ``HTTP/`` (RFC 9112 §3, §4); else the side with
 the higher (ephemeral) port. Until one of these is known, a new flow's segments are held
 (at most :data:`UNDECIDED_LIMIT` of them) so no byte is assigned to the wrong side.
+
+The flow table is bounded (``max_flows``, the ``flows`` cap of :mod:`sse_forensics.limits`,
+like Zeek's and Suricata's memcaps): when a new 4-tuple would exceed it, the flow idle the
+longest is evicted — finalised as it stands if still open (``Connection.evicted``), simply
+forgotten if already finished — and a later segment of it starts a new, mid-stream flow.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import socket
+import struct
+from collections import OrderedDict
 from dataclasses import dataclass, field
-
-import communityid
 
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.loss import DirectionLoss
-from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.loss import CaptureLoss, DirectionLoss
+from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tcp import TCPStreamReassembler
 from sse_forensics.reassembly.tcp_analysis import (
     Stall,
@@ -28,7 +36,7 @@ from sse_forensics.reassembly.tcp_analysis import (
 )
 
 Endpoint = tuple[str, int]
-Piece = StreamData | MissingSpan
+Piece = StreamData | MissingSpan | Inconsistency
 Output = list[tuple["Connection", Direction, Piece]]
 
 # RFC 9110 §9.3 methods, with the space that ends the token in a request line.
@@ -46,15 +54,33 @@ HTTP_METHOD_PREFIXES = (
 HTTP_RESPONSE_PREFIX = b"HTTP/"
 # Payload-bearing segments to wait for an HTTP hint before falling back to port numbers.
 UNDECIDED_LIMIT = 32
+MAX_INCONSISTENCIES_KEPT = 20
+"""Inconsistent retransmissions kept per connection with their detail (all are counted)."""
+PLAIN_CONNECTIONS_KEPT = 10_000
+"""Connections without an HTTP exchange kept as objects in a scan's result (issue 16: a
+million SYNs must not cost a million objects); the others are counted, their loss summed."""
 
-_COMMUNITY_ID = communityid.CommunityID()
+_COMMUNITY_ID_SEED = struct.pack("!H", 0)  # Community ID v1, seed 0
+_IPPROTO_TCP_PAD = struct.pack("!BB", 6, 0)
+
+
+def _packed(address: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6 if ":" in address else socket.AF_INET, address)
 
 
 def community_id(client: Endpoint, server: Endpoint) -> str:
-    """Community ID v1 of a TCP flow (https://github.com/corelight/community-id-spec)."""
-    return _COMMUNITY_ID.calc(
-        communityid.FlowTuple.make_tcp(client[0], server[0], client[1], server[1])
-    )
+    """Community ID v1 of a TCP flow, seed 0 (https://github.com/corelight/community-id-spec):
+    base64 of SHA-1 over seed, the two addresses and ports in order (the lower endpoint
+    first), protocol and a pad byte. Written out because the reference library validates
+    each value at a cost a million connections feel; a test holds it to the library."""
+    a, b = (_packed(client[0]), client[1]), (_packed(server[0]), server[1])
+    if b < a:
+        a, b = b, a
+    digest = hashlib.sha1(
+        _COMMUNITY_ID_SEED + a[0] + b[0] + _IPPROTO_TCP_PAD + struct.pack("!HH", a[1], b[1]),
+        usedforsecurity=False,
+    ).digest()
+    return "1:" + base64.b64encode(digest).decode()
 
 
 @dataclass(eq=False)
@@ -71,6 +97,9 @@ class Connection:
     rst: Origin | None = None
     rst_by: Direction | None = None
     missing: list[MissingSpan] = field(default_factory=list)
+    # Retransmissions or overlaps that differ from the first copy (the first
+    # MAX_INCONSISTENCIES_KEPT; ``loss[direction].inconsistent`` counts them all).
+    inconsistencies: list[Inconsistency] = field(default_factory=list)
     packets: int = 0
     tcp: TCPState = field(default_factory=TCPState)
     loss: dict[Direction, DirectionLoss] = field(
@@ -80,6 +109,9 @@ class Connection:
     # a TLS connection its TLSInfo (version, suite, SNI, ALPN, what was not decrypted).
     application: str = "http/1.1"
     tls: object | None = None
+    # Finalised early because the flow table was full (the ``flows`` cap): the segment that
+    # needed the room. Its streams end there as far as this connection goes.
+    evicted: Origin | None = None
 
     @property
     def finished(self) -> bool:
@@ -109,9 +141,10 @@ class Connection:
 class _Flow:
     """Tracker state of one connection (or of a 4-tuple whose roles are still unknown)."""
 
-    __slots__ = ("analyzer", "conn", "done", "pending", "streams")
+    __slots__ = ("analyzer", "conn", "done", "key", "pending", "streams")
 
-    def __init__(self) -> None:
+    def __init__(self, key: tuple[str, int, str, int]) -> None:
+        self.key = key
         self.conn: Connection | None = None
         self.pending: list[TCPSegment] = []
         self.streams: dict[Endpoint, tuple[Direction, TCPStreamReassembler]] = {}
@@ -144,15 +177,43 @@ class ConnectionTracker:
     (retransmissions, the last ACK) are counted and ignored, unless a new SYN reuses it.
     """
 
-    def __init__(self, max_buffered: int = 8 << 20) -> None:
+    def __init__(
+        self, max_buffered: int = 8 << 20, max_flows: int | None = None, keep: bool = True
+    ) -> None:
         self.max_buffered = max_buffered
+        self.max_flows = max_flows
+        self.keep = keep
         self._flows: dict[tuple[str, int, str, int], _Flow] = {}
+        # Every flow of the table, the one idle the longest first (moved to the end on each
+        # of its segments; an OrderedDict, whose front stays O(1) after many removals).
+        self._idle: OrderedDict[_Flow, None] = OrderedDict()
         self._connections: list[Connection] = []
+        self._decided: list[Connection] = []
+        self._count = 0
         self._finished: list[Connection] = []
+        self.evicted = 0  # open connections evicted (flows cap)
+        self.first_eviction: Origin | None = None
 
     @property
     def connections(self) -> list[Connection]:
+        """Every connection decided so far (only with ``keep``; else see
+        :meth:`take_decided`)."""
         return self._connections
+
+    @property
+    def count(self) -> int:
+        """Connections decided so far."""
+        return self._count
+
+    @property
+    def tracked(self) -> int:
+        """Flows in the table now (open, undecided, or finished but not yet forgotten)."""
+        return len(self._idle)
+
+    def take_decided(self) -> list[Connection]:
+        """Connections decided since the last call, in order."""
+        out, self._decided = self._decided, []
+        return out
 
     def take_finished(self) -> list[Connection]:
         """Connections finalised since the last call (their last pieces were returned)."""
@@ -164,7 +225,7 @@ class ConnectionTracker:
         flow = self._flows.get(key)
         out: Output = []
         if flow is None:
-            flow = self._new_flow(seg)
+            flow = self._new_flow(seg, out)
         elif (
             seg.flags & (TCP_SYN | TCP_ACK) == TCP_SYN
             and flow.conn is not None
@@ -173,7 +234,10 @@ class ConnectionTracker:
             # Port reuse: a fresh SYN on a 4-tuple whose connection ended, or whose end the
             # capture missed (another ISN: RFC 9293 §3.4, not a retransmitted SYN).
             self._finish(flow, out, seg.origin.ts)
-            flow = self._new_flow(seg)
+            self._forget(flow)
+            flow = self._new_flow(seg, out)
+        else:
+            self._idle.move_to_end(flow)  # the most recently active now
         conn = flow.conn
         if conn is not None:
             if flow.done:
@@ -213,15 +277,46 @@ class ConnectionTracker:
                 self._decide(flow, self._client_by_port(flow.pending[0]), out)
             self._finish(flow, out, end_ts)
         self._flows.clear()
+        self._idle.clear()
         return out
 
     # -- internals ------------------------------------------------------------------------
 
-    def _new_flow(self, seg: TCPSegment) -> _Flow:
-        flow = _Flow()
-        self._flows[(seg.src, seg.sport, seg.dst, seg.dport)] = flow
+    def _new_flow(self, seg: TCPSegment, out: Output) -> _Flow:
+        if self.max_flows is not None:
+            while len(self._idle) >= self.max_flows:
+                oldest, _ = self._idle.popitem(last=False)
+                self._evict(oldest, seg.origin, out)
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        flow = _Flow(key)
+        self._flows[key] = flow
         self._flows[(seg.dst, seg.dport, seg.src, seg.sport)] = flow
+        self._idle[flow] = None
         return flow
+
+    def _forget(self, flow: _Flow) -> None:
+        src, sport, dst, dport = flow.key
+        for key in (flow.key, (dst, dport, src, sport)):
+            if self._flows.get(key) is flow:
+                del self._flows[key]
+        self._idle.pop(flow, None)
+
+    def _evict(self, flow: _Flow, origin: Origin, out: Output) -> None:
+        """Make room in the flow table: the flow idle the longest goes. A finished one is
+        only forgotten; an open one is finalised as it stands (its held bytes released,
+        its holes reported), marked ``evicted``."""
+        self._forget(flow)
+        if flow.done:
+            return
+        if flow.conn is None and flow.pending:
+            self._decide(flow, self._client_by_port(flow.pending[0]), out)
+        if flow.conn is None:
+            return
+        flow.conn.evicted = origin
+        self.evicted += 1
+        if self.first_eviction is None:
+            self.first_eviction = origin
+        self._finish(flow, out, origin.ts)
 
     @staticmethod
     def _settled(flow: _Flow) -> bool:
@@ -253,8 +348,9 @@ class ConnectionTracker:
             server = (first.dst, first.dport)
         else:
             server = (first.src, first.sport)
+        self._count += 1
         conn = Connection(
-            id=len(self._connections) + 1,
+            id=self._count,
             client=client,
             server=server,
             community_id=community_id(client, server),
@@ -263,7 +359,10 @@ class ConnectionTracker:
             mid_stream=not first.flags & TCP_SYN,
             tcp=flow.analyzer.state,
         )
-        self._connections.append(conn)
+        if self.keep:
+            self._connections.append(conn)
+        else:
+            self._decided.append(conn)
         flow.conn = conn
         flow.streams = {
             client: ("client", TCPStreamReassembler("client", self.max_buffered)),
@@ -318,11 +417,16 @@ class ConnectionTracker:
     def _collect(conn: Connection, direction: Direction, pieces: list[Piece], out: Output) -> None:
         loss = conn.loss[direction]
         for piece in pieces:
-            if isinstance(piece, MissingSpan):
+            if isinstance(piece, StreamData):
+                loss.bytes_seen += len(piece.data)
+            elif isinstance(piece, MissingSpan):
                 conn.missing.append(piece)
                 loss.count(piece)
             else:
-                loss.bytes_seen += len(piece.data)
+                loss.inconsistent += 1
+                loss.inconsistent_bytes += piece.length
+                if len(conn.inconsistencies) < MAX_INCONSISTENCIES_KEPT:
+                    conn.inconsistencies.append(piece)
             out.append((conn, direction, piece))
 
     def _finish(self, flow: _Flow, out: Output, end_ts: float | None) -> None:
@@ -337,3 +441,35 @@ class ConnectionTracker:
         flow.streams = {}
         flow.analyzer.close(conn.last.ts if end_ts is None else end_ts)
         self._finished.append(conn)
+
+
+@dataclass
+class ConnectionLedger:
+    """A capture's finalised connections as a scan keeps them: every one counted and its
+    loss summed (:class:`CaptureLoss`), but kept as an object only when it carried an HTTP
+    exchange (its rows are evidence anyway) or is among the first
+    :data:`PLAIN_CONNECTIONS_KEPT` others — so memory follows the evidence, not the number
+    of connections."""
+
+    count: int = 0
+    max_id: int = 0
+    kept: list[Connection] = field(default_factory=list)
+    plain_kept: int = 0
+    loss: CaptureLoss = field(default_factory=CaptureLoss)
+
+    def add(self, conn: Connection, http: bool) -> None:
+        self.count += 1
+        self.max_id = max(self.max_id, conn.id)
+        self.loss.add_connection(conn.loss)  # type: ignore[arg-type]
+        self.loss.evicted_connections += conn.evicted is not None
+        if http or self.plain_kept < PLAIN_CONNECTIONS_KEPT:
+            self.kept.append(conn)
+            self.plain_kept += not http
+
+    def merge(self, other: ConnectionLedger) -> None:
+        """Add the connections of another shard."""
+        self.count += other.count
+        self.max_id = max(self.max_id, other.max_id)
+        self.kept.extend(other.kept)
+        self.plain_kept += other.plain_kept
+        self.loss.merge(other.loss)

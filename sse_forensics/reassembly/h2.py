@@ -42,8 +42,14 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.content_coding import DecodeError, make_decoder
+from sse_forensics.reassembly.content_coding import (
+    CODING_CAPPED,
+    DecodeCapped,
+    DecodeError,
+    make_decoder,
+)
 from sse_forensics.reassembly.content_coding import Decoder as BodyDecoder
 from sse_forensics.reassembly.http_events import (
     BodyGap,
@@ -126,7 +132,13 @@ class H2Connection:
     (RFC 7540 §3.2): its response is stream 1 and the client still sends the preface.
     """
 
-    def __init__(self, first_exchange: int = 0, upgraded: int | None = None) -> None:
+    def __init__(
+        self,
+        first_exchange: int = 0,
+        upgraded: int | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self.limits = limits  # body_bytes, expansion_ratio, coding_depth (content codings)
         self.sides: dict[Direction, _Side] = {"client": _Side(True), "server": _Side(False)}
         self.streams: dict[int, _Stream] = {}
         self.next_exchange = first_exchange
@@ -293,6 +305,13 @@ class H2Connection:
             if stream.decoder is not None:
                 try:
                     data = stream.decoder.decode(data)
+                except DecodeCapped as exc:
+                    # As in HTTP/1.1 (http.py): what fits, then the rest raw, marked capped.
+                    stream.decoder = None
+                    if exc.data:
+                        self.out.append(ResponseBody(stream.exchange, exc.data, origin))
+                    what = f"{CODING_CAPPED}: {exc.cut}"
+                    self.out.append(ProtocolError("server", what, origin, stream.exchange, exc.cap))
                 except DecodeError as exc:
                     self.out.append(
                         ProtocolError(
@@ -404,7 +423,7 @@ class H2Connection:
             )
             return
         self.out.append(ResponseHead(stream.exchange, status, "", VERSION, regular, block.origin))
-        stream.decoder = make_decoder(header(regular, "content-encoding"))
+        stream.decoder = make_decoder(header(regular, "content-encoding"), self.limits)
         stream.response_open = True
         if block.end_stream:
             self._end_response(stream, block.origin, True, "complete")

@@ -49,8 +49,15 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.content_coding import DecodeError, Decoder, make_decoder
+from sse_forensics.reassembly.content_coding import (
+    CODING_CAPPED,
+    DecodeCapped,
+    DecodeError,
+    Decoder,
+    make_decoder,
+)
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     Headers,
@@ -295,6 +302,26 @@ def _sse_lines(buf: bytes, pos: int, end: int) -> bool | str:
 class _Reader:
     """One direction: the message framing state machine of RFC 9112 §6."""
 
+    # Slots: a capture may hold a hundred thousand connections open at once (issue 16).
+    __slots__ = (
+        "at_hole",
+        "body",
+        "conn",
+        "direction",
+        "final",
+        "is_server",
+        "last_origin",
+        "origin",
+        "origins",
+        "pending",
+        "pending_origins",
+        "pickup",
+        "quiet",
+        "seen_message",
+        "state",
+        "wait",
+    )
+
     def __init__(self, conn: HTTPConnection, direction: Direction) -> None:
         self.conn = conn
         self.direction: Direction = direction
@@ -315,19 +342,6 @@ class _Reader:
         # Server: the hole after which an event-stream body may be picked up headless.
         self.pickup: MissingSpan | None = None
         self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
-        self.steps = {
-            IDLE: self.step_idle,
-            BODY_LENGTH: self.step_body_length,
-            CHUNK_SIZE: self.step_chunk_size,
-            CHUNK_DATA: self.step_chunk_data,
-            CHUNK_DATA_END: self.step_chunk_data_end,
-            TRAILERS: self.step_trailers,
-            BODY_UNTIL_CLOSE: self.step_body_until_close,
-            RESYNC_CHUNK: self.step_resync_chunk,
-            RESYNC_MESSAGE: self.step_resync_message,
-            AWAIT_TUNNEL: self.step_await_tunnel,
-            CLOSED: self.step_closed,
-        }
 
     # -- driving -------------------------------------------------------------------------
 
@@ -358,9 +372,9 @@ class _Reader:
 
     def run(self, buf: bytes, out: list[HTTPEvent]) -> None:
         pos, n = 0, len(buf)
-        steps = self.steps
+        steps = _STEPS  # one table for every reader: a dict of bound methods each cost ~1 KiB
         while pos < n:
-            pos = steps[self.state](buf, pos, out)
+            pos = steps[self.state](self, buf, pos, out)
             if self.wait:
                 self.wait = False
                 self.stash(buf, pos)
@@ -418,6 +432,15 @@ class _Reader:
         if body.decoder is not None:
             try:
                 data = body.decoder.decode(data)
+            except DecodeCapped as exc:
+                # What was decoded up to the cap, then the rest raw, marked as capped.
+                body.decoder = None
+                if exc.data:
+                    out.append(ResponseBody(body.exchange, exc.data, origin, chunk))
+                what = f"{CODING_CAPPED}: {exc.cut}"
+                out.append(ProtocolError(self.direction, what, origin, body.exchange, exc.cap))
+                out.append(ResponseBody(body.exchange, data, origin, chunk))
+                return
             except DecodeError as exc:
                 # Pass the rest through raw: the bytes stay visible, the error says why.
                 self.error(f"{exc}; rest of body passed undecoded", origin, out)
@@ -460,6 +483,15 @@ class _Reader:
         if body.decoder is not None:
             try:
                 tail = body.decoder.flush()
+            except DecodeCapped as exc:
+                if exc.data:
+                    out.append(ResponseBody(body.exchange, exc.data, body.last_origin, None))
+                tail = b""
+                what = f"{CODING_CAPPED}: {exc.cut}"
+                capped = ProtocolError(
+                    self.direction, what, body.last_origin, body.exchange, exc.cap
+                )
+                out.append(capped)
             except DecodeError as exc:
                 self.error(str(exc), body.last_origin, out)
                 tail = b""
@@ -844,6 +876,22 @@ class _Reader:
         self.pending, self.pending_origins = b"", []
 
 
+_STEPS = {
+    IDLE: _Reader.step_idle,
+    BODY_LENGTH: _Reader.step_body_length,
+    CHUNK_SIZE: _Reader.step_chunk_size,
+    CHUNK_DATA: _Reader.step_chunk_data,
+    CHUNK_DATA_END: _Reader.step_chunk_data_end,
+    TRAILERS: _Reader.step_trailers,
+    BODY_UNTIL_CLOSE: _Reader.step_body_until_close,
+    RESYNC_CHUNK: _Reader.step_resync_chunk,
+    RESYNC_MESSAGE: _Reader.step_resync_message,
+    AWAIT_TUNNEL: _Reader.step_await_tunnel,
+    CLOSED: _Reader.step_closed,
+}
+"""The reader's step per state (RFC 9112 §6 framing), each ``(reader, buf, pos, out)``."""
+
+
 class HTTPConnection:
     """Both directions of one HTTP/1.1 connection (h11-style: bytes in, events out; no I/O).
 
@@ -852,7 +900,21 @@ class HTTPConnection:
     held client bytes).
     """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_client",
+        "_current",
+        "_last_final",
+        "_next_exchange",
+        "_orphan",
+        "_server",
+        "_unanswered",
+        "limits",
+        "server_lost_track",
+        "tunnel",
+    )
+
+    def __init__(self, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits  # body_bytes, expansion_ratio, coding_depth (content codings)
         self._client = _Reader(self, "client")
         self._server = _Reader(self, "server")
         self._next_exchange = 0
@@ -1020,7 +1082,8 @@ class HTTPConnection:
         transfer_encoding = _field_values(headers, "transfer-encoding")
         content_length = _field_values(headers, "content-length")
         body.decoder = make_decoder(
-            _applied_codings(_field_values(headers, "content-encoding"), transfer_encoding)
+            _applied_codings(_field_values(headers, "content-encoding"), transfer_encoding),
+            self.limits,
         )
         if transfer_encoding is not None:
             # Rule 3: chunked when it is the final coding, otherwise read until close.
@@ -1105,4 +1168,4 @@ class HTTPConnection:
             reader.pending, reader.pending_origins = b"", []
 
 
-__all__ = ["CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]
+__all__ = ["CODING_CAPPED", "CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]

@@ -110,12 +110,14 @@ class BodyGap:
 @dataclass(slots=True)
 class ProtocolError:
     """The bytes broke an HTTP/1.1 rule; ``what`` names it. Parsing of that direction
-    resynchronises at the next message start if it can."""
+    resynchronises at the next message start if it can. ``cap``: set when no rule was
+    broken but a cap of :mod:`sse_forensics.limits` stopped the reading (its name)."""
 
     direction: Direction
     what: str
     origin: Origin | None
     exchange: int | None = None
+    cap: str | None = None
 
 
 @dataclass(slots=True)

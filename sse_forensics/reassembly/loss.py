@@ -8,6 +8,10 @@ reason: ``acked-unseen``, ``hole`` (never filled by the end of the capture or pa
 reassembly buffer), ``snaplen`` (cut by the capture's snap length); a ``mid-stream`` pickup
 has no length and is only flagged. pcapng Interface Statistics Blocks add what the capturing
 interface itself admitted dropping (``isb_ifdrop``, ``isb_osdrop``).
+
+Beside loss, what the capture holds in two versions: inconsistent retransmissions (bytes
+captured twice with different contents, :class:`~.stream.Inconsistency`), counted apart, and
+connections evicted from the flow table (``flows`` cap, :mod:`sse_forensics.limits`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class DirectionLoss:
     hole_bytes: int = 0
     snaplen_bytes: int = 0
     mid_stream: bool = False  # picked up without its start: bytes before it unknown
+    inconsistent: int = 0  # retransmissions or overlaps that differ from the first copy
+    inconsistent_bytes: int = 0  # bytes of their differing stretches
 
     def count(self, span: MissingSpan) -> None:
         length = span.length or 0
@@ -66,6 +72,10 @@ class CaptureLoss:
     snaplen_bytes: int = 0
     mid_stream_directions: int = 0
     connections_with_loss: int = 0
+    inconsistent_retransmissions: int = 0
+    inconsistent_bytes: int = 0
+    connections_with_inconsistencies: int = 0
+    evicted_connections: int = 0  # evicted from the flow table (flows cap) while open
     interface_drops: int = 0
     os_drops: int = 0
     per_file_drops: dict[str, int] = field(default_factory=dict)
@@ -83,7 +93,11 @@ class CaptureLoss:
 
     def add_connection(self, directions: dict[str, DirectionLoss]) -> None:
         lost = False
+        inconsistent = False
         for loss in directions.values():
+            self.inconsistent_retransmissions += loss.inconsistent
+            self.inconsistent_bytes += loss.inconsistent_bytes
+            inconsistent = inconsistent or loss.inconsistent > 0
             self.bytes_seen += loss.bytes_seen
             self.acked_unseen += loss.acked_unseen
             self.acked_unseen_spans += loss.acked_unseen_spans
@@ -93,6 +107,28 @@ class CaptureLoss:
             self.mid_stream_directions += loss.mid_stream
             lost = lost or loss.missing_bytes > 0
         self.connections_with_loss += lost
+        self.connections_with_inconsistencies += inconsistent
+
+    def merge(self, other: CaptureLoss) -> None:
+        """Add ``other``'s totals (another shard's connections; its file drops too)."""
+        for name in (
+            "bytes_seen",
+            "acked_unseen",
+            "acked_unseen_spans",
+            "holes",
+            "hole_bytes",
+            "snaplen_bytes",
+            "mid_stream_directions",
+            "connections_with_loss",
+            "inconsistent_retransmissions",
+            "inconsistent_bytes",
+            "connections_with_inconsistencies",
+            "evicted_connections",
+            "interface_drops",
+            "os_drops",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.per_file_drops.update(other.per_file_drops)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -106,6 +142,10 @@ class CaptureLoss:
             "snaplen_bytes": self.snaplen_bytes,
             "mid_stream_directions": self.mid_stream_directions,
             "connections_with_loss": self.connections_with_loss,
+            "inconsistent_retransmissions": self.inconsistent_retransmissions,
+            "inconsistent_bytes": self.inconsistent_bytes,
+            "connections_with_inconsistencies": self.connections_with_inconsistencies,
+            "evicted_connections": self.evicted_connections,
             "interface_drops": self.interface_drops,
             "os_drops": self.os_drops,
             "per_file_drops": dict(self.per_file_drops),

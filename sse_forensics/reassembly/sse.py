@@ -15,6 +15,10 @@ Forensic additions, all outside the default WHATWG result (see ``docs/sse-parser
   valid UTF-8 and fields WHATWG ignores (``id`` with NUL, non-digit ``retry``).
 - ``skip(length)``: a hole in the capture. The block it cuts is never dispatched; it is
   returned by ``take_partial_blocks()`` as evidence for an *indeterminate* verdict.
+- ``max_event_bytes`` (the ``event_bytes`` cap of :mod:`sse_forensics.limits`): a block (or
+  a line) that grows past it is not kept: it is noted (``event-over-cap``), returned as a
+  partial block, and the bytes up to the blank line that ends it are only scanned for that
+  blank line, so one endless event costs no memory.
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ class SSEComment:
     origin: Origin | None
 
 
-AnomalyKind = Literal["invalid-utf8", "id-contains-nul", "invalid-retry"]
+AnomalyKind = Literal["invalid-utf8", "id-contains-nul", "invalid-retry", "event-over-cap"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,6 +108,7 @@ class SSEAnomaly:
 
     ``invalid-utf8``: decoded with U+FFFD replacements. ``id-contains-nul``: the ``id`` field
     was ignored. ``invalid-retry``: the ``retry`` value was not only ASCII digits, ignored.
+    ``event-over-cap``: a block longer than ``max_event_bytes`` from ``start``; not read.
     """
 
     kind: AnomalyKind
@@ -145,8 +150,12 @@ class SSEParser:
     whole body. Never raises on any input bytes.
     """
 
-    def __init__(self, *, report_empty: bool = False) -> None:
+    def __init__(self, *, report_empty: bool = False, max_event_bytes: int | None = None) -> None:
         self.report_empty = report_empty
+        self.max_event_bytes = max_event_bytes
+        # Over the cap: lines are only scanned for the blank line that ends the block.
+        self._discarding = False
+        self._discard_line_empty = True  # the discarded line so far has no byte
         self.invalid_utf8 = 0
         """Lines that were not valid UTF-8 (decoded with U+FFFD replacements)."""
         self.reconnection_time: int | None = None
@@ -195,8 +204,37 @@ class SSEParser:
                 return []
         events: list[SSEEvent] = []
         self._scan(data, events)
+        if self.max_event_bytes is not None and not self._discarding:
+            self._check_size()
         self._trim_chunks()
         return events
+
+    def _check_size(self) -> None:
+        """A block (or a line before its first field) longer than ``max_event_bytes``: note
+        it, keep it as a partial block, and drop its bytes up to its blank line."""
+        open_at = [
+            at
+            for at, is_open in (
+                (self._partial_start, self._partial_start is not None),
+                (self._block_start, self._block_start is not None),
+                (self._line_start, bool(self._pending)),
+            )
+            if is_open
+        ]
+        if not open_at:
+            return
+        start = min(open_at)  # type: ignore[type-var]
+        if self._end - start <= self.max_event_bytes:  # type: ignore[operator]
+            return
+        self._note("event-over-cap", start, self._end, f"{self._end - start} bytes so far")
+        if self._partial_start is None:
+            self._partial_start = start
+        self._record_partial(self._end, terminated=False)
+        self._discard_line_empty = not self._pending
+        self._pending.clear()
+        self._reset_block()
+        self._discarding = True
+        self._line_start = self._end
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a held-back final CR ends its line; return what that completes.
@@ -233,6 +271,7 @@ class SSEParser:
         if self._closed:
             raise RuntimeError("SSEParser.skip() after close()")
         events: list[SSEEvent] = []
+        self._discarding = False  # the hole's own resynchronisation takes over
         if self._bom_head is not None:
             self._pending.append(self._bom_head)
             self._bom_head = None
@@ -348,7 +387,11 @@ class SSEParser:
                 content = b"".join(pending)
                 pending.clear()
             self._line(content, pos, events)
-        if tail[-1:] == b"\r":  # a lone CR, or the first half of a CRLF: wait and see
+        if self._discarding:  # over the cap: only whether the line has a byte counts
+            if tail[:-1] if tail[-1:] == b"\r" else tail:
+                self._discard_line_empty = False
+            self._held_cr = tail[-1:] == b"\r"
+        elif tail[-1:] == b"\r":  # a lone CR, or the first half of a CRLF: wait and see
             pending.append(tail[:-1])
             self._held_cr = True
         elif tail:
@@ -365,6 +408,11 @@ class SSEParser:
         """Interpret one line (without its line end) spanning ``[_line_start, end)``."""
         start = self._line_start
         self._line_start = end
+        if self._discarding:
+            if not content and self._discard_line_empty:  # the blank line: the block ends
+                self._discarding = False
+            self._discard_line_empty = True
+            return
         if self._after_hole:
             self._after_hole = False
             if not _FIELD_START.match(content):

@@ -7,7 +7,10 @@ by a ``mid-stream`` span of unknown length at offset 0). Bytes of a mid-stream p
 that arrive later but sit before that first sequence number are dropped.
 
 Policy, as in Zeek: the first copy of a byte wins; retransmitted or overlapping bytes are
-dropped; out-of-order data is held until the hole before it fills. A hole that can no
+dropped; out-of-order data is held until the hole before it fills. A retransmission or
+overlap whose bytes differ from the first copy still held (out of order, or delivered and
+not yet acknowledged by the peer: the last :data:`RECENT_BYTES`) is reported as an
+:class:`Inconsistency` — the receiver may have kept the other copy. A hole that can no
 longer fill becomes a :class:`MissingSpan` — ``acked-unseen`` when the peer acknowledged
 bytes the capture never saw, ``hole`` when the buffer limit or the end of the capture is
 reached, ``snaplen`` for payload cut by the capture's snap length.
@@ -16,9 +19,16 @@ reached, ``snaplen`` for payload cut by the capture's snap length.
 from __future__ import annotations
 
 from bisect import insort
+from collections import deque
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.stream import Direction, MissingSpan, StreamData
+from sse_forensics.reassembly.stream import (
+    INCONSISTENT_SHOWN,
+    Direction,
+    Inconsistency,
+    MissingSpan,
+    StreamData,
+)
 
 _SEQ_MOD = 1 << 32
 _SEQ_HALF = 1 << 31
@@ -28,13 +38,30 @@ RFC 9293 §3.10.7.4 (and RFC 5961 §3.2): a receiver ignores a reset outside its
 window, so the connection goes on; the window is not always known, hence a fixed bound
 (a forged or stray RST with a random sequence number falls inside it once in 2048)."""
 
-Piece = StreamData | MissingSpan
+RECENT_BYTES = 256 << 10
+RECENT_PIECES = 1024
+"""Delivered bytes kept to compare retransmissions with, until the peer acknowledges them:
+at most this many bytes in this many pieces per direction (a receiver drops a
+retransmission of bytes it acknowledged, so only unacknowledged bytes can differ between
+what the capture and the receiver kept). Older bytes are not compared."""
+
+Piece = StreamData | MissingSpan | Inconsistency
 # A held out-of-order range: (offset, end, payload or None for snap-length-missing, origin).
 _Held = tuple[int, int, bytes | None, Origin]
 
 
 def _held_offset(item: _Held) -> int:
     return item[0]
+
+
+def _differ(a: bytes, b: bytes) -> tuple[int, int] | None:
+    """First and last index at which ``a`` and ``b`` (of one length) differ, or None."""
+    if a == b:
+        return None
+    n = len(a)
+    first = next(i for i in range(n) if a[i] != b[i])
+    last = next(i for i in range(n - 1, -1, -1) if a[i] != b[i])
+    return first, last
 
 
 class TCPStreamReassembler:
@@ -48,6 +75,8 @@ class TCPStreamReassembler:
         "_end_origin",
         "_held",
         "_last_origin",
+        "_recent",
+        "_recent_bytes",
         "closed",
         "delivered",
         "direction",
@@ -69,6 +98,10 @@ class TCPStreamReassembler:
         self._end: int | None = None  # offset of the FIN: no data at or after it
         self._end_origin: Origin | None = None
         self._last_origin: Origin | None = None
+        # Delivered, unacknowledged data: (offset, payload, origin), oldest first.
+        # (a deque costs ~600 bytes: made on the first delivered byte, not per SYN)
+        self._recent: deque[tuple[int, bytes, Origin]] | None = None
+        self._recent_bytes = 0
 
     @property
     def started(self) -> bool:
@@ -166,8 +199,11 @@ class TCPStreamReassembler:
             length = len(payload)
             end = self._end
         delivered = self.delivered
+        out: list[Piece] = []
+        if start < delivered and payload and self._recent:
+            self._compare_recent(start, payload, origin, out)
         if end <= delivered:
-            return []  # retransmission of bytes already delivered
+            return out  # retransmission of bytes already delivered
         if start < delivered:  # partial overlap: only the new bytes
             skip = delivered - start
             if skip >= length:
@@ -178,11 +214,9 @@ class TCPStreamReassembler:
             start = delivered
         if start == delivered and not self._held:
             # Fast path: in order, nothing held.
-            out: list[Piece] = []
             self._emit(out, start, payload, missing_tail, origin)
             return out
-        self._hold(start, payload, missing_tail, origin)
-        out = []
+        self._hold(start, payload, missing_tail, origin, out)
         self._drain(out)
         if self._buffered > self.max_buffered:
             self._give_up(out, "hole")
@@ -197,6 +231,9 @@ class TCPStreamReassembler:
         limit = self._offset(ack)
         if self._end is not None and limit > self._end:
             limit = self._end  # the ACK of a FIN counts the FIN itself
+        recent = self._recent
+        while recent and recent[0][0] + len(recent[0][1]) <= limit:
+            self._recent_bytes -= len(recent.popleft()[1])
         if limit <= self.delivered:
             return []
         out: list[Piece] = []
@@ -214,6 +251,8 @@ class TCPStreamReassembler:
             out.append(self._missing(self._end - self.delivered, "hole", self._end_origin))
             self.delivered = self._end
         self.closed = True
+        self._recent = None
+        self._recent_bytes = 0
         return out
 
     # -- internals ------------------------------------------------------------------------
@@ -233,6 +272,15 @@ class TCPStreamReassembler:
     ) -> None:
         if payload:
             out.append(StreamData(start, payload, origin))
+            recent = self._recent
+            if recent is None:
+                recent = self._recent = deque()
+            recent.append((start, payload, origin))
+            self._recent_bytes += len(payload)
+            while len(recent) > 1 and (
+                self._recent_bytes > RECENT_BYTES or len(recent) > RECENT_PIECES
+            ):
+                self._recent_bytes -= len(recent.popleft()[1])
             start += len(payload)
             self.delivered = start
             self._last_origin = origin
@@ -242,17 +290,68 @@ class TCPStreamReassembler:
             self.delivered = start + missing_tail
             self._last_origin = origin
 
-    def _hold(self, start: int, payload: bytes, missing_tail: int, origin: Origin) -> None:
-        """Keep the parts of [start, end) not already held (first copy wins)."""
+    def _compare_recent(self, start: int, payload: bytes, origin: Origin, out: list[Piece]) -> None:
+        """``payload`` at ``start`` overlaps delivered bytes: report them if they differ
+        from the first copy (as far as it is still kept)."""
+        end = min(start + len(payload), self.delivered)
+        found: list[tuple[int, int, bytes, Origin]] = []  # (first, last, kept bytes, frame)
+        for off, data, kept_origin in self._recent or ():
+            lo, hi = max(start, off), min(end, off + len(data))
+            if lo >= hi:
+                if off >= end:
+                    break
+                continue
+            diff = _differ(data[lo - off : hi - off], payload[lo - start : hi - start])
+            if diff is not None:
+                at = lo + diff[0]
+                found.append(
+                    (at, lo + diff[1], data[at - off : at - off + INCONSISTENT_SHOWN], kept_origin)
+                )
+        if found:
+            self._inconsistent(found, start, payload, origin, out)
+
+    def _inconsistent(
+        self,
+        found: list[tuple[int, int, bytes, Origin]],
+        start: int,
+        payload: bytes,
+        origin: Origin,
+        out: list[Piece],
+    ) -> None:
+        first, _last, kept, kept_origin = found[0]
+        last = found[-1][1]
+        shown = payload[first - start : first - start + INCONSISTENT_SHOWN]
+        out.append(
+            Inconsistency(self.direction, first, last - first + 1, kept_origin, origin, kept, shown)
+        )
+
+    def _hold(
+        self, start: int, payload: bytes, missing_tail: int, origin: Origin, out: list[Piece]
+    ) -> None:
+        """Keep the parts of [start, end) not already held (first copy wins); report held
+        bytes the new copy contradicts."""
         pieces: list[_Held] = []
         if payload:
             pieces.append((start, start + len(payload), payload, origin))
         if missing_tail > 0:
             tail = start + len(payload)
             pieces.append((tail, tail + missing_tail, None, origin))
-        for held_start, held_end, _data, _origin in self._held:
+        found: list[tuple[int, int, bytes, Origin]] = []
+        for held_start, held_end, held_data, held_origin in self._held:
             if not pieces:
                 break
+            if held_data is not None and payload:
+                lo = max(start, held_start)
+                hi = min(start + len(payload), held_end)
+                if lo < hi:
+                    diff = _differ(
+                        held_data[lo - held_start : hi - held_start],
+                        payload[lo - start : hi - start],
+                    )
+                    if diff is not None:
+                        at = lo + diff[0]
+                        kept = held_data[at - held_start : at - held_start + INCONSISTENT_SHOWN]
+                        found.append((at, lo + diff[1], kept, held_origin))
             remaining: list[_Held] = []
             for s, e, d, o in pieces:
                 if e <= held_start or s >= held_end:
@@ -266,6 +365,8 @@ class TCPStreamReassembler:
         for piece in pieces:
             insort(self._held, piece, key=_held_offset)
             self._buffered += piece[1] - piece[0]
+        if found:
+            self._inconsistent(found, start, payload, origin, out)
 
     def _drain(self, out: list[Piece]) -> None:
         """Emit held ranges that now start at or before the delivered offset."""

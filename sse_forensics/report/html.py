@@ -249,7 +249,7 @@ def _summary(result: ScanResult, numbers: dict[str, int], incidents: list[Incide
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{len(result.inputs)} file(s), {result.stats.frames} frames, "
-        f"{len(result.connections)} TCP connections, {tables['sessions'].height} "
+        f"{result.stats.tcp_connections} TCP connections, {tables['sessions'].height} "
         f"session(s), {result.stats.streams} event stream(s), {result.stats.events} "
         f"SSE events, {result.stats.resumes} resume(s).</p>"
         + (f"<p>Incidents: {text(summarize(incidents).text(), 200)}</p>" if incidents else "")

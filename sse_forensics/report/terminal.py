@@ -217,7 +217,8 @@ def print_caps(console: Console, caps: list[CapHit]) -> None:
 def _read_summary(result: ScanResult) -> str:
     parts = []
     if result.stats.frames or not result.log_stats:
-        parts.append(f"{result.stats.frames} frames, {len(result.connections)} TCP connections")
+        stats = result.stats
+        parts.append(f"{stats.frames} frames, {stats.tcp_connections} TCP connections")
     if result.log_stats:
         parts.append(f"{result.log_stats.get('lines', 0)} log lines")
     return ", ".join(parts)

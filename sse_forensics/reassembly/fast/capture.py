@@ -44,17 +44,18 @@ from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.fast import http as fhttp
-from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow_key
+from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
 from sse_forensics.reassembly.fast.tcp import (
+    R_INCONSISTENT,
     FlowGroups,
     GroupCheck,
     build_connection,
     classify_groups,
     group_flows,
 )
-from sse_forensics.reassembly.flows import Connection
+from sse_forensics.reassembly.flows import Connection, ConnectionLedger
 from sse_forensics.reassembly.http_events import RequestHead, ResponseHead, header
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.tls import TLSKeys
@@ -81,6 +82,11 @@ class FastReassembly:
     capture_stats: dict[str, CaptureStats]
     loss: CaptureLoss
     shard: tuple[int, int] = (0, 1)
+    # Every connection of this shard counted (``connections`` keeps only some, see
+    # ConnectionLedger), and their loss without the files' drop counters.
+    connection_count: int = 0
+    max_connection_id: int = 0
+    connection_loss: CaptureLoss = field(default_factory=CaptureLoss)
     fast: int = 0
     fallbacks: Counter[str] = field(default_factory=Counter)
     sources: list[str] = field(default_factory=list)
@@ -99,6 +105,8 @@ class FastReassembly:
             tcp_segments=self.tcp_segments,
             capture_stats=self.capture_stats,
             loss=self.loss,
+            connection_count=self.connection_count,
+            max_connection_id=self.max_connection_id,
         )
 
 
@@ -195,7 +203,7 @@ class _Context:
     capture_end: float
     sink: RowSink
     clock: _Clock
-    connections: list[Connection] = field(default_factory=list)
+    ledger: ConnectionLedger = field(default_factory=ConnectionLedger)
     late: list[tuple[int, int, str]] = field(default_factory=list)  # (group, id, reason)
     fast: int = 0
 
@@ -230,35 +238,54 @@ def reassemble_fast(
     fallbacks: Counter[str] = Counter()
     clock.lap("tcp")
 
-    # Flow-table position (first row of the 4-tuple) of a connection, for errors at the end.
-    positions: dict[Any, int] = {}
+    # Flow-table position (first row of the 4-tuple) of a connection, for errors at the end:
+    # the group of the row of its first frame (rows of one file are in frame order).
+    file_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # file: its rows, their frames
+    source_no = {path: k for k, path in enumerate(index.sources)}
+    row_group = np.zeros(len(index), dtype=np.int64)  # the group of each TCP row
+    row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
 
     def flow_position(conn: Connection) -> int:
-        if not positions:
-            addr = index.addresses
-            for r in groups.first_row.tolist():
-                a = (addr[int(index.src[r])], int(index.sport[r]))
-                b = (addr[int(index.dst[r])], int(index.dport[r]))
-                positions[flow_key(a, b)] = r
-        return positions[flow_key(conn.client, conn.server)]
+        f = source_no[conn.first.source]
+        known = file_rows.get(f)
+        if known is None:
+            rows = np.flatnonzero(index.file == f)
+            known = file_rows[f] = (rows, index.frame[rows])
+        rows, frames = known
+        at = int(np.searchsorted(frames, conn.first.number))
+        return int(groups.first_row[row_group[int(rows[at])]])
 
     # 2. The exact path for the groups that are not candidates.
     main_decided: list[float] = []
 
-    def main_id(row: float, _conn: Connection) -> int:
+    def main_id(row: float, conn: Connection) -> int:
         before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
         main_decided.append(row)
-        return before + len(main_decided)
+        conn_id = before + len(main_decided)
+        if own(conn_id):
+            if row == END:
+                g = int(np.searchsorted(groups.first_row, flow_position(conn)))
+            else:
+                g = int(row_group[int(row)])
+            fallbacks[check.reason[g] or "?"] += 1
+        return conn_id
 
-    main = ExactDriver(index, main_id, flow_position, evidence, own, tls_keys)
+    ledger = ConnectionLedger()
+    main = ExactDriver(
+        index,
+        main_id,
+        flow_position,
+        evidence,
+        own,
+        tls_keys,
+        config.limits,
+        ledger=ledger,
+        report_caps=part == 0,
+    )
     others = np.flatnonzero(~check.candidate)
     if len(others):
         main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
     main.close(capture_end)
-    for _row, conn in main.decided:
-        if own(conn.id):
-            g = int(np.searchsorted(groups.first_row, flow_position(conn)))
-            fallbacks[check.reason[g] or "?"] += 1
     clock.lap("exact")
 
     # 3. Candidates: ids, then this shard's through the fast path, in batches.
@@ -272,7 +299,7 @@ def reassemble_fast(
         capture_end if capture_end is not None else 0.0,
         sink,
         clock,
-        connections=[conn for _r, conn in main.decided if own(conn.id)],
+        ledger=ledger,
     )
     mine = np.flatnonzero(cand_ids % parts == part)
     sizes = (
@@ -303,18 +330,19 @@ def reassemble_fast(
             flow_position,
             evidence,
             tls_keys=tls_keys,
+            limits=config.limits,
+            ledger=ledger,
         )
         late_rows = [groups.group_rows(g) for g, _c, _w in ctx.late]
         driver.feed_rows(np.sort(np.concatenate(late_rows)))
         driver.close(capture_end)
-        ctx.connections.extend(conn for _r, conn in driver.decided)
         keyed.extend(driver.keyed)
         for _g, _cid, why in ctx.late:
             fallbacks[why] += 1
     evidence.flush()
     clock.lap("exact")
 
-    connections = sorted(ctx.connections, key=lambda c: c.id)
+    connections = sorted(ledger.kept, key=lambda c: c.id)
     stats = dict(index.stats)
     index_errors = list(index.errors) if part == 0 else []
     keylog_errors = keylog_errors if part == 0 else []
@@ -326,8 +354,11 @@ def reassemble_fast(
         frames=len(index),
         tcp_segments=index.tcp_segments,
         capture_stats=stats,
-        loss=_capture_loss(connections, stats if part == 0 else {}),
+        loss=_capture_loss([], stats if part == 0 else {}, counted=ledger.loss),
         shard=shard,
+        connection_count=ledger.count,
+        max_connection_id=ledger.max_id,
+        connection_loss=ledger.loss,
         fast=ctx.fast,
         fallbacks=fallbacks,
         sources=list(index.sources),
@@ -348,7 +379,9 @@ def combine(parts: list[FastReassembly]) -> FastReassembly:
     errors = first.keylog_errors + _merge_errors(first.sources, None, first.index_errors, keyed)
     fallbacks: Counter[str] = Counter()
     timings: dict[str, float] = {}
+    connection_loss = CaptureLoss()
     for p in parts:
+        connection_loss.merge(p.connection_loss)
         fallbacks.update(p.fallbacks)
         for stage, seconds in p.timings.items():
             timings[stage] = timings.get(stage, 0.0) + seconds
@@ -358,8 +391,11 @@ def combine(parts: list[FastReassembly]) -> FastReassembly:
         frames=first.frames,
         tcp_segments=first.tcp_segments,
         capture_stats=first.capture_stats,
-        loss=_capture_loss(connections, first.capture_stats),
+        loss=_capture_loss([], first.capture_stats, counted=connection_loss),
         shard=(0, 1),
+        connection_count=sum(p.connection_count for p in parts),
+        max_connection_id=max(p.max_connection_id for p in parts),
+        connection_loss=connection_loss,
         fast=sum(p.fast for p in parts),
         fallbacks=fallbacks,
         sources=first.sources,
@@ -454,6 +490,7 @@ class _Batch:
 
     def run(self) -> None:
         ctx = self.ctx
+        self.check_overlaps()
         self.frame_http()
         ctx.clock.lap("http")
         self.parse_sse()
@@ -466,15 +503,46 @@ class _Batch:
             c.conn, c.final = build_connection(
                 ctx.index, ctx.groups, ctx.check, c.group, c.conn_id, ctx.capture_end
             )
-            ctx.connections.append(c.conn)
+            ctx.ledger.add(c.conn, http=bool(c.requests or c.responses))
         ctx.fast += len(kept)
         ctx.clock.lap("connections")
         self.send(kept)
+
+    def check_overlaps(self) -> None:
+        """Retransmitted or overlapping bytes must equal the first copy (already in the
+        joined stream): a candidate whose copies differ takes the exact path, which reports
+        the inconsistent retransmission (issue 16)."""
+        ctx = self.ctx
+        index, groups, check = ctx.index, ctx.groups, ctx.check
+        views = None
+        try:
+            for c in self.conns:
+                lo, hi = int(groups.starts[c.group]), int(groups.starts[c.group + 1])
+                at = check.overlaps(lo, hi)
+                if not len(at):
+                    continue
+                if views is None:
+                    views = [memoryview(b) for b in index.buffers]
+                for p in at.tolist():
+                    row = int(groups.rows[p])
+                    server = bool(check.server[p])
+                    buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
+                    n = int(check.overlap_len[p])
+                    pos = int(index.payload_offset[row]) + int(check.overlap_skip[p])
+                    stream_at = base + int(check.overlap_at[p])
+                    if views[int(index.file[row])][pos : pos + n] != buf[stream_at : stream_at + n]:
+                        c.reason = R_INCONSISTENT
+                        break
+        finally:
+            for v in views or ():
+                v.release()
 
     def frame_http(self) -> None:
         chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
         c_buf, s_buf = self.c_buf, self.s_buf
         for c in self.conns:
+            if c.reason:
+                continue
             try:
                 if c.c_hi > c.c_lo:
                     first_len = int(self.c_fresh[int(np.searchsorted(self.c_start, c.c_lo))])
@@ -519,7 +587,7 @@ class _Batch:
             np.concatenate(sizes) if sizes else empty,
             lens,
         )
-        parsed = parse_bodies(source)
+        parsed = parse_bodies(source, self.ctx.config.limits.event_bytes)
         for b, why in parsed.refused.items():
             c = owners[b][0]
             c.reason = c.reason or why

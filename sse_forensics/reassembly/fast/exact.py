@@ -15,20 +15,32 @@ depends on the other flows is supplied from outside:
 
 With ``own`` (sharding), HTTP/SSE analysis runs only for the connections it accepts; the
 others are still tracked (their ids count) but produce nothing.
+
+The flow table is bounded by the ``flows`` cap; finalised connections go to ``ledger``
+(counted, kept as objects only as :class:`~sse_forensics.reassembly.flows.ConnectionLedger`
+says), so a capture of a million connections does not hold a million objects.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
 
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
-from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer
-from sse_forensics.reassembly.flows import Connection, ConnectionTracker
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
+from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
+from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
 from sse_forensics.reassembly.tls import TLSKeys
+
+ERRORS_PER_KIND = 100
+"""Input problems of one kind (the same text but for its numbers) listed per driver; the
+rest are counted in one line (issue 16: a flood of broken connections must not cost one
+object, and one output line, per connection)."""
+_NUMBERS = re.compile(r"\d+")
 
 ErrorKey = tuple[float, int, int, int]
 """(row, phase, flow position, sequence): ``row`` is ``inf`` for the end of the capture,
@@ -52,18 +64,26 @@ class ExactDriver:
         sink: ConnectionSink,
         own: Callable[[int], bool] = lambda _id: True,
         tls_keys: TLSKeys | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        ledger: ConnectionLedger | None = None,
+        report_caps: bool = True,
     ) -> None:
         self.index = index
         self.tls_keys = tls_keys
+        self.limits = limits
         self.assign_id = assign_id
         self.flow_position = flow_position
         self.sink = sink
         self.own = own
-        self.tracker = ConnectionTracker()
+        self.tracker = ConnectionTracker(max_flows=limits.flows, keep=False)
+        self.ledger = ledger if ledger is not None else ConnectionLedger()
         self.analyzers: dict[int, _ConnectionAnalyzer] = {}
         self.errors: list[ReadError] = []
         self.keyed: list[tuple[ErrorKey, ReadError]] = []
-        self.decided: list[tuple[float, Connection]] = []  # (row or END, connection)
+        self.decided = 0  # connections decided
+        self._kinds: dict[str, int] = {}  # errors seen per kind
+        self._first_unlisted: dict[str, ReadError] = {}
+        self.report_caps = report_caps  # False: another shard reports the flows cap
         self._seq = 0
 
     # -- reassemble's route/finalise -------------------------------------------------------
@@ -77,37 +97,64 @@ class ExactDriver:
                 continue
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, self.tls_keys)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
+                    conn, errors, self.tls_keys, self.limits
+                )
             analyzer.data(direction, piece)
 
     def _finalise(self, conn: Connection) -> None:
-        analyzer = self.analyzers.pop(conn.id, None)
-        if analyzer is None:
+        if not self.own(conn.id):
             return
-        for direction in ("client", "server"):
-            fin = conn.fin.get(direction)  # type: ignore[call-overload]
-            if fin is not None:
-                analyzer.end(direction, fin, "fin")  # type: ignore[arg-type]
-            elif conn.rst is not None:
-                analyzer.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
-            else:
-                analyzer.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
-        analyzer.finish()
-        self.sink(conn, list(analyzer.exchanges.values()))
+        analyzer = self.analyzers.pop(conn.id, None)
+        exchanges = []
+        if analyzer is not None:
+            analyzer.finalise()
+            exchanges = list(analyzer.exchanges.values())
+            self.sink(conn, exchanges)
+        self.ledger.add(conn, http=bool(exchanges))
 
     def _new_connections(self, row: float) -> None:
-        conns = self.tracker.connections
-        for conn in conns[len(self.decided) :]:
+        for conn in self.tracker.take_decided():
             conn.id = self.assign_id(row, conn)
-            self.decided.append((row, conn))
+            self.decided += 1
 
     def _keep_errors(self, row: float, phase: int, position: int) -> None:
         errors = self.errors
         if errors:
             for err in errors:
-                self.keyed.append(((row, phase, position, self._seq), err))
-                self._seq += 1
+                if self._listed(err):
+                    self.keyed.append(((row, phase, position, self._seq), err))
+                    self._seq += 1
             errors.clear()
+
+    def _listed(self, err: ReadError) -> bool:
+        """Whether ``err`` is listed: the first :data:`ERRORS_PER_KIND` of a kind (its text
+        with the numbers taken out) are; later ones are only counted (:meth:`_unlisted`)."""
+        if isinstance(err, CapHit):
+            return True  # folded per cap and file later, with their count
+        kind = _NUMBERS.sub("#", err.what)
+        seen = self._kinds.get(kind, 0)
+        self._kinds[kind] = seen + 1
+        if seen < ERRORS_PER_KIND:
+            return True
+        if seen == ERRORS_PER_KIND:
+            self._first_unlisted[kind] = err
+        return False
+
+    def _unlisted(self) -> list[ReadError]:
+        """One line per kind of error that had more than :data:`ERRORS_PER_KIND`."""
+        out = []
+        for kind, err in self._first_unlisted.items():
+            more = self._kinds[kind] - ERRORS_PER_KIND
+            out.append(
+                ReadError(
+                    err.source,
+                    f"{more} more input problem(s) like this one, not listed: {err.what}",
+                    frame=err.frame,
+                    ts=err.ts,
+                )
+            )
+        return out
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -116,11 +163,10 @@ class ExactDriver:
         tracker = self.tracker
         feed = tracker.feed
         segment = self.index.segment
-        conns = tracker.connections
         for row in rows.tolist():
             seg = segment(row)
             pieces = feed(seg)  # type: ignore[arg-type]
-            if len(conns) > len(self.decided):
+            if tracker.count > self.decided:
                 self._new_connections(row)
             if pieces:
                 self._route(pieces)
@@ -142,3 +188,9 @@ class ExactDriver:
             self._finalise(conn)
             if self.errors:
                 self._keep_errors(END, 1, self.flow_position(conn))
+        if tracker.evicted and self.report_caps:
+            self.errors.append(flows_capped(tracker, self.limits))
+            self._keep_errors(END, 2, 0)
+        for err in self._unlisted():
+            self.keyed.append(((END, 3, 0, self._seq), err))
+            self._seq += 1

@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - only while sse_columns is absent
 R_SSE_REPORTED = "sse: bytes the parser reports (invalid UTF-8, id with NUL)"
 R_SSE_BOM = "sse: byte order mark after the start of a body"
 R_SSE_RETRY = "sse: retry value beyond Int64"
+R_SSE_EVENT_CAP = "sse: an event over the event_bytes cap"
 
 _BLANK_ENDS = (b"\n\n", b"\n\r\n", b"\r\r\n")
 
@@ -242,8 +243,10 @@ _TAIL_SCHEMA = {
 }
 
 
-def parse_bodies(source: BodySource) -> ParsedBodies:
-    """Parse every body of ``source`` (each a whole decoded body)."""
+def parse_bodies(source: BodySource, max_event_bytes: int | None = None) -> ParsedBodies:
+    """Parse every body of ``source`` (each a whole decoded body). A body with an event (or
+    an unterminated last block) longer than ``max_event_bytes`` is refused: the exact path
+    reads it, and reports the cap."""
     starts, ends = source.body_start, source.body_end
     n = len(starts)
     refused: dict[int, str] = {}
@@ -275,6 +278,13 @@ def parse_bodies(source: BodySource) -> ParsedBodies:
         capped = (events["retry"] == RETRY_MAX).fill_null(False).to_numpy()
         for b in np.unique(ev_body[capped]).tolist():
             refused.setdefault(int(b), R_SSE_RETRY)
+    if max_event_bytes is not None:
+        if events.height:
+            size = events["end"].to_numpy() - ev_start
+            for b in np.unique(ev_body[size > max_event_bytes]).tolist():
+                refused.setdefault(int(b), R_SSE_EVENT_CAP)
+        for b in np.flatnonzero(ends - heads_end > max_event_bytes).tolist():
+            refused.setdefault(int(b), R_SSE_EVENT_CAP)
     events = events.drop("id").with_columns(
         body=pl.Series(ev_body, dtype=pl.Int64),
         start=pl.Series(ev_start - base, dtype=pl.Int64),

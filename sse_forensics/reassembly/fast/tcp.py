@@ -14,6 +14,9 @@ of its segments in capture order:
   reordering). Retransmissions and overlaps are fine: the first copy of a byte wins, as in
   the reassembler; bytes after a FIN carry nothing;
 - no payload on a SYN or an RST, none cut by the snap length;
+- a retransmission or overlap carries the same bytes as the first copy
+  (:meth:`GroupCheck.overlaps` lists them; the batch compares them, and a group whose
+  copies differ takes the exact path, which reports the inconsistent retransmission);
 - no ACK, up to the end of the connection, acknowledges bytes of the other direction that
   the capture did not hold before it (the reassembler would report them ``acked-unseen``);
 - the connection ends at the later of the first FINs of both sides, or at an RST before
@@ -59,6 +62,7 @@ R_RST = "tcp: RST with payload, or one the tracker ignores"
 R_SNAPLEN = "tcp: payload cut by the snap length"
 R_SEQUENCE = "tcp: retransmission, overlap, hole or reordering"
 R_ACKED_UNSEEN = "tcp: ACK of bytes the capture lacks"
+R_INCONSISTENT = "tcp: retransmission that differs from the first copy"
 
 
 @dataclass(slots=True)
@@ -139,6 +143,16 @@ class GroupCheck:
     final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
     first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
     shift: np.ndarray  # int64 [G, 2]: window scale of client, server
+    # Per grouped row: payload bytes that repeat bytes already delivered (a retransmission
+    # or overlap the reassembler compares with the first copy), where they start in the
+    # payload and in the stream.
+    overlap_len: np.ndarray
+    overlap_skip: np.ndarray
+    overlap_at: np.ndarray
+
+    def overlaps(self, lo: int, hi: int) -> np.ndarray:
+        """Grouped indexes in ``[lo, hi)`` (one group) of rows that repeat delivered bytes."""
+        return lo + np.flatnonzero(self.overlap_len[lo:hi] > 0)
 
 
 def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
@@ -259,6 +273,14 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
     mark(any_per_group(unseen), R_ACKED_UNSEEN)
     fresh = np.where(carries & ~hole, np.maximum(off + plen - got_own, 0), 0)
     fresh = np.minimum(fresh, plen)
+    # Retransmitted or overlapping bytes, compared with the first copy like the reassembler
+    # does (before it drops them): payload of a row it reads that starts below the bytes
+    # delivered so far.
+    ov_lo = np.maximum(off, 0)
+    ov_hi = np.minimum(off + plen, got_own)
+    repeats = live & read & (plen > 0) & (ov_hi > ov_lo)
+    overlap_len = np.where(repeats, ov_hi - ov_lo, 0)
+    overlap_skip = np.where(repeats, ov_lo - off, 0)
 
     # Window scale (RFC 7323 §2.2: only when both SYNs offered it).
     ws_c = index.wscale[rows[gs]].astype(np.int64)
@@ -322,7 +344,19 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         exact_tcp |= np.bincount(dg[judged], minlength=n_groups) > 0
 
     return GroupCheck(
-        reason, ~bad, exact_tcp, server, got_own, fresh, plen - fresh, final, first_rst, shift
+        reason,
+        ~bad,
+        exact_tcp,
+        server,
+        got_own,
+        fresh,
+        plen - fresh,
+        final,
+        first_rst,
+        shift,
+        overlap_len,
+        overlap_skip,
+        ov_lo,
     )
 
 

@@ -1,0 +1,152 @@
+"""How `sse-forensics scan` grows on hostile captures (issue 16): many concurrent streams,
+a SYN flood, many events in one stream. Each series doubles its size; every scan runs as a
+child process (wall time, peak RSS from ``os.wait4``) and must still report the ordinary
+silent gap ``samples/hostile.py`` plants in every capture.
+
+    python benchmarks/hostile_scale.py                         # all series, default sizes
+    python benchmarks/hostile_scale.py --only syn-flood --base 250000 --steps 3
+    python benchmarks/hostile_scale.py --limit flows=50000     # passed on to every scan
+
+Prints one table per series: size, frames, seconds, peak RSS, the time ratio to the previous
+size (2.0 per doubling is linear), the caps that fired, whether the ordinary gap was found.
+Inputs go to ``benchmarks/out/hostile/`` (git-ignored) and are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from scale import run_once  # noqa: E402  (the same measuring as benchmarks/scale.py)
+
+OUT = ROOT / "benchmarks" / "out" / "hostile"
+
+# series: (generator kind of samples/hostile.py, default first size)
+SERIES = {
+    "streams": ("streams", 5_000),
+    "syn-flood": ("syn-flood", 100_000),
+    "syn-plus-one": ("syn-plus-one", 100_000),
+    "events": ("events", 250_000),
+}
+ORDINARY = ("missing-stream-gap", "silent_corruption", "8", "12")
+
+
+def _hostile():
+    spec = importlib.util.spec_from_file_location(
+        "samples_hostile", ROOT / "samples" / "hostile.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _scan(path: Path, limits: list[str], timeout: float | None) -> dict:
+    """One scan as a child process (``scale.run_once``: wall time until its output is read
+    and it has exited, its own peak RSS from ``os.wait4``) and its JSON document."""
+    cmd = [sys.executable, "-m", "sse_forensics", "scan", str(path), "--format", "json"]
+    cmd += ["--jobs", "1"]
+    for item in limits:
+        cmd += ["--limit", item]
+    seconds, rss, out, code, err, killed = run_once(cmd, timeout or 0)
+    if killed:
+        return {"seconds": None, "rss": rss, "status": "timeout", "doc": None}
+    crashed = code not in (0, 1, 3, 4) or b"Traceback" in err
+    return {
+        "seconds": seconds,
+        "rss": rss,
+        "status": "CRASH" if crashed else str(code),
+        "doc": json.loads(out) if out.strip() else None,
+        "stderr": err.decode("utf-8", "replace")[-400:],
+    }
+
+
+def run_series(name: str, base: int, steps: int, limits: list[str], timeout: float | None):
+    hostile = _hostile()
+    kind, _default = SERIES[name]
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for k in range(steps):
+        n = base << k
+        path = OUT / f"{kind}-{n}.pcap"
+        if not path.exists():
+            frames = hostile.write(path, lambda w, n=n: hostile.KINDS[kind](w, n))
+        else:
+            frames = None
+        got = _scan(path, limits, timeout)
+        doc = got["doc"] or {}
+        findings = {
+            (
+                f["rule"]["id"],
+                f["sse_forensics"]["classification"],
+                f["sse_forensics"]["gap"]["first"],
+                f["sse_forensics"]["gap"]["last"],
+            )
+            for f in doc.get("findings", [])
+        }
+        rows.append(
+            {
+                "size": n,
+                "frames": frames or doc.get("stats", {}).get("frames"),
+                "mb": path.stat().st_size / 1e6,
+                "seconds": got["seconds"],
+                "rss": got["rss"],
+                "status": got["status"],
+                "caps": {c["cap"]: c.get("count", 1) for c in doc.get("caps", [])},
+                "found": ORDINARY in findings,
+                "events": doc.get("stats", {}).get("events"),
+            }
+        )
+        if got["status"] in ("CRASH", "timeout"):
+            print(f"  {name} {n}: {got['status']} {got.get('stderr', '')}", file=sys.stderr)
+            break
+    return rows
+
+
+def print_table(name: str, rows: list[dict]) -> None:
+    print(f"\n### {name}\n")
+    print("| size | frames | MB | seconds | peak RSS MB | time/prev | caps fired | gap found |")
+    print("|---|---|---|---|---|---|---|---|")
+    prev = None
+    for r in rows:
+        ratio = f"{r['seconds'] / prev:.2f}x" if prev and r["seconds"] is not None else "—"
+        secs = f"{r['seconds']:.2f}" if r["seconds"] is not None else r["status"]
+        rss = f"{r['rss']:.0f}" if r["rss"] is not None else "—"
+        caps = ", ".join(f"{k}×{v}" for k, v in r["caps"].items()) or "none"
+        print(
+            f"| {r['size']:,} | {r['frames'] or '—'} | {r['mb']:.1f} | {secs} | {rss} | "
+            f"{ratio} | {caps} | {'yes' if r['found'] else 'NO'} |"
+        )
+        prev = r["seconds"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(SERIES), action="append")
+    parser.add_argument("--base", type=int, help="first size (default: per series)")
+    parser.add_argument("--steps", type=int, default=3, help="doublings + 1 (default 3)")
+    parser.add_argument("--limit", action="append", default=[], help="NAME=VALUE, to scan")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per scan")
+    args = parser.parse_args(argv)
+    # The scans import this checkout's package.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    bad = False
+    for name in args.only or list(SERIES):
+        base = args.base or SERIES[name][1]
+        rows = run_series(name, base, args.steps, args.limit, args.timeout)
+        print_table(name, rows)
+        bad |= any(r["status"] == "CRASH" or not r["found"] for r in rows)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
