@@ -133,9 +133,15 @@ def _ingest_logs(
     first_conn_id: int,
     config: AnalysisConfig,
     progress: ScanProgress | None,
+    executor: Executor | None = None,
 ) -> LogIngest:
     """The logs read batch by batch into ``store`` (:mod:`sse_forensics.evidence.log_partitions`):
-    memory follows a batch and a partition, not the logs."""
+    memory follows a batch and a partition, not the logs. With an ``executor`` (a
+    cluster's), one task per file, then per partition (:mod:`sse_forensics.cluster.logs`)."""
+    if executor is not None:
+        from sse_forensics.cluster.logs import ingest_logs_on
+
+        return ingest_logs_on(executor, logs, options, store, first_conn_id, config, progress)
     # Only scans with logs pay for these imports.
     from sse_forensics.evidence.log_partitions import ingest_logs
     from sse_forensics.ingest.logs import iter_log_batches
@@ -258,7 +264,7 @@ def ingest(
     if log_files:
         first_id = max((c.id for c in reassembly.connections), default=0) + 1
         with _scan_gc():
-            read = _ingest_logs(log_files, logs, store, first_id, config, progress)
+            read = _ingest_logs(log_files, logs, store, first_id, config, progress, executor)
         reassembly.errors.extend(read.errors)
         reassembly.log_stats = read.stats
         exchanges += read.exchanges

@@ -147,6 +147,106 @@ def test_log_samples_give_the_local_findings(client) -> None:
     _same_scan(cluster, local)
 
 
+def _fleet_logs(tmp: Path) -> Path:
+    """A generated multi-file log set in one directory: the access log rotated into three
+    files (one gzipped, one with unreadable lines), the event log into three, and event
+    records that wait for their session across files — named only by the stream's last
+    record (often in a later file), only by its first (an earlier file), and one stream
+    named twice, differently, in two files (the first name read wins)."""
+    import gzip
+    import json
+
+    from test_scaling_shape import _logs
+
+    access, events = (Path(p) for p in _logs(tmp, 90))
+    out = tmp / "fleet"
+    out.mkdir()
+    lines = access.read_text().splitlines(keepends=True)
+    third = len(lines) // 3
+    (out / "access.log.2.gz").write_bytes(gzip.compress("".join(lines[:third]).encode()))
+    bad = ["this is not an access line\n", "10.0.0.1 - - [garbage\n"]
+    (out / "access.log.1").write_text("".join(lines[third : 2 * third] + bad))
+    (out / "access.log").write_text("".join(lines[2 * third :]))
+    records = [json.loads(line) for line in events.read_text().splitlines()]
+    streams = sorted({r["stream"] for r in records})
+    first = {r["stream"]: i for i, r in reversed(list(enumerate(records)))}
+    last = {r["stream"]: i for i, r in enumerate(records)}
+    for i, r in enumerate(records):
+        n = streams.index(r["stream"])
+        if n % 3 == 0 and i != last[r["stream"]]:
+            r.pop("session")  # named by its last record
+        elif n % 3 == 1 and i != first[r["stream"]]:
+            r.pop("session")  # named by its first record
+    sixth = len(records) // 6
+    files = {
+        "events.jsonl.2": records[: 2 * sixth],
+        "events.jsonl.1": records[2 * sixth : 4 * sixth],
+        "events.jsonl": records[4 * sixth :],
+    }
+    # A stream of the last file named there by its first record, and named differently in
+    # an earlier file: its records that name none take the name read first.
+    twice = next(r for r in files["events.jsonl"] if streams.index(r["stream"]) % 3 == 1)
+    files["events.jsonl.2"].append({**twice, "session": "named-in-an-earlier-file"})
+    for name, part in files.items():
+        (out / name).write_text("".join(json.dumps(r) + "\n" for r in part))
+    return out
+
+
+FLEET_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+
+
+def test_multi_file_logs_are_read_one_task_per_file(client, tmp_path: Path) -> None:
+    """A generated multi-file log set: each file is read by a task of its own on the
+    workers (the bar counts bytes file by file), then partitions judged there; the JSON
+    lines, errors and log statistics are a single-process scan's."""
+    from sse_forensics.pipeline import LogOptions
+
+    fleet = _fleet_logs(tmp_path)
+    options = LogOptions(FLEET_FORMAT)
+    calls: list[tuple[str, int, int]] = []
+    cluster = _on_cluster(
+        [str(fleet)], client, logs=options, progress=lambda *call: calls.append(call)
+    )
+    local = scan_paths([str(fleet)], logs=options, jobs=1, keep_tables=False)
+    assert len(local.inputs) == 6 and local.findings and local.errors
+    _same_scan(cluster, local)
+    assert cluster.tables["sessions"].equals(local.tables["sessions"])
+    assert "named-in-an-earlier-file" in local.tables["sessions"]["session_id"].to_list()
+    sizes = {p.stat().st_size for p in fleet.iterdir()}
+    done = [d for stage, d, _ in calls if stage == "logs"]
+    steps = {b - a for a, b in zip([0, *done], done, strict=False)}
+    assert len(done) == 6 and steps <= sizes, (done, sizes)
+    # Several partitions: the waiting records were attached across stream partitions.
+    assert cluster.stats.partitions > 1
+
+
+def test_unreadable_log_files_are_the_local_scans_errors(client, tmp_path: Path) -> None:
+    """Files that are no log: in a scanned directory, listed under errors as a local scan
+    lists them; named on the command line, the first of them in reading order stops the
+    scan with the local scan's reason."""
+    from sse_forensics.pipeline import LogOptions
+
+    fleet = _fleet_logs(tmp_path)
+    (fleet / "access.log.1").write_text("{not json and not an access line\n" * 3)
+    (fleet / "events.jsonl.1").write_bytes(b"\x00\x01binary junk\n")
+    options = LogOptions(FLEET_FORMAT)
+    local = scan_paths([str(fleet)], logs=options, jobs=1, keep_tables=False)
+    assert len(local.errors) >= 2
+    _same_scan(_on_cluster([str(fleet)], client, logs=options), local)
+
+    named = [str(fleet / n) for n in ("events.jsonl.1", "access.log", "access.log.1")]
+    with pytest.raises(UnreadableInput) as alone:
+        scan_paths(named, logs=options, jobs=1)
+    with pytest.raises(UnreadableInput) as cluster:
+        _on_cluster(named, client, logs=options)
+    assert alone.value.source.endswith("access.log.1")
+    assert (cluster.value.source, cluster.value.reason) == (alone.value.source, alone.value.reason)
+
+
 # -- object stores ------------------------------------------------------------------------
 
 
@@ -247,8 +347,9 @@ def _die_once(marker: str, after: bool, fn, *args):
 
 
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
-    """A worker dies after writing a capture shard's partitions, another before judging a
-    partition: Dask reruns both tasks elsewhere, the findings are those of a local scan,
+    """Workers die after writing a capture shard's partitions, after reading a log file
+    into partitions, after writing a session partition's rows, and before judging a
+    partition: Dask reruns each task elsewhere, the findings are those of a local scan,
     and the scratch directory is empty at the end."""
     import cloudpickle
 
@@ -257,7 +358,13 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
 
-    deaths = {"_reassemble_shard": True, "_analyze_files": False}  # name → die after it ran
+    deaths = {  # name → die after it ran
+        "_reassemble_shard": True,
+        "read_log_file": True,
+        "session_partition": True,
+        "_analyze_files": False,
+    }
+    deaths_planned = list(deaths)
 
     class Dying(ClusterExecutor):
         def submit(self, fn, /, *args, **kwargs):
@@ -267,7 +374,7 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
             marker = str(tmp_path / f"died-{fn.__name__}")
             return super().submit(_die_once, marker, after, fn, *args)
 
-    paths = [str(SAMPLES)]
+    paths = [str(SAMPLES), str(LOG_SAMPLES / "resume-storm")]
     local = scan_paths(paths, jobs=1, keep_tables=False)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -286,7 +393,7 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
         )
         executor.shutdown(wait=False)
     _same_scan(killed, local)
-    assert all((tmp_path / f"died-{n}").exists() for n in ("_reassemble_shard", "_analyze_files"))
+    assert all((tmp_path / f"died-{n}").exists() for n in deaths_planned)
     assert list(scratch.iterdir()) == []
 
 
