@@ -86,6 +86,19 @@ def test_cluster_option_values() -> None:
             parse_cluster(bad)
 
 
+def test_partitions_scale_with_the_workers() -> None:
+    """A few partitions per worker for a small input; about 32 MB of input each for a
+    larger one, but at most 16 per worker unless each would then hold over 512 MB."""
+    from sse_forensics.cluster.scan import cluster_partitions
+
+    mb, gb, tb = 1 << 20, 1 << 30, 1 << 40
+    assert cluster_partitions(5 * mb, 2) == 8
+    assert cluster_partitions(5 * mb, 100) == 400
+    assert cluster_partitions(2 * gb, 2) == 32  # not 64: 16 per worker
+    assert cluster_partitions(2 * gb, 8) == 64  # 32 MB each
+    assert cluster_partitions(10 * tb, 100) == 20480  # 512 MB each, not 1,600 of 6.4 GB
+
+
 def test_base_install_needs_no_dask() -> None:
     """With Dask and fsspec unimportable: a plain scan works and never imports them;
     ``--cluster`` is one line naming the extra, exit 2."""

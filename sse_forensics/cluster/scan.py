@@ -40,7 +40,18 @@ from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cl
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult, scan_paths
+from sse_forensics.pipeline import (
+    PARTITION_BYTES,
+    LogOptions,
+    ScanProgress,
+    ScanResult,
+    scan_paths,
+)
+
+# Partitions of a cluster scan (:func:`cluster_partitions`).
+PARTITIONS_PER_WORKER_MIN = 4
+PARTITIONS_PER_WORKER_MAX = 16
+MAX_PARTITION_BYTES = 512 << 20
 
 # Which stage of the progress bar each task function advances.
 TASK_STAGES = {"fetch_input": "read", "_reassemble_shard": "read", "_analyze_files": "facts"}
@@ -128,6 +139,7 @@ def _run(
             progress=progress,
             logs=logs,
             jobs=workers,
+            buckets=cluster_partitions(input_bytes(staged.paths), workers),
             keep_tables=keep_tables,
             executor=executor,
             scratch=str(root),
@@ -143,6 +155,37 @@ def _run(
     finally:
         executor.shutdown(wait=False)
     return restore_sources(result, staged)
+
+
+def cluster_partitions(size: int, workers: int) -> int:
+    """How many session partitions a cluster scan of ``size`` input bytes uses: about
+    :data:`~sse_forensics.pipeline.PARTITION_BYTES` of input each (what bounds a partition
+    task's memory), at least :data:`PARTITIONS_PER_WORKER_MIN` per worker so they finish
+    together, and at most :data:`PARTITIONS_PER_WORKER_MAX` per worker — every partition is
+    a task, and a file from each task that writes rows to it — unless a partition would
+    then hold more than :data:`MAX_PARTITION_BYTES`."""
+    by_size = -(-size // PARTITION_BYTES)
+    cap = max(PARTITIONS_PER_WORKER_MAX * workers, -(-size // MAX_PARTITION_BYTES))
+    return max(1, PARTITIONS_PER_WORKER_MIN * workers, min(by_size, cap))
+
+
+def input_bytes(paths: list[str]) -> int:
+    """Bytes of the files ``paths`` name (files, directories' own files, glob matches)."""
+    import glob
+
+    total = 0
+    for path in paths:
+        if os.path.isdir(path):
+            names = [os.path.join(path, n) for n in os.listdir(path)]
+        elif glob.has_magic(path) and not os.path.exists(path):
+            names = glob.glob(path)
+        else:
+            names = [path]
+        for name in names:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(name):
+                    total += os.path.getsize(name)
+    return total
 
 
 def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
