@@ -188,12 +188,19 @@ def _reassemble_captures(
     if executor is not None or (jobs > 1 and total >= SHARD_BYTES):
         store.spill()  # the workers' files join the parent's scratch directory
         scratch = str(store.scratch_dir())
-        with _worker_pool(executor, jobs) as pool:
-            futures = [
-                pool.submit(_reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs))
-                for k in range(jobs)
-            ]
-            parts = [f.result() for f in futures]
+        if executor is not None:  # each capture indexed once (sse_forensics.cluster.captures)
+            from sse_forensics.cluster.captures import reassemble_on
+
+            parts = reassemble_on(executor, inputs, store.buckets, scratch, config, jobs)
+        else:
+            with _worker_pool(executor, jobs) as pool:
+                futures = [
+                    pool.submit(
+                        _reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs)
+                    )
+                    for k in range(jobs)
+                ]
+                parts = [f.result() for f in futures]
         for files, rows, _ in parts:
             store.adopt(files, rows)
         result = combine([summary for _, _, summary in parts])

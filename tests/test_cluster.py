@@ -130,15 +130,50 @@ def test_base_install_needs_no_dask() -> None:
 
 def test_samples_directory_gives_the_local_findings(client) -> None:
     """Every capture sample at once (cross-session replays, corrupt inputs reported under
-    errors): capture shards and partition tasks on the workers."""
+    errors): each capture indexed by a task of its own, then the shards and partition
+    tasks on the workers."""
     paths = [str(SAMPLES)]
     calls: list[tuple[str, int, int]] = []
     cluster = _on_cluster(paths, client, progress=lambda *call: calls.append(call))
     _same_scan(cluster, scan_paths(paths, jobs=1, keep_tables=False))
-    # The bar counts the shards read and the partitions judged across the cluster.
-    assert ("read", 2, 2) in calls  # two workers: two shards
+    # The bar counts the captures indexed, the shards read and the partitions judged
+    # across the cluster: one index task per capture file, two workers: two shards.
+    read = len(cluster.inputs) + 2
+    assert ("read", read, read) in calls
     tasks = max(total for stage, _, total in calls if stage == "facts")
     assert tasks > 1 and ("facts", tasks, tasks) in calls
+
+
+def test_capture_ring_gives_the_local_findings(client, tmp_path: Path) -> None:
+    """A generated capture cut into a three-file ring (connections span the files), beside
+    a corrupt capture: each file indexed once, the shards merge the indexes into the local
+    scan's timeline (same connection numbers, same errors in the same order)."""
+    import shutil
+    import struct
+
+    from test_fast_reassembly import _make_capture
+
+    whole = tmp_path / "mcp.pcap"
+    _make_capture().write_capture(whole, 3000, 5)
+    content = whole.read_bytes()
+    header, offset, records = content[:24], 24, []
+    while offset < len(content):
+        caplen = struct.unpack_from("<I", content, offset + 8)[0]
+        records.append(content[offset : offset + 16 + caplen])
+        offset += 16 + caplen
+    ring = tmp_path / "ring"
+    ring.mkdir()
+    third = len(records) // 3
+    for n, part in enumerate((records[:third], records[third : 2 * third], records[2 * third :])):
+        (ring / f"ring_{n:05d}.pcap").write_bytes(header + b"".join(part))
+    shutil.copy(SAMPLES / "crafted-garbage-chunk.pcap", ring / "other.pcap")
+    calls: list[tuple[str, int, int]] = []
+    cluster = _on_cluster([str(ring)], client, progress=lambda *call: calls.append(call))
+    local = scan_paths([str(ring)], jobs=1, keep_tables=False)
+    assert local.stats.connections > 50 and local.findings and local.errors
+    _same_scan(cluster, local)
+    assert [c.id for c in cluster.connections] == [c.id for c in local.connections]
+    assert ("read", 4 + 2, 4 + 2) in calls  # four files indexed, two shards
 
 
 def test_log_samples_give_the_local_findings(client) -> None:
@@ -360,10 +395,10 @@ def _die_once(marker: str, after: bool, fn, *args):
 
 
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
-    """Workers die after writing a capture shard's partitions, after reading a log file
-    into partitions, after writing a session partition's rows, and before judging a
-    partition: Dask reruns each task elsewhere, the findings are those of a local scan,
-    and the scratch directory is empty at the end."""
+    """Workers die after indexing a capture, after writing a capture shard's partitions,
+    after reading a log file into partitions, after writing a session partition's rows, and
+    before judging a partition: Dask reruns each task elsewhere, the findings are those of
+    a local scan, and the scratch directory is empty at the end."""
     import cloudpickle
 
     from sse_forensics.cluster.client import ClusterExecutor
@@ -372,7 +407,8 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
 
     deaths = {  # name → die after it ran
-        "_reassemble_shard": True,
+        "index_capture_file": True,
+        "reassemble_indexed_shard": True,
         "read_log_file": True,
         "session_partition": True,
         "_analyze_files": False,

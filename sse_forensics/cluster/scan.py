@@ -54,7 +54,12 @@ PARTITIONS_PER_WORKER_MAX = 16
 MAX_PARTITION_BYTES = 512 << 20
 
 # Which stage of the progress bar each task function advances.
-TASK_STAGES = {"fetch_input": "read", "_reassemble_shard": "read", "_analyze_files": "facts"}
+TASK_STAGES = {
+    "fetch_input": "read",
+    "index_capture_file": "read",
+    "reassemble_indexed_shard": "read",
+    "_analyze_files": "facts",
+}
 
 SCRATCH_HINT = (
     "give --scratch a directory on a filesystem the client and every worker share "
