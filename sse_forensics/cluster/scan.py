@@ -1,16 +1,17 @@
 """A scan on a Dask cluster: :func:`~sse_forensics.pipeline.scan_paths` itself, its parallel
 stages submitted to the cluster instead of local worker processes.
 
-The plan (docs/cluster.md):
+The plan (docs/cluster.md, docs/scaling.md):
 
 1. **Inputs** are resolved on the client (:mod:`.inputs`); each object-store file is copied
    by one worker task into the staging tree under the scratch directory.
-2. **Captures**: one task per worker thread (``pipeline._reassemble_shard``). All capture
-   files are one merged timeline whose connections are numbered in it, so each task indexes
-   them all and reassembles the connections whose id falls to its shard, writing its
-   session-hash partitions as Parquet under the scratch directory.
-3. **Logs** are read on the client: access lines are matched to event-log records across
-   files and log pseudo-connections numbered over the whole set (``pipeline.ingest``).
+2. **Captures** (:mod:`.captures`): one task per capture file indexes it; then one task per
+   worker thread (``pipeline``'s capture shards) merges the indexes into the one timeline
+   whose connections are numbered in it and reassembles the connections whose id falls to
+   its shard, writing its session-hash partitions as Parquet under the scratch directory.
+3. **Logs** (:mod:`.logs`): one task per log file routes its rows to partitions, then tasks
+   per partition write the evidence; log pseudo-connections are numbered on the client from
+   one small table per partition.
 4. **Cross-session facts** on the client, from the columns they need
    (``pipeline.cross_session_front``).
 5. **Partitions**: one task per partition group, ``pipeline._analyze_files`` — the pure
