@@ -364,6 +364,75 @@ def test_unreadable_store_is_one_clear_error(client, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def _mirror_roots() -> set[Path]:
+    from sse_forensics.cluster.mirror import LOCAL_BASE
+
+    return set(Path(LOCAL_BASE).glob("sse-forensics-cluster-20*"))
+
+
+def test_object_store_scratch_gives_the_local_findings(client, tmp_path: Path) -> None:
+    """``--scratch memory://…``: every file a task writes goes to the store and leaves the
+    worker's disk, every task and the client download what they read (nothing is shared
+    but the store); captures, logs and an object-store input give a local scan's lines,
+    and the store and the local directories are empty afterwards — after Ctrl-C too."""
+    pytest.importorskip("fsspec")
+    storm = LOG_SAMPLES / "resume-storm"
+    fs = _memory_store({f"/inputs/{p.name}": p for p in storm.iterdir()})
+    captures = sorted(SAMPLES.glob("*.pcap"))[:8]
+    paths = [*map(str, captures), "memory://inputs/"]
+    seen: dict[str, int] = {}
+    before = _mirror_roots()
+
+    def look(stage: str, done: int, total: int) -> None:
+        if stage == "facts" and threading.current_thread() is threading.main_thread():
+            stored = [p for p in fs.find("/scratch") if p.endswith(".parquet")]
+            seen["stored"] = len(stored)
+            (root,) = _mirror_roots() - before
+            seen["local"] = sum(1 for _ in root.rglob("log-*.parquet"))
+
+    try:
+        cluster = _on_cluster(paths, client, scratch="memory://scratch/", progress=look)
+        local = scan_paths([*map(str, captures), str(storm)], jobs=1, keep_tables=False)
+        expected = findings_jsonl(local)
+        for p in storm.iterdir():
+            expected = expected.replace(f'"{p}"'.encode(), f'"memory://inputs/{p.name}"'.encode())
+        assert findings_jsonl(cluster) == expected and local.findings
+        assert seen["stored"] > 10  # the evidence, log partitions and capture indexes
+        assert seen["local"] == 0  # log partition files left the workers once uploaded
+        assert fs.find("/scratch") == [] and _mirror_roots() == before
+
+        def interrupt(stage: str, done: int, total: int) -> None:
+            if stage == "facts" and threading.current_thread() is threading.main_thread():
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            _on_cluster(paths, client, scratch="memory://scratch/", progress=interrupt)
+        assert fs.find("/scratch") == [] and _mirror_roots() == before
+    finally:
+        fs.rm("/inputs", recursive=True)
+
+
+def test_unreachable_object_store_scratch_is_one_line(client) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class NoCredentials(MemoryFileSystem):
+        protocol = "lockedscratch"
+
+        def mkdirs(self, path, exist_ok=False):
+            raise PermissionError("Unable to locate credentials")
+
+    fsspec.register_implementation("lockedscratch", NoCredentials, clobber=True)
+    for scratch, says in (
+        ("lockedscratch://bucket/x", "Unable to locate credentials"),
+        ("nosuch://bucket/x", "Protocol not known: nosuch"),
+    ):
+        with pytest.raises(ClusterUnavailable) as caught:
+            _on_cluster([str(SAMPLES / "live-jump-unsignalled.pcap")], client, scratch=scratch)
+        assert f"--scratch {scratch}" in str(caught.value) and says in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
 # -- faults and scratch ---------------------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
 from sse_forensics.cluster.inputs import StagedInputs, fetch_input, plan_inputs, why
+from sse_forensics.cluster.mirror import Mirror, fsspec_of, local_root, probe, remove_local
 from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
@@ -63,8 +64,8 @@ TASK_STAGES = {
 }
 
 SCRATCH_HINT = (
-    "give --scratch a directory on a filesystem the client and every worker share "
-    "(object-store scratch is not supported)"
+    "give --scratch a directory on a filesystem the client and every worker share, or an "
+    "object-store URL they all reach (s3://bucket/prefix)"
 )
 
 
@@ -85,13 +86,27 @@ def scan_on_cluster(
     a ``distributed.Client`` already open (left open). The result is the one a local scan
     of the same inputs gives. Raises :class:`UnreadableInput` (inputs) and
     :class:`ClusterUnavailable` (cluster, scratch)."""
-    root = _scratch_root(scratch)
+    root, url = _scratch_root(scratch)
+    mirror = Mirror(str(root), f"{url}/{root.name}") if url is not None else None
     try:
         staged = plan_inputs(paths, root / "inputs")  # before any worker starts
         with _client(cluster) as client:
-            return _run(
-                staged, client, root, config, rules, logs, progress, keep_tables, on_dashboard
-            )
+            try:
+                return _run(
+                    staged,
+                    client,
+                    root,
+                    mirror,
+                    config,
+                    rules,
+                    logs,
+                    progress,
+                    keep_tables,
+                    on_dashboard,
+                )
+            finally:
+                if mirror is not None:
+                    _forget(client, mirror)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -104,15 +119,25 @@ def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManag
     return contextlib.nullcontext(cluster)  # the caller's client: left open
 
 
-def _scratch_root(scratch: str | None) -> Path:
-    if scratch is not None and "://" in scratch:
-        if not scratch.startswith("file://"):
-            raise ClusterUnavailable(f"--scratch {scratch}: {SCRATCH_HINT}")
+def _scratch_root(scratch: str | None) -> tuple[Path, str | None]:
+    """The scan's local scratch directory, and the object-store URL that mirrors it (None
+    for a directory every machine shares)."""
+    if scratch is not None and "://" in scratch and not scratch.startswith("file://"):
+        try:
+            import fsspec
+
+            fs, inner = fsspec.core.url_to_fs(scratch)
+            fs.mkdirs(inner, exist_ok=True)
+        except Exception as exc:  # any store's own error: one line, exit 2
+            raise ClusterUnavailable(f"--scratch {scratch}: {why(exc)}") from exc
+        return Path(local_root()), scratch.rstrip("/")
+    if scratch is not None:
         scratch = scratch.removeprefix("file://")
     if scratch is not None and not os.path.isdir(scratch):
         raise ClusterUnavailable(f"--scratch {scratch}: no such directory")
     try:
-        return Path(tempfile.mkdtemp(prefix="sse-forensics-cluster-", dir=scratch)).resolve()
+        root = tempfile.mkdtemp(prefix="sse-forensics-cluster-", dir=scratch)
+        return Path(root).resolve(), None
     except OSError as exc:
         raise ClusterUnavailable(f"--scratch {scratch}: {exc.strerror or exc}") from exc
 
@@ -121,6 +146,7 @@ def _run(
     staged: StagedInputs,
     client: Any,
     root: Path,
+    mirror: Mirror | None,
     config: AnalysisConfig | None,
     rules: RuleSet | None,
     logs: LogOptions | None,
@@ -133,11 +159,16 @@ def _run(
     if on_dashboard is not None and getattr(client, "dashboard_link", None):
         on_dashboard(client.dashboard_link)
     workers = worker_threads(client)
-    _check_shared(client, root, staged)
+    if mirror is not None:
+        _check_store(client, mirror)
+    _check_shared(client, root, staged, mirror)
     progress = _serialised(progress)
-    executor = ClusterExecutor(client, progress, TASK_STAGES)
+    executor = ClusterExecutor(client, progress, TASK_STAGES, mirror)
     try:
-        _fetch(executor, staged)
+        if mirror is None:
+            _fetch(executor, staged)
+        else:
+            _read_in_place(staged, mirror)
         result = scan_paths(
             staged.paths,
             config,
@@ -194,11 +225,13 @@ def input_bytes(paths: list[str]) -> int:
     return total
 
 
-def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
-    """Every worker must see the scratch directory and the local inputs: say so before a
-    task fails on it."""
+def _check_shared(
+    client: Any, root: Path, staged: StagedInputs, mirror: Mirror | None = None
+) -> None:
+    """Every worker must see the scratch directory (unless an object store mirrors it) and
+    the local inputs: say so before a task fails on it."""
     local = [p for p in staged.paths if not p.startswith(str(root))]
-    seen = client.run(_missing, [str(root), *local])
+    seen = client.run(_missing, local if mirror is not None else [str(root), *local])
     for worker, missing in sorted(seen.items()):
         if str(root) in missing:
             raise ClusterUnavailable(f"worker {worker} cannot see {root}: {SCRATCH_HINT}")
@@ -207,6 +240,62 @@ def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
                 f"worker {worker} cannot see {staged.source(missing[0])}: local inputs must be "
                 "on a filesystem every worker shares (or give them as URLs)"
             )
+
+
+def _check_store(client: Any, mirror: Mirror) -> None:
+    """Every worker must reach the object-store scratch: each reads back an object the
+    client wrote (their credentials may not be the client's)."""
+    name = ".reachable"
+    token = os.urandom(8).hex()
+    url = f"{mirror.url}/{name}"
+    try:
+        fs, inner = fsspec_of(url)
+        fs.pipe_file(inner, token.encode())
+    except Exception as exc:
+        raise ClusterUnavailable(f"--scratch {mirror.url}: {why(exc)}") from exc
+    try:
+        seen = client.run(probe, mirror, name)
+    except Exception as exc:
+        raise ClusterUnavailable(
+            f"a worker cannot reach --scratch {mirror.url}: {why(exc)}"
+        ) from exc
+    for worker, got in sorted(seen.items()):
+        if got != token:
+            raise ClusterUnavailable(f"worker {worker} does not see --scratch {mirror.url}")
+
+
+def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
+    """With an object-store scratch, object-store inputs are not staged: each machine
+    downloads the ones its tasks name straight from their store, and the client (which
+    tells captures from logs by their first bytes) all of them, a few at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for url, _ in staged.fetches:
+        scheme = url.split("://", 1)[0]
+        local = str(Path(mirror.root) / "inputs" / scheme) + os.sep
+        if (local, f"{scheme}://") not in mirror.sources:
+            mirror.sources.append((local, f"{scheme}://"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        failed = pool.map(lambda fetch: _pull_one(mirror, fetch[1]), staged.fetches)
+        for (url, _), exc in zip(staged.fetches, failed, strict=True):
+            if exc is not None:
+                raise UnreadableInput(url, f"could not copy it: {why(exc)}")
+
+
+def _pull_one(mirror: Mirror, dest: str) -> BaseException | None:
+    try:
+        mirror.pull([dest])
+    except Exception as exc:  # the store's own error, reported per input
+        return exc
+    return None
+
+
+def _forget(client: Any, mirror: Mirror) -> None:
+    """The object-store copy and every worker's local copy of the scratch, removed."""
+    with contextlib.suppress(Exception):
+        mirror.remove()
+    with contextlib.suppress(Exception):
+        client.run(remove_local, mirror.root)
 
 
 def _missing(paths: list[str]) -> list[str]:
