@@ -203,7 +203,9 @@ class _Pulled(Future):
         with self._pull_lock:
             if not self._pulled:
                 mirror = self._mirror
-                mirror.pull(list(client_reads(paths_in(value, mirror.root))))
+                named = paths_in(value, mirror.root)
+                mirror.held(named)
+                mirror.pull(list(client_reads(named)))
                 self._pulled = True
         return value
 

@@ -28,6 +28,7 @@ import dataclasses
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -77,8 +78,13 @@ class Mirror:
             url = self.location(path)
             if url is None:
                 continue
-            source_fs = fs if url.startswith(self.url) else _filesystem(url)
-            if source_fs.isfile(_inner(url)):
+            with _lock(path):  # one download per file in a process of several tasks
+                if os.path.exists(path):
+                    continue
+                source_fs = fs if url.startswith(self.url) else _filesystem(url)
+                if not source_fs.isfile(_inner(url)):
+                    os.makedirs(path, exist_ok=True)
+                    continue
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 part = _hidden(path)
                 try:
@@ -87,10 +93,8 @@ class Mirror:
                 finally:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(part)
-                got.append(path)
-                self._pushed.add(path)  # the store has it
-            else:
-                os.makedirs(path, exist_ok=True)
+            got.append(path)
+            self._pushed.add(path)  # the store has it
         return got
 
     def push(self, paths: list[str], *, remove: bool = False) -> None:
@@ -108,11 +112,25 @@ class Mirror:
             if remove:
                 os.unlink(path)
 
+    def held(self, paths: list[str]) -> None:
+        """Note that the store holds ``paths`` (a task's result names them): the client
+        never uploads them again (on a filesystem it shares with a worker, it may see them
+        while that worker downloads them)."""
+        self._pushed.update(paths)
+
     def remove(self) -> None:
         """The store's copy, gone (the local directories: :func:`remove_local`)."""
         fs = _filesystem(self.url)
         with contextlib.suppress(FileNotFoundError):
             fs.rm(_inner(self.url), recursive=True)
+
+
+# Striped: a path's download is serialised with those of the paths that share its stripe.
+_LOCKS = [threading.Lock() for _ in range(64)]
+
+
+def _lock(path: str) -> threading.Lock:
+    return _LOCKS[hash(path) % len(_LOCKS)]
 
 
 def fsspec_of(url: str) -> tuple[Any, str]:
