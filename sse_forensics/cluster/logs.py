@@ -112,8 +112,8 @@ def _spill(buckets: int, scratch: str, adopt: SpillFiles | None = None) -> Spill
 def _own(spill: Spill, *tables: str) -> SpillFiles:
     """The files of ``tables`` that ``spill`` wrote itself (adopted files aside)."""
     spill.flush()
-    return {k: [p for p in v if p.parent == spill.scratch] for k, v in spill.files().items()
-            if k[0] in tables}  # fmt: skip
+    own = {k: [p for p in v if p.parent == spill.scratch] for k, v in spill.files().items()}
+    return {k: v for k, v in own.items() if k[0] in tables and v}
 
 
 def read_log_file(
@@ -241,46 +241,9 @@ def ingest_logs_on(
             out.errors.extend(r.errors)
         files = [r.files for r in read]
         files.extend(_attach(executor, read, buckets, scratch))
-
-        group_ids = _number(
-            executor, group_order_task, _tables(files, "events"), buckets, scratch,
-            lambda orders: number_groups(orders, first_conn_id),
-        )  # fmt: skip
-        next_id = first_conn_id + group_ids.height
-        parts = _by_bucket(group_ids)
-        session_files = _tables(files, "events", "access")
-        sessions = [
-            executor.submit(
-                session_partition, f, b, parts.get(b, group_ids.head(0)), buckets, scratch,
-                store_dir,
-            )
-            for b, f in sorted(session_files.items())
-        ]  # fmt: skip
         unmatched = [r.files for r in read]
-        for part in _adopt(store, sessions, out):
-            unmatched.append(part.unmatched)
-
-        client_ids = _number(
-            executor, client_order_task, _tables(unmatched, "unmatched"), buckets, scratch,
-            lambda firsts: number_clients(firsts, next_id),
-        )  # fmt: skip
-        next_id += client_ids.height
-        parts = _by_bucket(client_ids)
-        clients = [
-            executor.submit(
-                client_partition,
-                f,
-                b,
-                parts.get(b, client_ids.head(0)),
-                config,
-                buckets,
-                scratch,
-                store_dir,
-            )
-            for b, f in sorted(_tables(unmatched, "unmatched").items())
-        ]
-        _adopt(store, clients, out)
-        out.next_conn_id = next_id
+        next_id = _sessions(executor, files, store, scratch, first_conn_id, out, unmatched)
+        out.next_conn_id = _clients(executor, unmatched, store, scratch, next_id, config, out)
         stats = [s for r in read for s in r.stats]
         out.stats = log_stats(
             stats, sum(r.access_rows for r in read), sum(r.event_rows for r in read), started
@@ -288,6 +251,83 @@ def ingest_logs_on(
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _sessions(
+    executor: Executor,
+    files: list[SpillFiles],
+    store: EvidenceStore,
+    scratch: str,
+    first_id: int,
+    out: LogIngest,
+    unmatched: list[SpillFiles],
+) -> int:
+    """Step 3: the event-log groups numbered from ``first_id``, then each session
+    partition's rows into ``store`` (its unmatched access lines appended to
+    ``unmatched``). Returns the next free id."""
+    buckets, store_dir = store.buckets, str(store.scratch_dir())
+    group_ids = _number(
+        executor,
+        group_order_task,
+        _tables(files, "events"),
+        buckets,
+        scratch,
+        lambda orders: number_groups(orders, first_id),
+    )
+    parts = _by_bucket(group_ids)
+    futures = [
+        executor.submit(
+            session_partition,
+            f,
+            b,
+            parts.get(b, group_ids.head(0)),
+            buckets,
+            scratch,
+            store_dir,
+        )
+        for b, f in sorted(_tables(files, "events", "access").items())
+    ]
+    unmatched.extend(part.unmatched for part in _adopt(store, futures, out))
+    return first_id + group_ids.height
+
+
+def _clients(
+    executor: Executor,
+    unmatched: list[SpillFiles],
+    store: EvidenceStore,
+    scratch: str,
+    first_id: int,
+    config: AnalysisConfig,
+    out: LogIngest,
+) -> int:
+    """Step 4: the client addresses numbered from ``first_id``, then each client
+    partition's rows into ``store``. Returns the next free id."""
+    buckets, store_dir = store.buckets, str(store.scratch_dir())
+    files = _tables(unmatched, "unmatched")
+    client_ids = _number(
+        executor,
+        client_order_task,
+        files,
+        buckets,
+        scratch,
+        lambda firsts: number_clients(firsts, first_id),
+    )
+    parts = _by_bucket(client_ids)
+    futures = [
+        executor.submit(
+            client_partition,
+            f,
+            b,
+            parts.get(b, client_ids.head(0)),
+            config,
+            buckets,
+            scratch,
+            store_dir,
+        )
+        for b, f in sorted(files.items())
+    ]
+    _adopt(store, futures, out)
+    return first_id + client_ids.height
 
 
 def _submit_reads(
