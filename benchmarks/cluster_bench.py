@@ -8,6 +8,10 @@ timed from exec until it has exited and its stdout is read (best of ``--repeat``
 
     python benchmarks/cluster_bench.py   # logs 1k,2k,4k sessions; captures 25k,50k,100k packets
     python benchmarks/cluster_bench.py --sizes 1,2 --only captures --repeat 2
+    python benchmarks/cluster_bench.py --only logs --split 4   # each log rotated into 4 files
+
+``--split N`` cuts the access log and the event log into N rotated files each (a directory
+the scan reads as two rotated sets): a cluster scan reads each file in a task of its own.
 
 Configurations: ``--jobs 1`` and ``--jobs 2`` (local worker processes), ``--cluster local:1``
 and ``--cluster local:2`` (a LocalCluster started by the scan: its start-up is in the time).
@@ -104,6 +108,25 @@ def _series(
     return all_same
 
 
+def split_logs(access: Path, events: Path, parts: int) -> Path:
+    """``access`` and ``events`` cut into ``parts`` rotated files each (oldest
+    ``access.log.<parts-1>``, newest ``access.log``), cached beside them."""
+    out = access.with_name(f"{access.name}.split{parts}")
+    done = out / ".complete"
+    if done.exists():
+        return out
+    out.mkdir(exist_ok=True)
+    for src, name in ((access, "access.log"), (events, "events.jsonl")):
+        lines = src.read_bytes().splitlines(keepends=True)
+        step = -(-len(lines) // parts)
+        for k in range(parts):
+            newest_first = parts - 1 - k
+            target = out / (name if newest_first == 0 else f"{name}.{newest_first}")
+            target.write_bytes(b"".join(lines[k * step : (k + 1) * step]))
+    done.touch()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--log-base", type=int, default=1000, help="sessions at 1x (1000)")
@@ -112,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("logs", "captures"))
     parser.add_argument("--repeat", type=int, default=1, help="best of K wall times (1)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--split", type=int, default=1, help="log files per log (1)")
     parser.add_argument("--gen-mcp-logs", type=Path, default=GEN_MCP_LOGS)
     args = parser.parse_args(argv)
     console = Console(highlight=False, width=220)
@@ -125,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         inputs = []
         for k in args.sizes:
             logs = log_input(args.gen_mcp_logs, args.log_base * k, args.seed)
-            paths = [str(logs.access), str(logs.events), "--log-format", LOG_FORMAT]
-            inputs.append((f"logs {logs.sessions} sessions", logs.mb, paths))
+            paths = [str(logs.access), str(logs.events)]
+            label = f"logs {logs.sessions} sessions"
+            if args.split > 1:
+                paths = [str(split_logs(logs.access, logs.events, args.split))]
+                label += f", {2 * args.split} files"
+            inputs.append((label, logs.mb, [*paths, "--log-format", LOG_FORMAT]))
         same &= _series(console, "Logs (access + event log), seconds", inputs, args.repeat)
     if args.only != "logs":
         inputs = []

@@ -154,9 +154,15 @@ def _ingest_logs(
     first_conn_id: int,
     config: AnalysisConfig,
     progress: ScanProgress | None,
+    executor: Executor | None = None,
 ) -> LogIngest:
     """The logs read batch by batch into ``store`` (:mod:`sse_forensics.evidence.log_partitions`):
-    memory follows a batch and a partition, not the logs."""
+    memory follows a batch and a partition, not the logs. With an ``executor`` (a
+    cluster's), one task per file, then per partition (:mod:`sse_forensics.cluster.logs`)."""
+    if executor is not None:
+        from sse_forensics.cluster.logs import ingest_logs_on
+
+        return ingest_logs_on(executor, logs, options, store, first_conn_id, config, progress)
     # Only scans with logs pay for these imports.
     from sse_forensics.evidence.log_partitions import ingest_logs
     from sse_forensics.ingest.logs import iter_log_batches
@@ -207,12 +213,19 @@ def _reassemble_captures(
     if executor is not None or (jobs > 1 and total >= SHARD_BYTES):
         store.spill()  # the workers' files join the parent's scratch directory
         scratch = str(store.scratch_dir())
-        with _worker_pool(executor, jobs) as pool:
-            futures = [
-                pool.submit(_reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs))
-                for k in range(jobs)
-            ]
-            parts = [f.result() for f in futures]
+        if executor is not None:  # each capture indexed once (sse_forensics.cluster.captures)
+            from sse_forensics.cluster.captures import reassemble_on
+
+            parts = reassemble_on(executor, inputs, store.buckets, scratch, config, jobs)
+        else:
+            with _worker_pool(executor, jobs) as pool:
+                futures = [
+                    pool.submit(
+                        _reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs)
+                    )
+                    for k in range(jobs)
+                ]
+                parts = [f.result() for f in futures]
         for files, rows, _ in parts:
             store.adopt(files, rows)
         result = combine([summary for _, _, summary in parts])
@@ -285,7 +298,7 @@ def ingest(
     if log_files:
         first_id = reassembly.max_connection_id + 1
         with _scan_gc():
-            read = _ingest_logs(log_files, logs, store, first_id, config, progress)
+            read = _ingest_logs(log_files, logs, store, first_id, config, progress, executor)
         reassembly.errors.extend(read.errors)
         reassembly.log_stats = read.stats
         exchanges += read.exchanges

@@ -126,9 +126,10 @@ ClusterOpt = Annotated[
 ScratchOpt = Annotated[
     str | None,
     typer.Option(
-        metavar="DIR",
-        help="With --cluster: directory for the partition files, shared by this machine and "
-        "every worker (default: the temp directory).",
+        metavar="DIR|URL",
+        help="With --cluster: where the partition files go: a directory shared by this "
+        "machine and every worker, or an object-store URL they all reach (s3://bucket/prefix) "
+        "(default: the temp directory).",
     ),
 ]
 SessionHeader = Annotated[

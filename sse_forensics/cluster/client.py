@@ -17,6 +17,7 @@ from pathlib import PurePath
 from types import FunctionType
 from typing import Any
 
+from sse_forensics.cluster.mirror import Mirror, client_reads, paths_in, run_mirrored
 from sse_forensics.cluster.spec import INSTALL_HINT, ClusterSpec, ClusterUnavailable
 
 # An existing cluster may still be adding workers when the scan starts.
@@ -96,6 +97,11 @@ class ClusterExecutor(Executor):
     - each finished task moves the progress bar: ``stages`` maps a task function's name to
       the stage it reports (``_analyze_files`` → ``facts``: partitions done of submitted).
 
+    With a ``mirror`` (an object-store scratch, :mod:`.mirror`), each task runs inside
+    :func:`~.mirror.run_mirrored`; the files the client wrote are uploaded before a task
+    names them, and the evidence files a result names are downloaded when the client asks
+    for that result.
+
     A task is not retried when it raises (the pipeline's tasks are deterministic); Dask
     reschedules it when its worker dies (``distributed.scheduler.allowed-failures``).
     """
@@ -105,8 +111,10 @@ class ClusterExecutor(Executor):
         client: Any,
         progress: ProgressCall | None = None,
         stages: dict[str, str] | None = None,
+        mirror: Mirror | None = None,
     ) -> None:
         self.client = client
+        self.mirror = mirror
         self._inner = client.get_executor(pure=False)
         self._sent: dict[int, tuple[object, Any]] = {}
         self._progress = progress
@@ -115,10 +123,17 @@ class ClusterExecutor(Executor):
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        stage = self._stages.get(getattr(fn, "__name__", ""))
+        mirror = self.mirror
+        if mirror is not None:
+            mirror.push(paths_in([args, kwargs], mirror.root))  # files the client wrote
+            args = (mirror, fn, *args)
+            fn = run_mirrored
         args = tuple(self._shared(a) for a in args)
         kwargs = {k: self._shared(v) for k, v in kwargs.items()}
         future = self._inner.submit(fn, *args, **kwargs)
-        stage = self._stages.get(getattr(fn, "__name__", ""))
+        if mirror is not None:
+            future = _Pulled.chain(future, mirror)
         if stage is not None and self._progress is not None:
             with self._lock:
                 self._counts.setdefault(stage, [0, 0])[1] += 1
@@ -155,6 +170,44 @@ class ClusterExecutor(Executor):
         self._sent.clear()
         if futures:
             self.client.cancel(futures)
+
+
+class _Pulled(Future):
+    """A task's future whose :meth:`result` first downloads the evidence files the result
+    names (in the caller's thread, not Dask's event loop)."""
+
+    def __init__(self, mirror: Mirror) -> None:
+        super().__init__()
+        self._mirror = mirror
+        self._pulled = False
+        self._pull_lock = threading.Lock()
+
+    @classmethod
+    def chain(cls, inner: Future, mirror: Mirror) -> _Pulled:
+        outer = cls(mirror)
+
+        def copy(done: Future) -> None:
+            if done.cancelled():
+                outer.cancel()
+                outer.set_running_or_notify_cancel()
+            elif done.exception() is not None:
+                outer.set_exception(done.exception())
+            else:
+                outer.set_result(done.result())
+
+        inner.add_done_callback(copy)
+        return outer
+
+    def result(self, timeout: float | None = None) -> Any:
+        value = super().result(timeout)
+        with self._pull_lock:
+            if not self._pulled:
+                mirror = self._mirror
+                named = paths_in(value, mirror.root)
+                mirror.held(named)
+                mirror.pull(list(client_reads(named)))
+                self._pulled = True
+        return value
 
 
 def _shared_value(value: object) -> object:

@@ -1,16 +1,17 @@
 """A scan on a Dask cluster: :func:`~sse_forensics.pipeline.scan_paths` itself, its parallel
 stages submitted to the cluster instead of local worker processes.
 
-The plan (docs/cluster.md):
+The plan (docs/cluster.md, docs/scaling.md):
 
 1. **Inputs** are resolved on the client (:mod:`.inputs`); each object-store file is copied
    by one worker task into the staging tree under the scratch directory.
-2. **Captures**: one task per worker thread (``pipeline._reassemble_shard``). All capture
-   files are one merged timeline whose connections are numbered in it, so each task indexes
-   them all and reassembles the connections whose id falls to its shard, writing its
-   session-hash partitions as Parquet under the scratch directory.
-3. **Logs** are read on the client: access lines are matched to event-log records across
-   files and log pseudo-connections numbered over the whole set (``pipeline.ingest``).
+2. **Captures** (:mod:`.captures`): one task per capture file indexes it; then one task per
+   worker thread (``pipeline``'s capture shards) merges the indexes into the one timeline
+   whose connections are numbered in it and reassembles the connections whose id falls to
+   its shard, writing its session-hash partitions as Parquet under the scratch directory.
+3. **Logs** (:mod:`.logs`): one task per log file routes its rows to partitions, then tasks
+   per partition write the evidence; log pseudo-connections are numbered on the client from
+   one small table per partition.
 4. **Cross-session facts** on the client, from the columns they need
    (``pipeline.cross_session_front``).
 5. **Partitions**: one task per partition group, ``pipeline._analyze_files`` — the pure
@@ -36,18 +37,35 @@ from typing import Any
 
 from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
 from sse_forensics.cluster.inputs import StagedInputs, fetch_input, plan_inputs, why
+from sse_forensics.cluster.mirror import Mirror, fsspec_of, local_root, probe, remove_local
 from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult, scan_paths
+from sse_forensics.pipeline import (
+    PARTITION_BYTES,
+    LogOptions,
+    ScanProgress,
+    ScanResult,
+    scan_paths,
+)
+
+# Partitions of a cluster scan (:func:`cluster_partitions`).
+PARTITIONS_PER_WORKER_MIN = 4
+PARTITIONS_PER_WORKER_MAX = 16
+MAX_PARTITION_BYTES = 512 << 20
 
 # Which stage of the progress bar each task function advances.
-TASK_STAGES = {"fetch_input": "read", "_reassemble_shard": "read", "_analyze_files": "facts"}
+TASK_STAGES = {
+    "fetch_input": "read",
+    "index_capture_file": "read",
+    "reassemble_indexed_shard": "read",
+    "_analyze_files": "facts",
+}
 
 SCRATCH_HINT = (
-    "give --scratch a directory on a filesystem the client and every worker share "
-    "(object-store scratch is not supported)"
+    "give --scratch a directory on a filesystem the client and every worker share, or an "
+    "object-store URL they all reach (s3://bucket/prefix)"
 )
 
 
@@ -68,13 +86,27 @@ def scan_on_cluster(
     a ``distributed.Client`` already open (left open). The result is the one a local scan
     of the same inputs gives. Raises :class:`UnreadableInput` (inputs) and
     :class:`ClusterUnavailable` (cluster, scratch)."""
-    root = _scratch_root(scratch)
+    root, url = _scratch_root(scratch)
+    mirror = Mirror(str(root), f"{url}/{root.name}") if url is not None else None
     try:
         staged = plan_inputs(paths, root / "inputs")  # before any worker starts
         with _client(cluster) as client:
-            return _run(
-                staged, client, root, config, rules, logs, progress, keep_tables, on_dashboard
-            )
+            try:
+                return _run(
+                    staged,
+                    client,
+                    root,
+                    mirror,
+                    config,
+                    rules,
+                    logs,
+                    progress,
+                    keep_tables,
+                    on_dashboard,
+                )
+            finally:
+                if mirror is not None:
+                    _forget(client, mirror)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -87,15 +119,25 @@ def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManag
     return contextlib.nullcontext(cluster)  # the caller's client: left open
 
 
-def _scratch_root(scratch: str | None) -> Path:
-    if scratch is not None and "://" in scratch:
-        if not scratch.startswith("file://"):
-            raise ClusterUnavailable(f"--scratch {scratch}: {SCRATCH_HINT}")
+def _scratch_root(scratch: str | None) -> tuple[Path, str | None]:
+    """The scan's local scratch directory, and the object-store URL that mirrors it (None
+    for a directory every machine shares)."""
+    if scratch is not None and "://" in scratch and not scratch.startswith("file://"):
+        try:
+            import fsspec
+
+            fs, inner = fsspec.core.url_to_fs(scratch)
+            fs.mkdirs(inner, exist_ok=True)
+        except Exception as exc:  # any store's own error: one line, exit 2
+            raise ClusterUnavailable(f"--scratch {scratch}: {why(exc)}") from exc
+        return Path(local_root()), scratch.rstrip("/")
+    if scratch is not None:
         scratch = scratch.removeprefix("file://")
     if scratch is not None and not os.path.isdir(scratch):
         raise ClusterUnavailable(f"--scratch {scratch}: no such directory")
     try:
-        return Path(tempfile.mkdtemp(prefix="sse-forensics-cluster-", dir=scratch)).resolve()
+        root = tempfile.mkdtemp(prefix="sse-forensics-cluster-", dir=scratch)
+        return Path(root).resolve(), None
     except OSError as exc:
         raise ClusterUnavailable(f"--scratch {scratch}: {exc.strerror or exc}") from exc
 
@@ -104,6 +146,7 @@ def _run(
     staged: StagedInputs,
     client: Any,
     root: Path,
+    mirror: Mirror | None,
     config: AnalysisConfig | None,
     rules: RuleSet | None,
     logs: LogOptions | None,
@@ -116,11 +159,16 @@ def _run(
     if on_dashboard is not None and getattr(client, "dashboard_link", None):
         on_dashboard(client.dashboard_link)
     workers = worker_threads(client)
-    _check_shared(client, root, staged)
+    if mirror is not None:
+        _check_store(client, mirror)
+    _check_shared(client, root, staged, mirror)
     progress = _serialised(progress)
-    executor = ClusterExecutor(client, progress, TASK_STAGES)
+    executor = ClusterExecutor(client, progress, TASK_STAGES, mirror)
     try:
-        _fetch(executor, staged)
+        if mirror is None:
+            _fetch(executor, staged)
+        else:
+            _read_in_place(staged, mirror)
         result = scan_paths(
             staged.paths,
             config,
@@ -128,6 +176,7 @@ def _run(
             progress=progress,
             logs=logs,
             jobs=workers,
+            buckets=cluster_partitions(input_bytes(staged.paths), workers),
             keep_tables=keep_tables,
             executor=executor,
             scratch=str(root),
@@ -145,11 +194,44 @@ def _run(
     return restore_sources(result, staged)
 
 
-def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
-    """Every worker must see the scratch directory and the local inputs: say so before a
-    task fails on it."""
+def cluster_partitions(size: int, workers: int) -> int:
+    """How many session partitions a cluster scan of ``size`` input bytes uses: about
+    :data:`~sse_forensics.pipeline.PARTITION_BYTES` of input each (what bounds a partition
+    task's memory), at least :data:`PARTITIONS_PER_WORKER_MIN` per worker so they finish
+    together, and at most :data:`PARTITIONS_PER_WORKER_MAX` per worker — every partition is
+    a task, and a file from each task that writes rows to it — unless a partition would
+    then hold more than :data:`MAX_PARTITION_BYTES`."""
+    by_size = -(-size // PARTITION_BYTES)
+    cap = max(PARTITIONS_PER_WORKER_MAX * workers, -(-size // MAX_PARTITION_BYTES))
+    return max(1, PARTITIONS_PER_WORKER_MIN * workers, min(by_size, cap))
+
+
+def input_bytes(paths: list[str]) -> int:
+    """Bytes of the files ``paths`` name (files, directories' own files, glob matches)."""
+    import glob
+
+    total = 0
+    for path in paths:
+        if os.path.isdir(path):
+            names = [os.path.join(path, n) for n in os.listdir(path)]
+        elif glob.has_magic(path) and not os.path.exists(path):
+            names = glob.glob(path)
+        else:
+            names = [path]
+        for name in names:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(name):
+                    total += os.path.getsize(name)
+    return total
+
+
+def _check_shared(
+    client: Any, root: Path, staged: StagedInputs, mirror: Mirror | None = None
+) -> None:
+    """Every worker must see the scratch directory (unless an object store mirrors it) and
+    the local inputs: say so before a task fails on it."""
     local = [p for p in staged.paths if not p.startswith(str(root))]
-    seen = client.run(_missing, [str(root), *local])
+    seen = client.run(_missing, local if mirror is not None else [str(root), *local])
     for worker, missing in sorted(seen.items()):
         if str(root) in missing:
             raise ClusterUnavailable(f"worker {worker} cannot see {root}: {SCRATCH_HINT}")
@@ -158,6 +240,62 @@ def _check_shared(client: Any, root: Path, staged: StagedInputs) -> None:
                 f"worker {worker} cannot see {staged.source(missing[0])}: local inputs must be "
                 "on a filesystem every worker shares (or give them as URLs)"
             )
+
+
+def _check_store(client: Any, mirror: Mirror) -> None:
+    """Every worker must reach the object-store scratch: each reads back an object the
+    client wrote (their credentials may not be the client's)."""
+    name = ".reachable"
+    token = os.urandom(8).hex()
+    url = f"{mirror.url}/{name}"
+    try:
+        fs, inner = fsspec_of(url)
+        fs.pipe_file(inner, token.encode())
+    except Exception as exc:
+        raise ClusterUnavailable(f"--scratch {mirror.url}: {why(exc)}") from exc
+    try:
+        seen = client.run(probe, mirror, name)
+    except Exception as exc:
+        raise ClusterUnavailable(
+            f"a worker cannot reach --scratch {mirror.url}: {why(exc)}"
+        ) from exc
+    for worker, got in sorted(seen.items()):
+        if got != token:
+            raise ClusterUnavailable(f"worker {worker} does not see --scratch {mirror.url}")
+
+
+def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
+    """With an object-store scratch, object-store inputs are not staged: each machine
+    downloads the ones its tasks name straight from their store, and the client (which
+    tells captures from logs by their first bytes) all of them, a few at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for url, _ in staged.fetches:
+        scheme = url.split("://", 1)[0]
+        local = str(Path(mirror.root) / "inputs" / scheme) + os.sep
+        if (local, f"{scheme}://") not in mirror.sources:
+            mirror.sources.append((local, f"{scheme}://"))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        failed = pool.map(lambda fetch: _pull_one(mirror, fetch[1]), staged.fetches)
+        for (url, _), exc in zip(staged.fetches, failed, strict=True):
+            if exc is not None:
+                raise UnreadableInput(url, f"could not copy it: {why(exc)}")
+
+
+def _pull_one(mirror: Mirror, dest: str) -> BaseException | None:
+    try:
+        mirror.pull([dest])
+    except Exception as exc:  # the store's own error, reported per input
+        return exc
+    return None
+
+
+def _forget(client: Any, mirror: Mirror) -> None:
+    """The object-store copy and every worker's local copy of the scratch, removed."""
+    with contextlib.suppress(Exception):
+        mirror.remove()
+    with contextlib.suppress(Exception):
+        client.run(remove_local, mirror.root)
 
 
 def _missing(paths: list[str]) -> list[str]:

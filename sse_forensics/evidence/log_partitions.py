@@ -60,9 +60,7 @@ class Spill:
         if self.buckets == 1:
             parts = {0: rows}
         else:
-            tagged = rows.with_columns(
-                (key.hash(seed=0) % self.buckets).cast(pl.Int64).alias("__bucket")
-            )
+            tagged = rows.with_columns(self.bucket_of(key).alias("__bucket"))
             parts = {
                 int(b): part.drop("__bucket")
                 for (b,), part in tagged.partition_by("__bucket", as_dict=True).items()
@@ -72,6 +70,21 @@ class Spill:
             self._bytes += part.estimated_size()
         if self._bytes > self.budget:
             self.flush()
+
+    def bucket_of(self, key: pl.Expr) -> pl.Expr:
+        """The partition of each row, from ``key`` (as :meth:`add` routes)."""
+        return (key.hash(seed=0) % self.buckets).cast(pl.Int64)
+
+    def files(self) -> dict[tuple[str, int], list[Path]]:
+        """(table, bucket) → its files, once :meth:`flush` wrote what was held (what a
+        cluster task hands on to the next one's :meth:`adopt`)."""
+        return {key: list(paths) for key, paths in self._files.items()}
+
+    def adopt(self, files: dict[tuple[str, int], list[Path]]) -> None:
+        """Read ``files`` (another Spill's :meth:`files`, same buckets) as this one's own,
+        after those it has."""
+        for key, paths in files.items():
+            self._files.setdefault(key, []).extend(paths)
 
     def flush(self) -> None:
         """Write every held batch to its partition's files."""
@@ -127,102 +140,181 @@ def ingest_logs(
 ) -> LogIngest:
     """Route the log ``batches`` (:func:`~sse_forensics.ingest.logs.iter_log_batches`) to
     partitions, then add their evidence rows to ``store``, pseudo-connections numbered from
-    ``first_conn_id``. ``files``: the reader's per-file statistics, once read."""
+    ``first_conn_id``. ``files``: the reader's per-file statistics, once read.
+
+    The steps below are the module docstring's; a cluster scan runs each of them as tasks
+    (one per file, then one per partition: :mod:`sse_forensics.cluster.logs`)."""
     started = time.perf_counter()
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), store.memory_budget // 3)
-    sessions = StreamSessions()
-    file_no: dict[str, int] = {}
-    access_rows = event_rows = 0
-    out = LogIngest()
+    router = LogRouter(spill)
     for batch in batches:
-        out.errors.extend(batch.errors)
-        rows = batch.rows
-        if batch.table == "events":
-            rows = rows.select(F.EVENT_LOG_COLUMNS)
-            event_rows += rows.height
-            sessions.learn(rows)
-            rows = sessions.attach(rows)
-            known = rows.filter(pl.col("session").is_not_null())
-            spill.add("events", known, _session_key())
-            if known.height != rows.height:
-                waiting = rows.filter(pl.col("session").is_null())
-                spill.add("waiting", waiting, pl.col("stream"))
-        else:
-            number = file_no.setdefault(batch.source, len(file_no))
-            rows = rows.select(F.ACCESS_LOG_COLUMNS).with_columns(
-                pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
-            )
-            access_rows += rows.height
-            may_match = rows.filter(F.matchable())
-            spill.add("access", may_match, F.access_session())
-            if may_match.height != rows.height:
-                spill.add("unmatched", rows.filter(~F.matchable()), F.client_expr())
+        router.add(batch)
     # Records read before their session was named: all names are known now.
     for b in range(buckets):
-        waiting = spill.load("waiting", b)
-        if waiting.height:
-            spill.add("events", sessions.attach(waiting), _session_key())
+        attach_waiting(spill, router.sessions, b)
         spill.drop("waiting", b)
 
     # Event-log groups numbered in the scan's order (one row per group).
-    orders = [F.group_order(spill.load("events", b, RECORD_COLUMNS)) for b in range(buckets)]
-    orders = [o for o in orders if o.height]
-    next_id = first_conn_id
-    group_ids = pl.DataFrame()
-    if orders:
-        group_ids = (
-            pl.concat(orders)
-            .sort(F.GROUP_ORDER, nulls_last=True)
-            .with_row_index("conn_id", offset=next_id)
-            .with_columns(pl.col("conn_id").cast(pl.Int64))
-        )
-        next_id += group_ids.height
-    del orders
-
+    group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
+    next_id = first_conn_id + group_ids.height
+    out = LogIngest(errors=router.errors)
     for b in range(buckets):
-        events = spill.load("events", b)
-        access = spill.load("access", b)
-        if not events.height and not access.height:
-            continue
-        if not access.height:
-            access = pl.DataFrame(schema={**_access_schema()})
-        part = F.session_part(events, access, group_ids)
-        del events, access
+        exchanges, connections = session_rows(spill, b, group_ids, store)
         spill.drop("events", b)
         spill.drop("access", b)
-        store.add(part.connections, part.exchanges, part.events)
-        store.spill()  # a partition's rows are written at once: memory holds one partition
-        out.exchanges += part.exchanges.height
-        out.connections += part.connections.height
-        spill.add("unmatched", part.unmatched, F.client_expr())
+        out.exchanges += exchanges
+        out.connections += connections
     del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
-    keys = (spill.load("unmatched", b, _CLIENT_KEYS) for b in range(buckets))
-    firsts = [F.client_order(k) for k in keys if k.height]
-    if firsts:
-        client_ids = (
-            pl.concat(firsts)
-            .sort(F.LINE_ORDER, nulls_last=True)
-            .with_row_index("conn_id", offset=next_id)
-            .with_columns(pl.col("conn_id").cast(pl.Int64))
-            .select("client", "conn_id")
-        )
-        next_id += client_ids.height
+    client_ids = number_clients([client_order(spill, b) for b in range(buckets)], next_id)
+    next_id += client_ids.height
+    if client_ids.height:
         for b in range(buckets):
-            unmatched = spill.load("unmatched", b)
-            if not unmatched.height:
-                continue
-            conns, exchanges = F.client_part(unmatched, client_ids, config)
-            del unmatched
+            exchanges, connections = client_rows(spill, b, client_ids, config, store)
             spill.drop("unmatched", b)
-            store.add(conns, exchanges, EventColumns.frame())
-            out.exchanges += exchanges.height
-            out.connections += conns.height
+            out.exchanges += exchanges
+            out.connections += connections
     out.next_conn_id = next_id
-    out.stats = log_stats(files() if files is not None else [], access_rows, event_rows, started)
+    out.stats = log_stats(
+        files() if files is not None else [], router.access_rows, router.event_rows, started
+    )
     return out
+
+
+@dataclass(slots=True)
+class LogRouter:
+    """Step 1: each batch's rows to their partitions of ``spill``: event-log records by
+    session (:func:`_session_key`), those whose session is not known yet to ``waiting`` by
+    stream; access lines that may describe a stream by the session they name, the others
+    (``unmatched``) by client. ``file_no`` numbers the access files in reading order (a
+    caller that reads one file of many gives its place).
+
+    ``attach``: fill a record's null session from what ``sessions`` learned so far. A
+    router that sees one file of a set leaves them all waiting: an earlier file may name
+    the stream's session (:class:`StreamSessions` keeps the first name read)."""
+
+    spill: Spill
+    sessions: StreamSessions = field(default_factory=StreamSessions)
+    attach: bool = True
+    file_no: dict[str, int] = field(default_factory=dict)
+    access_rows: int = 0
+    event_rows: int = 0
+    errors: list[ReadError] = field(default_factory=list)
+
+    def add(self, batch: LogBatch) -> None:
+        self.errors.extend(batch.errors)
+        rows = batch.rows
+        if batch.table == "events":
+            rows = rows.select(F.EVENT_LOG_COLUMNS)
+            self.event_rows += rows.height
+            self.sessions.learn(rows)
+            if self.attach:
+                rows = self.sessions.attach(rows)
+            known = rows.filter(pl.col("session").is_not_null())
+            self.spill.add("events", known, _session_key())
+            if known.height != rows.height:
+                waiting = rows.filter(pl.col("session").is_null())
+                self.spill.add("waiting", waiting, pl.col("stream"))
+        else:
+            number = self.file_no.setdefault(batch.source, len(self.file_no))
+            rows = rows.select(F.ACCESS_LOG_COLUMNS).with_columns(
+                pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
+            )
+            self.access_rows += rows.height
+            may_match = rows.filter(F.matchable())
+            self.spill.add("access", may_match, F.access_session())
+            if may_match.height != rows.height:
+                self.spill.add("unmatched", rows.filter(~F.matchable()), F.client_expr())
+
+
+def attach_waiting(spill: Spill, sessions: StreamSessions, bucket: int) -> None:
+    """Step 1b: the ``waiting`` records of one stream partition, their sessions named by
+    ``sessions`` (every file read), routed to ``events``."""
+    waiting = spill.load("waiting", bucket)
+    if waiting.height:
+        spill.add("events", sessions.attach(waiting), _session_key())
+
+
+def group_order(spill: Spill, bucket: int) -> pl.DataFrame:
+    """Step 2a: one session partition's event-log groups with their place in the scan's
+    order (:func:`.from_logs.group_order`)."""
+    return F.group_order(spill.load("events", bucket, RECORD_COLUMNS))
+
+
+def number_groups(orders: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
+    """Step 2b: the groups of every partition numbered in the scan's order, from
+    ``first_id`` (a ``conn_id`` column added; other columns kept)."""
+    orders = [o for o in orders if o.height]
+    if not orders:
+        return pl.DataFrame()
+    return (
+        pl.concat(orders)
+        .sort(F.GROUP_ORDER, nulls_last=True)
+        .with_row_index("conn_id", offset=first_id)
+        .with_columns(pl.col("conn_id").cast(pl.Int64))
+    )
+
+
+def session_rows(
+    spill: Spill, bucket: int, group_ids: pl.DataFrame, store: EvidenceStore
+) -> tuple[int, int]:
+    """Step 3: one session partition's evidence rows into ``store`` (written at once:
+    memory holds one partition), its access lines no stream took to ``unmatched``.
+    Returns (exchanges, connections) added."""
+    events = spill.load("events", bucket)
+    access = spill.load("access", bucket)
+    if not events.height and not access.height:
+        return 0, 0
+    if not access.height:
+        access = pl.DataFrame(schema={**_access_schema()})
+    part = F.session_part(events, access, group_ids)
+    del events, access
+    store.add(part.connections, part.exchanges, part.events)
+    store.spill()
+    spill.add("unmatched", part.unmatched, F.client_expr())
+    return part.exchanges.height, part.connections.height
+
+
+def client_order(spill: Spill, bucket: int) -> pl.DataFrame:
+    """Step 4a: one client partition's addresses with their first line's place in the
+    scan's order (:func:`.from_logs.client_order`)."""
+    keys = spill.load("unmatched", bucket, _CLIENT_KEYS)
+    return F.client_order(keys) if keys.height else pl.DataFrame()
+
+
+def number_clients(firsts: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
+    """Step 4b: the client addresses of every partition numbered in the scan's order
+    (``client``, ``conn_id`` and any other column given)."""
+    firsts = [f for f in firsts if f.height]
+    if not firsts:
+        return pl.DataFrame()
+    return (
+        pl.concat(firsts)
+        .sort(F.LINE_ORDER, nulls_last=True)
+        .with_row_index("conn_id", offset=first_id)
+        .with_columns(pl.col("conn_id").cast(pl.Int64))
+        .drop(F.LINE_ORDER)
+    )
+
+
+def client_rows(
+    spill: Spill,
+    bucket: int,
+    client_ids: pl.DataFrame,
+    config: AnalysisConfig,
+    store: EvidenceStore,
+) -> tuple[int, int]:
+    """Step 5: one client partition's access pseudo-connections into ``store``. Returns
+    (exchanges, connections) added."""
+    unmatched = spill.load("unmatched", bucket)
+    if not unmatched.height:
+        return 0, 0
+    conns, exchanges = F.client_part(unmatched, client_ids, config)
+    del unmatched
+    store.add(conns, exchanges, EventColumns.frame())
+    return exchanges.height, conns.height
 
 
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]
