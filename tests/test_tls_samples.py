@@ -28,6 +28,7 @@ from sse_forensics.ingest.inputs import merged_frames
 from sse_forensics.ingest.keylog import read_keylogs
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.capture import reassemble
+from sse_forensics.reassembly.fast.tls import R_TLS_UNREAD
 from sse_forensics.reassembly.tls import TLSKeys
 
 TLS_SAMPLES = SAMPLES / "tls"
@@ -272,11 +273,75 @@ def test_cli_tls_keylog(tmp_path: Path) -> None:
         assert done.exception is None or isinstance(done.exception, SystemExit), done.output
 
 
-@pytest.mark.parametrize("name", ["h2c-resume-jump.pcap", "h2-tls13-dsb-resume-jump.pcapng"])
-def test_fast_path_hands_tls_and_h2_to_the_exact_path(name: str) -> None:
-    """Rows, errors and connections equal the exact path's (keys from the pcapng's Decryption
-    Secrets Block on both paths), and the HTTP/2 streams were read."""
+@pytest.mark.parametrize("expected", EXPECTED, ids=[p.name.split(".")[0] for p in EXPECTED])
+def test_fast_path_equals_the_exact_path(expected: Path) -> None:
+    """Rows, errors and connections (TLS record included) equal the exact path's, with the
+    key log (or the pcapng's Decryption Secrets Block); HTTP/1.1 over TLS takes the fast
+    path's decrypted route, HTTP/2 the exact path."""
     from test_fast_reassembly import assert_equivalent
 
-    got = assert_equivalent([str(TLS_SAMPLES / name)])
-    assert got.fast == 0 and sum(got.fallbacks.values()) == len(got.connections) == 1
+    doc = json.loads(expected.read_text())
+    capture = _capture(expected)
+    got = assert_equivalent([str(capture)], config=AnalysisConfig(tls_keylog=_keys(capture)))
+    if doc["http2"]:
+        assert got.fast == 0 and sum(got.fallbacks.values()) == len(got.connections)
+    else:
+        assert got.fast == len(got.connections) > 0 and not got.fallbacks
+        assert all(c.tls.key_found and c.application == "http/1.1" for c in got.connections)
+
+
+def _resegment(src: Path, dst: Path, size: int) -> None:
+    """``src`` with every TCP payload cut into segments of ``size`` bytes (sequence numbers
+    kept consistent): TLS records then span many frames."""
+    with src.open("rb") as fh:
+        reader = dpkt.pcap.Reader(fh)
+        packets = list(reader)
+        linktype = reader.datalink()
+    assert linktype == dpkt.pcap.DLT_EN10MB
+    with dst.open("wb") as out:
+        writer = dpkt.pcap.Writer(out, linktype=linktype)
+        for ts, buf in packets:
+            eth = dpkt.ethernet.Ethernet(buf)
+            ip, tcp = eth.data, eth.data.data
+            payload = bytes(tcp.data)
+            if len(payload) <= size:
+                writer.writepkt(buf, ts)
+                continue
+            for at in range(0, len(payload), size):
+                tcp.data = payload[at : at + size]
+                tcp.seq = (tcp.seq + (at and size)) % (1 << 32)
+                tcp.sum = ip.sum = 0
+                ip.len = 0
+                ip.data = tcp
+                eth.data = ip
+                writer.writepkt(bytes(eth), ts)
+
+
+@pytest.mark.parametrize("name", ["h1-tls13-resume-jump", "h1-tls12-cbc-resume-jump"])
+def test_records_across_many_frames(tmp_path: Path, name: str) -> None:
+    """Records cut over 97-byte segments: the decrypted route cites, for every plaintext
+    byte, the frame of its ciphertext, as the exact path does; findings unchanged."""
+    from test_fast_reassembly import assert_equivalent
+
+    capture = TLS_SAMPLES / f"{name}.pcap"
+    small = tmp_path / "small.pcap"
+    _resegment(capture, small, 97)
+    config = AnalysisConfig(tls_keylog=_keys(capture))
+    got = assert_equivalent([str(small)], config=config)
+    assert got.fast == len(got.connections)
+    assert got.frames > 2 * sum(1 for _ in merged_frames([str(capture)]))
+    doc = json.loads(capture.with_suffix(".expected.json").read_text())
+    assert _got(scan_paths([str(small)], config).findings) == _want(doc)
+
+
+def test_a_corrupt_record_sends_the_connection_to_the_exact_path(tmp_path: Path) -> None:
+    from test_fast_reassembly import assert_equivalent
+
+    capture = TLS_SAMPLES / "h1-tls13-resume-jump.pcap"
+    frame = _event_frame(capture, "4")
+    corrupt = tmp_path / "corrupt.pcap"
+    _rewrite(capture, corrupt, lambda n, b: b if n != frame else b[:-20] + b"\0" + b[-19:])
+    config = AnalysisConfig(tls_keylog=_keys(capture))
+    got = assert_equivalent([str(corrupt)], config=config)
+    assert got.fallbacks == {R_TLS_UNREAD: 1} and got.fast == 1
+    assert any("did not authenticate" in e.what for e in got.errors)

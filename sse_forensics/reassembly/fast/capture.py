@@ -11,7 +11,9 @@ what :func:`~sse_forensics.reassembly.capture.reassemble` with
    columnar pass (:mod:`.sse`), each event's first and last byte mapped to its frame with
    ``searchsorted``; rows are built as columns. A candidate refused on the way (content
    coding, an interim response, bytes the SSE parser would report, …) runs through the exact
-   path after all, under the id it already has.
+   path after all, under the id it already has. A candidate whose client opens with TLS is
+   decrypted first and framed from its plaintext (:mod:`.tls`: HTTP/1.1 whose every record
+   decrypts; anything else is refused).
 4. Errors are merged in ``reassemble``'s order from sort keys (see :mod:`.exact`).
 """
 
@@ -44,6 +46,7 @@ from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
 from sse_forensics.reassembly.exchange import Exchange
 from sse_forensics.reassembly.fast import http as fhttp
+from sse_forensics.reassembly.fast import tls as ftls
 from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow_key
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
@@ -198,6 +201,7 @@ class _Context:
     connections: list[Connection] = field(default_factory=list)
     late: list[tuple[int, int, str]] = field(default_factory=list)  # (group, id, reason)
     fast: int = 0
+    tls_keys: TLSKeys | None = None  # TLS candidates take the decrypted route (.tls)
 
 
 def reassemble_fast(
@@ -273,6 +277,7 @@ def reassemble_fast(
         sink,
         clock,
         connections=[conn for _r, conn in main.decided if own(conn.id)],
+        tls_keys=tls_keys,
     )
     mine = np.flatnonzero(cand_ids % parts == part)
     sizes = (
@@ -386,6 +391,7 @@ class _Conn:
     requests: list[fhttp.Message] = field(default_factory=list)
     responses: list[fhttp.Message] = field(default_factory=list)
     reason: str | None = None
+    decrypted: ftls.Decrypted | None = None  # a TLS connection on the decrypted route
     conn: Connection | None = None  # as at the end of the capture
     final: Connection | None = None  # as when finalised (what the sink pickles)
 
@@ -439,7 +445,33 @@ class _Batch:
         self.c_fresh = cat(False, 2)
         self.c_buf, self.c_start = _join(index, self.c_rows, cat(False, 1), self.c_fresh)
         self.s_buf, self.s_start = _join(index, self.s_rows, cat(True, 1), cat(True, 2))
+        # Rows at which bytes reach HTTP, where they differ from the rows cited (decrypted).
+        self.c_deliver: np.ndarray | None = None
+        self.s_deliver: np.ndarray | None = None
         ctx.clock.lap("join")
+        if ctx.tls_keys is not None:
+            self._decrypt(ctx.tls_keys)
+            ctx.clock.lap("tls")
+
+    def _decrypt(self, keys: TLSKeys) -> None:
+        """TLS candidates: their plaintext in place of their ciphertext (:mod:`.tls`)."""
+        client = ftls.Side(self.c_buf, self.c_start, self.c_rows, self.c_rows)
+        server = ftls.Side(self.s_buf, self.s_start, self.s_rows, self.s_rows)
+        ranges = [(c.c_lo, c.c_hi, c.s_lo, c.s_hi) for c in self.conns]
+        client, server, ranges, results = ftls.splice(keys, client, server, ranges)
+        if not results:
+            return
+        self.c_buf, self.c_start, self.c_rows = client.buf, client.start, client.rows
+        self.s_buf, self.s_start, self.s_rows = server.buf, server.start, server.rows
+        self.c_deliver, self.s_deliver = client.deliver, server.deliver
+        self.c_fresh = np.diff(self.c_start, append=len(self.c_buf))
+        for c, (c_lo, c_hi, s_lo, s_hi) in zip(self.conns, ranges, strict=True):
+            c.c_lo, c.c_hi, c.s_lo, c.s_hi = c_lo, c_hi, s_lo, s_hi
+        for i, got in results.items():
+            if isinstance(got, str):
+                self.conns[i].reason = got
+            else:
+                self.conns[i].decrypted = got
 
     # -- positions to frames ---------------------------------------------------------------
 
@@ -466,6 +498,10 @@ class _Batch:
             c.conn, c.final = build_connection(
                 ctx.index, ctx.groups, ctx.check, c.group, c.conn_id, ctx.capture_end
             )
+            if c.decrypted is not None:
+                for conn in (c.conn, c.final):
+                    conn.tls = c.decrypted.info
+                    conn.application = c.decrypted.application
             ctx.connections.append(c.conn)
         ctx.fast += len(kept)
         ctx.clock.lap("connections")
@@ -475,6 +511,8 @@ class _Batch:
         chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
         c_buf, s_buf = self.c_buf, self.s_buf
         for c in self.conns:
+            if c.reason:
+                continue
             try:
                 if c.c_hi > c.c_lo:
                     first_len = int(self.c_fresh[int(np.searchsorted(self.c_start, c.c_lo))])
@@ -491,6 +529,10 @@ class _Batch:
         if not s_pos:
             return
         before = self._rows(False, c_pos) < self._rows(True, s_pos)
+        if self.c_deliver is not None and self.s_deliver is not None:
+            # Decrypted: the exact path's parser sees a head when its record is complete.
+            c_at, s_at = _seg(self.c_start, c_pos), _seg(self.s_start, s_pos)
+            before &= self.c_deliver[c_at] < self.s_deliver[s_at]
         at = 0
         for c in ok:
             k = len(c.responses)

@@ -63,10 +63,16 @@ VERSION_NAMES = {0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304
 
 @dataclass(slots=True)
 class TLSData:
-    """Decrypted application data of one record, laid over the frames that carried it."""
+    """Decrypted application data of one record, laid over the frames that carried it.
+
+    ``offset``: where in the direction's TCP byte stream the ciphertext of the first
+    plaintext byte lies (plaintext byte *i* travelled at ``offset + i``); ``end``: the stream
+    offset just past the record (its last byte completes it)."""
 
     direction: Direction
     pieces: Pieces
+    offset: int = -1
+    end: int = -1
 
 
 @dataclass(slots=True)
@@ -335,7 +341,10 @@ class TLSSession:
                 counts.plaintext_bytes += len(plain)
                 d.in_gap = False
                 overhead = RECORD_HEADER + (d.decryptor.overhead if d.decryptor else 0)
-                self.out.append(TLSData(direction, spread(plain, pieces, overhead)))
+                start = d.offset - len(header) - len(fragment)  # d.offset: past the record
+                self.out.append(
+                    TLSData(direction, spread(plain, pieces, overhead), start + overhead, d.offset)
+                )
         elif kind == HANDSHAKE:
             self._handshake(direction, plain)
         if d.next_decryptor is not None:
