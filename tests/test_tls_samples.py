@@ -345,3 +345,53 @@ def test_a_corrupt_record_sends_the_connection_to_the_exact_path(tmp_path: Path)
     got = assert_equivalent([str(corrupt)], config=config)
     assert got.fallbacks == {R_TLS_UNREAD: 1} and got.fast == 1
     assert any("did not authenticate" in e.what for e in got.errors)
+
+
+# -- TLS in the JSON output --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["with-keys", "without"])
+def test_json_names_each_tls_connection_and_whether_it_was_decrypted(keys: bool) -> None:
+    from test_siem_schemas import _validator, ecs_errors
+
+    from sse_forensics.report.jsonout import findings_jsonl, scan_document
+
+    capture = TLS_SAMPLES / "h1-tls12-cbc-resume-jump.pcap"
+    result = scan_paths([str(capture)], AnalysisConfig(tls_keylog=_keys(capture) if keys else ()))
+    doc = json.loads(scan_document(result))
+    _validator("scan-document.schema.json").validate(doc)
+    assert len(doc["tls"]) == len(result.connections) == 2  # the stream and the resume
+    keylog = capture.with_suffix(".keys").read_text()
+    for tls in doc["tls"]:
+        assert tls["version"] == "TLS 1.2" and tls["application"] == "http/1.1"
+        assert tls["cipher_suite"] == "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
+        assert tls["alpn_offered"] and tls["source"] == str(capture)
+        assert tls["client_random"] in keylog
+        if keys:
+            assert tls["key_found"] and tls["decrypted"] and tls["decrypted_bytes"] > 0
+            assert tls["reasons"] == [] and tls["undecryptable_bytes"] == 0
+        else:
+            assert not tls["key_found"] and not tls["decrypted"] and not tls["decrypted_bytes"]
+            assert "--tls-keylog" in tls["reasons"][0] and tls["undecryptable_bytes"] > 0
+    if not keys:
+        assert doc["findings"] == []
+        return
+    lines = [json.loads(line) for line in findings_jsonl(result).splitlines()]
+    assert lines and lines == doc["findings"]
+    for finding in lines:
+        assert not ecs_errors(finding), ecs_errors(finding)
+        assert finding["tls"] == {
+            "version": "1.2",
+            "version_protocol": "tls",
+            "cipher": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+            "next_protocol": "http/1.1",
+        }
+        assert finding["sse_forensics"]["tls"]["decrypted"] is True
+
+
+def test_plaintext_findings_carry_no_tls() -> None:
+    from sse_forensics.report.jsonout import scan_document
+
+    doc = json.loads(scan_document(scan_paths([str(SAMPLES / "resume-jump-unsignalled.pcap")])))
+    assert doc["tls"] == [] and doc["findings"]
+    assert all("tls" not in f and "tls" not in f["sse_forensics"] for f in doc["findings"])

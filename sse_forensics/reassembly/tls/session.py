@@ -54,6 +54,10 @@ SMALLEST_RECORD = RECORD_HEADER + 1 + 16  # a TLS 1.3 record: content type + tag
 # Sequence numbers tried for a record after records that did not authenticate (each is
 # a trial decryption: a wrong key must not make every later record cost more and more).
 MAX_FAILED_RECORDS = 16
+EARLY_DATA = (
+    "0-RTT early data (TLS 1.3): not decrypted (early data is not read, only what follows "
+    "the handshake)"
+)
 
 KeyLookup = Callable[[bytes], "dict[str, bytes] | None"]
 """Secrets of a session by client random (``None``: the key log does not have it)."""
@@ -118,6 +122,9 @@ class TLSInfo:
     key_found: bool = False
     reasons: list[str] = field(default_factory=list)  # why bytes could not be decrypted
     key_updates: int = 0
+    # 0-RTT (RFC 8446 §4.2.10): the client offered early data; the server accepted it.
+    early_data: bool = False
+    early_data_accepted: bool = False
     counts: dict[str, DirectionCounts] = field(
         default_factory=lambda: {"client": DirectionCounts(), "server": DirectionCounts()}
     )
@@ -125,6 +132,16 @@ class TLSInfo:
     @property
     def undecryptable_bytes(self) -> int:
         return sum(c.undecryptable_bytes for c in self.counts.values())
+
+    @property
+    def decrypted_bytes(self) -> int:
+        """Application data read, both directions."""
+        return sum(c.plaintext_bytes for c in self.counts.values())
+
+    @property
+    def decrypted(self) -> bool:
+        """Every record of the connection was read (its keys found, nothing undecryptable)."""
+        return self.key_found and not self.undecryptable_bytes
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -135,8 +152,12 @@ class TLSInfo:
             "alpn_offered": list(self.alpn_offered),
             "client_random": self.client_random,
             "key_found": self.key_found,
-            "key_updates": self.key_updates,
+            "decrypted": self.decrypted,
+            "decrypted_bytes": self.decrypted_bytes,
             "undecryptable_bytes": self.undecryptable_bytes,
+            "key_updates": self.key_updates,
+            "early_data": self.early_data,
+            "early_data_accepted": self.early_data_accepted,
             "reasons": list(self.reasons),
         }
 
@@ -290,6 +311,12 @@ class TLSSession:
                 return  # TLS 1.3: middlebox compatibility, ignored (RFC 8446 §D.4)
             if kind == ALERT:
                 return
+            if kind == APPLICATION_DATA and not self.tls13 and self._early(direction):
+                # Before the ServerHello nothing can be tried (suite unknown).
+                self._undecryptable(
+                    direction, len(header) + len(fragment), EARLY_DATA, pieces[0][1]
+                )
+                return
             if kind == APPLICATION_DATA and self.tls13:
                 d.encrypted = True  # TLS 1.3: every protected record is type 23
             elif kind == APPLICATION_DATA:
@@ -310,7 +337,14 @@ class TLSSession:
                 direction, len(header) + len(fragment), self._no_key_reason(), pieces[0][1]
             )
             return
+        failed = d.failed
         plain = self._open(direction, header, fragment)
+        if plain is None and self._early(direction):
+            # Under the early key, with sequence numbers of its own: no count against the
+            # handshake key's.
+            d.failed = failed
+            self._undecryptable(direction, len(header) + len(fragment), EARLY_DATA, pieces[0][1])
+            return
         if plain is None:
             self._undecryptable(
                 direction,
@@ -375,6 +409,18 @@ class TLSSession:
                     return plain
         d.failed = min(d.failed + 1, MAX_FAILED_RECORDS)
         return None
+
+    def _early(self, direction: Direction) -> bool:
+        """Whether a client record that is not (yet) readable is 0-RTT data: the ClientHello
+        announced early data and no client record has decrypted since (RFC 8446 §4.2.10: the
+        client sends it, and EndOfEarlyData, under the early traffic secret before its
+        handshake records)."""
+        return (
+            direction == "client"
+            and self.client_hello is not None
+            and self.client_hello.early_data
+            and not self.info.counts["client"].decrypted_records
+        )
 
     # -- after a hole --------------------------------------------------------------------
 
@@ -454,13 +500,14 @@ class TLSSession:
                     self.info.client_random = hello.random.hex()
                     self.info.server_name = hello.server_name
                     self.info.alpn_offered = hello.alpn
+                    self.info.early_data = hello.early_data
             elif kind == hs.SERVER_HELLO and direction == "server":
                 hello = hs.parse_server_hello(body)
                 if hello is not None and not hello.retry:
                     self.server_hello = hello
                     self._server_hello(hello)
             elif kind == hs.ENCRYPTED_EXTENSIONS and direction == "server":
-                self.info.alpn = hs.parse_encrypted_extensions(body)
+                self.info.alpn, self.info.early_data_accepted = hs.parse_encrypted_extensions(body)
             elif kind == hs.FINISHED and self.tls13 and d.stages:
                 # RFC 8446 §7.1: after its Finished a side sends under its traffic secret.
                 d.next_decryptor = d.stages.pop(0)
