@@ -38,7 +38,7 @@ sys.path.insert(0, str(SAMPLES_DIR))
 
 import httpx  # noqa: E402
 from make_samples import port_is_free, record_until_complete, tcpdump  # noqa: E402
-from profile_client import ClientPlan, run_plan  # noqa: E402
+from profile_client import ClientPlan, McpClient, run_plan, tool_params  # noqa: E402
 from profile_server import ProfileServer, ServerKnobs  # noqa: E402
 
 OUT_DIR = SAMPLES_DIR / "tls"
@@ -57,6 +57,7 @@ class TLSScenario:
     http2: bool = True
     dsb: bool = False  # write <name>.pcapng with a Decryption Secrets Block instead
     findings: list[dict] = field(default_factory=list)
+    upgrade: bool = False  # h2c by Upgrade: HTTP/1.1 (httpx), the resume by curl --http2
 
 
 def finding(rule: str, classification: str, first: str, last: str | None) -> dict:
@@ -159,6 +160,18 @@ def scenarios() -> list[TLSScenario]:
             "1.3",
             dsb=True,
             findings=SILENT_8_12,
+        ),
+        TLSScenario(
+            "h2c-upgrade-resume-jump",
+            "resume-jump-unsignalled",
+            "Cleartext HTTP/2 by Upgrade (RFC 7540 §3.2): initialize and tools/call over "
+            "HTTP/1.1 (httpx); the resume is curl --http2's GET with Upgrade: h2c, answered "
+            f"101, its response on HTTP/2 stream 1. {jump_what}",
+            jump,
+            DROP7,
+            None,
+            findings=SILENT_8_12,
+            upgrade=True,
         ),
     ]
 
@@ -270,6 +283,26 @@ def client_factory(scenario: TLSScenario, cert: Path | None, keylog: Path) -> Ca
     return make
 
 
+def run_upgrade_plan(url: str, plan: ClientPlan) -> list[object]:
+    """``plan`` over HTTP/1.1 (httpx) up to the resume, which curl sends: on an ``http://``
+    URL ``--http2`` asks for ``Upgrade: h2c`` with ``HTTP2-Settings`` (hypercorn switches
+    for a request without a body), and reads the replay on stream 1."""
+    client = McpClient(url, plan.protocol_version, lambda: httpx.Client(timeout=30.0))
+    try:
+        client.initialize()
+        log = client.call_tool(2, tool_params(2, plan.steps), plan)
+        headers = {**client.headers("text/event-stream"), "Last-Event-ID": log.last_event_id}
+        command = ["curl", "-sS", "-N", "--http2", "--max-time", "30", url]
+        for name, value in headers.items():
+            command += ["-H", f"{name}: {value}"]
+        replay = subprocess.run(command, capture_output=True, timeout=60, check=True).stdout
+        if b"HTTP/2" in replay or b"id: 13" not in replay:
+            raise RuntimeError(f"curl's upgraded resume did not get the replay: {replay[:200]!r}")
+        return [log, replay]
+    finally:
+        client.close()
+
+
 def record(scenario: TLSScenario, port: int, out_dir: Path) -> Path:
     """Run ``scenario`` while tcpdump writes ``out_dir/<name>.pcap`` (and the client the key
     log ``<name>.keys``; pcapng with the keys inside for a ``dsb`` scenario)."""
@@ -287,6 +320,8 @@ def record(scenario: TLSScenario, port: int, out_dir: Path) -> Path:
                 app = ProfileServer(scenario.knobs).app()
                 with hypercorn_server(app, port, cert, scenario.http2):
                     url = f"{scheme}://127.0.0.1:{port}/mcp"
+                    if scenario.upgrade:
+                        return run_upgrade_plan(url, scenario.plan)
                     factory = client_factory(scenario, cert[0] if cert else None, keys)
                     return run_plan(url, scenario.plan, factory)
 
@@ -308,10 +343,12 @@ def make(scenario: TLSScenario, port: int, out_dir: Path) -> None:
     pcap = record(scenario, port, out_dir)
     expected = {
         "description": scenario.description,
-        "made_by": "loopback (hypercorn+httpx http2, tcpdump)",
+        "made_by": "loopback (hypercorn+httpx, curl --http2, tcpdump)"
+        if scenario.upgrade
+        else "loopback (hypercorn+httpx http2, tcpdump)",
         "twin": f"{scenario.twin}.pcap",
         "tls": scenario.tls,
-        "http2": scenario.http2,
+        "http2": "upgrade" if scenario.upgrade else scenario.http2,
         "port": port,
         "findings": scenario.findings,
     }

@@ -28,6 +28,7 @@ from sse_forensics.ingest.inputs import merged_frames
 from sse_forensics.ingest.keylog import read_keylogs
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.capture import reassemble
+from sse_forensics.reassembly.fast.http import R_TUNNEL
 from sse_forensics.reassembly.fast.tls import R_TLS_UNREAD
 from sse_forensics.reassembly.tls import TLSKeys
 
@@ -63,7 +64,7 @@ def _want(doc: dict) -> Counter:
 def test_tls_samples_cover_the_matrix() -> None:
     docs = [json.loads(p.read_text()) for p in EXPECTED]
     assert {d["tls"] for d in docs} == {"1.2", "1.3", None}
-    assert {d["http2"] for d in docs} == {True, False}
+    assert {d["http2"] for d in docs} == {True, False, "upgrade"}
     assert any(_capture(p).suffix == ".pcapng" and not _keys(_capture(p)) for p in EXPECTED)
     assert {"clean-resume-int.pcap", "resume-jump-unsignalled.pcap"} <= {d["twin"] for d in docs}
 
@@ -84,7 +85,14 @@ def test_same_findings_as_the_plaintext_twin(expected: Path) -> None:
         frames = [e for e in f.evidence if e.get("frame")]
         assert frames and all(e["source"] == str(capture) for e in frames)
     want_app = "h2" if doc["http2"] else "http/1.1"
-    assert {c.application for c in result.connections} == {want_app}
+    if doc["http2"] == "upgrade":  # HTTP/1.1 connections, and the one upgraded to h2c
+        apps = [c.application for c in result.connections]
+        assert apps.count("h2") == 1 and set(apps) == {"http/1.1", "h2"}
+        (upgraded,) = [ex for ex in _exchanges(capture) if ex.interim]
+        assert [h.status for h in upgraded.interim] == [101] and upgraded.response.status == 200
+        assert upgraded.response.version == "HTTP/2" and upgraded.request.version == "HTTP/1.1"
+        assert upgraded.is_event_stream and upgraded.response_complete
+        return
     for conn in result.connections:
         if doc["tls"] is None:
             assert conn.tls is None
@@ -117,7 +125,15 @@ def test_tshark_counts_the_same_requests_and_responses(expected: Path) -> None:
     capture = _capture(expected)
     exchanges = _exchanges(capture)
     requests = sum(ex.request is not None for ex in exchanges)
-    if doc["http2"]:
+    if doc["http2"] == "upgrade":
+        # HTTP/1.1 requests (the upgraded one too); HTTP/1.1 responses tshark completed
+        # (the 101, not the dropped stream) and the upgraded request's answer on stream 1.
+        methods = _tshark_fields(capture, "http.request", "http.request.method")
+        statuses = _tshark_fields(capture, "http.response", "http.response.code")
+        statuses += _tshark_fields(capture, "http2.headers.status", "http2.headers.status")
+        responses = sum(len(ex.interim) for ex in exchanges)
+        responses += sum(ex.response is not None and ex.response_complete for ex in exchanges)
+    elif doc["http2"]:
         # tshark: one :method per request HEADERS, one :status per response HEADERS.
         decode = [] if doc["tls"] else ["-d", f"tcp.port=={doc['port']},http2"]
         methods = _tshark_fields(capture, "http2.headers.method", "http2.headers.method", *decode)
@@ -283,7 +299,9 @@ def test_fast_path_equals_the_exact_path(expected: Path) -> None:
     doc = json.loads(expected.read_text())
     capture = _capture(expected)
     got = assert_equivalent([str(capture)], config=AnalysisConfig(tls_keylog=_keys(capture)))
-    if doc["http2"]:
+    if doc["http2"] == "upgrade":  # the upgraded connection is read by the exact path
+        assert got.fast == len(got.connections) - 1 and got.fallbacks == {R_TUNNEL: 1}
+    elif doc["http2"]:
         assert got.fast == 0 and sum(got.fallbacks.values()) == len(got.connections)
     else:
         assert got.fast == len(got.connections) > 0 and not got.fallbacks
