@@ -34,6 +34,9 @@ from sse_forensics.reassembly.tls import TLSKeys
 
 TLS_SAMPLES = SAMPLES / "tls"
 EXPECTED = sorted(TLS_SAMPLES.glob("*.expected.json"))
+# The scenarios of a plaintext HTTP/1.1 sample (all but the 0-RTT one).
+TWINNED = [p for p in EXPECTED if json.loads(p.read_text())["twin"]]
+EARLY_DATA = TLS_SAMPLES / "nginx-tls13-early-data.pcap"
 
 
 def _capture(expected: Path) -> Path:
@@ -67,9 +70,12 @@ def test_tls_samples_cover_the_matrix() -> None:
     assert {d["http2"] for d in docs} == {True, False, "upgrade"}
     assert any(_capture(p).suffix == ".pcapng" and not _keys(_capture(p)) for p in EXPECTED)
     assert {"clean-resume-int.pcap", "resume-jump-unsignalled.pcap"} <= {d["twin"] for d in docs}
+    # nginx in front of uvicorn, TLS 1.2 and 1.3, a clean resume and a silent jump each
+    nginx = {(d["tls"], bool(d["findings"])) for d in docs if "nginx in front" in d["made_by"]}
+    assert nginx == {("1.2", True), ("1.2", False), ("1.3", True), ("1.3", False)}
 
 
-@pytest.mark.parametrize("expected", EXPECTED, ids=[p.name.split(".")[0] for p in EXPECTED])
+@pytest.mark.parametrize("expected", TWINNED, ids=[p.name.split(".")[0] for p in TWINNED])
 def test_same_findings_as_the_plaintext_twin(expected: Path) -> None:
     doc = json.loads(expected.read_text())
     capture = _capture(expected)
@@ -119,7 +125,7 @@ def _tshark_fields(capture: Path, display: str, field: str, *options: str) -> li
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
-@pytest.mark.parametrize("expected", EXPECTED, ids=[p.name.split(".")[0] for p in EXPECTED])
+@pytest.mark.parametrize("expected", TWINNED, ids=[p.name.split(".")[0] for p in TWINNED])
 def test_tshark_counts_the_same_requests_and_responses(expected: Path) -> None:
     doc = json.loads(expected.read_text())
     capture = _capture(expected)
@@ -303,6 +309,8 @@ def test_fast_path_equals_the_exact_path(expected: Path) -> None:
         assert got.fast == len(got.connections) - 1 and got.fallbacks == {R_TUNNEL: 1}
     elif doc["http2"]:
         assert got.fast == 0 and sum(got.fallbacks.values()) == len(got.connections)
+    elif capture == EARLY_DATA:  # the 0-RTT connection is read by the exact path
+        assert got.fast == 1 and got.fallbacks == {R_TLS_UNREAD: 1}
     else:
         assert got.fast == len(got.connections) > 0 and not got.fallbacks
         assert all(c.tls.key_found and c.application == "http/1.1" for c in got.connections)
@@ -413,3 +421,31 @@ def test_plaintext_findings_carry_no_tls() -> None:
     doc = json.loads(scan_document(scan_paths([str(SAMPLES / "resume-jump-unsignalled.pcap")])))
     assert doc["tls"] == [] and doc["findings"]
     assert all("tls" not in f and "tls" not in f["sse_forensics"] for f in doc["findings"])
+
+
+# -- 0-RTT -------------------------------------------------------------------------------------
+
+
+def test_early_data_is_reported_not_decrypted() -> None:
+    """nginx (ssl_early_data on) and openssl s_client: a full handshake, then a resumption
+    whose request travels as 0-RTT early data. The early records are named as such (not
+    as a wrong key or a capture that started mid-connection); the rest is decrypted."""
+    result = scan_paths([str(EARLY_DATA)], AnalysisConfig(tls_keylog=_keys(EARLY_DATA)))
+    (error,) = result.errors
+    assert "connection 2" in error.what and "2 records" in error.what
+    assert "0-RTT early data (TLS 1.3): not decrypted" in error.what
+    first, second = (c.tls for c in result.connections)
+    assert first.decrypted and not first.early_data and first.server_name == "localhost"
+    assert second.early_data and second.early_data_accepted and second.key_found
+    assert not second.decrypted and len(second.reasons) == 1 and "0-RTT" in second.reasons[0]
+    # nginx's answer to the early request was read; the request itself is the gap.
+    by_conn = {ex.connection_id: ex for ex in _exchanges(EARLY_DATA)}
+    assert by_conn[1].request.target == "/early" and by_conn[1].response.status == 200
+    assert by_conn[2].request is None and by_conn[2].response.status == 200
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+def test_tshark_reads_the_early_request_this_tool_reports() -> None:
+    methods = _tshark_fields(EARLY_DATA, "http.request", "http.request.method")
+    ours = sum(ex.request is not None for ex in _exchanges(EARLY_DATA))
+    assert methods == ["GET", "GET"] and ours == 1
