@@ -45,6 +45,7 @@ from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
 from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.fast import h2 as fh2
 from sse_forensics.reassembly.fast import http as fhttp
 from sse_forensics.reassembly.fast import tls as ftls
 from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver, flow_key
@@ -392,6 +393,7 @@ class _Conn:
     responses: list[fhttp.Message] = field(default_factory=list)
     reason: str | None = None
     decrypted: ftls.Decrypted | None = None  # a TLS connection on the decrypted route
+    h2: fh2.H2Streams | None = None  # an HTTP/2 connection (h2c, or h2 decrypted)
     conn: Connection | None = None  # as at the end of the capture
     final: Connection | None = None  # as when finalised (what the sink pickles)
 
@@ -498,20 +500,50 @@ class _Batch:
             c.conn, c.final = build_connection(
                 ctx.index, ctx.groups, ctx.check, c.group, c.conn_id, ctx.capture_end
             )
-            if c.decrypted is not None:
-                for conn in (c.conn, c.final):
+            for conn in (c.conn, c.final):
+                if c.decrypted is not None:
                     conn.tls = c.decrypted.info
-                    conn.application = c.decrypted.application
+                if c.h2 is not None:
+                    conn.application = "h2"
             ctx.connections.append(c.conn)
         ctx.fast += len(kept)
         ctx.clock.lap("connections")
         self.send(kept)
 
+    def read_h2(self) -> None:
+        """HTTP/2 connections (h2c with prior knowledge, h2 decrypted): :mod:`.h2`."""
+        client = ftls.Side(self.c_buf, self.c_start, self.c_rows, self.c_rows)
+        server = ftls.Side(self.s_buf, self.s_start, self.s_rows, self.s_rows)
+        c_deliver = self.c_rows if self.c_deliver is None else self.c_deliver
+        s_deliver = self.s_rows if self.s_deliver is None else self.s_deliver
+        for c in self.conns:
+            if c.reason:
+                continue
+            if c.decrypted is not None:
+                if c.decrypted.application != "h2":
+                    continue
+            elif ftls.sniff(client, c.c_lo, c.c_hi) != "HTTP/2":
+                continue
+            got = fh2.read_h2(
+                c.conn_id,
+                client,
+                (c.c_lo, c.c_hi),
+                server,
+                (c.s_lo, c.s_hi),
+                c_deliver,
+                s_deliver,
+            )
+            if isinstance(got, str):
+                c.reason = got
+            else:
+                c.h2 = got
+
     def frame_http(self) -> None:
+        self.read_h2()
         chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
         c_buf, s_buf = self.c_buf, self.s_buf
         for c in self.conns:
-            if c.reason:
+            if c.reason or c.h2 is not None:
                 continue
             try:
                 if c.c_hi > c.c_lo:
@@ -543,17 +575,26 @@ class _Batch:
     def parse_sse(self) -> None:
         """Every event-stream body of the batch, parsed in one pass."""
         owners: list[tuple[_Conn, int]] = []
-        starts, sizes = [], []
+        starts, sizes, nbytes = [], [], []
         for c in self.conns:
             if c.reason:
                 continue
-            for k, msg in enumerate(c.responses):
-                if msg.body is not None and fhttp.framing(msg.headers).event_stream:
-                    owners.append((c, k))
-                    body_starts, body_sizes = msg.body.arrays()
-                    starts.append(body_starts)
-                    sizes.append(body_sizes)
-        lens = np.array([c.responses[k].body.nbytes for c, k in owners], dtype=np.int64)
+            bodies = (
+                c.h2.event_bodies()
+                if c.h2 is not None
+                else [
+                    (k, msg.body)
+                    for k, msg in enumerate(c.responses)
+                    if msg.body is not None and fhttp.framing(msg.headers).event_stream
+                ]
+            )
+            for k, body in bodies:
+                owners.append((c, k))
+                body_starts, body_sizes = body.arrays()
+                starts.append(body_starts)
+                sizes.append(body_sizes)
+                nbytes.append(body.nbytes)
+        lens = np.array(nbytes, dtype=np.int64)
         empty = np.zeros(0, dtype=np.int64)
         source = BodySource(
             self.s_buf,
@@ -622,9 +663,12 @@ class _Batch:
         for c in kept:
             conn = c.final
             assert conn is not None
-            exchanges = self._exchanges(
-                c, conn, body_of, versions, req_origin, resp_origin, end_origin, body_origin
-            )
+            if c.h2 is not None:
+                exchanges = self._h2_exchanges(c, conn, body_of, versions)
+            else:
+                exchanges = self._exchanges(
+                    c, conn, body_of, versions, req_origin, resp_origin, end_origin, body_origin
+                )
             if not exchanges:
                 continue
             explicit = []
@@ -676,6 +720,27 @@ class _Batch:
             return self._rows(True, ch_s[k] + (v - ch_v[k]))
 
         return rows_at(events["start"].to_numpy()), rows_at(events["end"].to_numpy() - 1)
+
+    def _h2_exchanges(
+        self,
+        c: _Conn,
+        conn: Connection,
+        body_of: dict[tuple[int, int], int],
+        versions: dict[int, list[str]],
+    ) -> list[Exchange]:
+        """An HTTP/2 connection's exchanges (:func:`.h2.finish`), events as in ``_exchanges``."""
+        assert c.h2 is not None
+        exchanges = fh2.finish(
+            c.h2, conn, lambda server, pos: self._origins(server, [pos])[0], self.s_buf
+        )
+        parsed = self.parsed
+        for ex in exchanges:
+            b = body_of.get((id(c), ex.index))
+            if b is not None:
+                ex.events = [_EventData(d) for d in versions.get(b, [])]
+                ex.comments = [None] * int(parsed.comments[b])
+                ex.trailing = parsed.trailing[b]
+        return exchanges
 
     def _exchanges(
         self,

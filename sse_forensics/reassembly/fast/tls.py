@@ -5,9 +5,10 @@ a plaintext connection.
 
 A connection stays on the route only where the exact path (``_ConnectionAnalyzer`` with a
 :class:`~sse_forensics.reassembly.tls.TLSSession`) would read every byte of it: the session's
-keys found, every record decrypted (no gap, no problem, no record cut at the end), and HTTP/1.1
-as its application protocol (ALPN, else the client's first bytes, as the exact path decides).
-Anything else is a fallback reason: the exact path reads it and reports what it could not.
+keys found, every record decrypted (no gap, no problem, no record cut at the end). Its
+application protocol is decided as the exact path decides it (ALPN, else the client's first
+bytes): HTTP/1.1 is framed like plaintext, HTTP/2 read by :mod:`.h2`. Anything else is a
+fallback reason: the exact path reads it and reports what it could not.
 
 The same :class:`TLSSession` decrypts on both paths; here it is fed whole runs of one
 direction (the segments between two of the other direction's, in capture order: the
@@ -31,7 +32,6 @@ from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
 from sse_forensics.reassembly.tls import TLSData, TLSInfo, TLSKeys, TLSSession
 
 R_TLS_UNREAD = "tls: not every record decrypted (read by the exact path)"
-R_TLS_H2 = "tls: HTTP/2 inside (read by the exact path)"
 
 FEED_BYTES = 1 << 20
 """Ciphertext handed to the record layer at a time (bounds its receive buffer)."""
@@ -71,14 +71,14 @@ class Decrypted:
     server: tuple[bytes, np.ndarray, np.ndarray, np.ndarray]
 
 
-def is_tls(side: Side, lo: int, hi: int) -> bool:
-    """Whether the connection's client bytes ``[lo, hi)`` open as TLS (the exact path's
-    sniff: its first segment)."""
+def sniff(side: Side, lo: int, hi: int) -> str | None:
+    """What the connection's client bytes ``[lo, hi)`` open as, as the exact path sniffs it
+    from their first segment: ``"TLS"``, ``"HTTP/2"`` or ``None``."""
     if hi <= lo:
-        return False
+        return None
     k0, _k1 = side.segments(lo, hi)
     end = int(side.start[k0 + 1]) if k0 + 1 < len(side.start) else len(side.buf)
-    return foreign_protocol(side.buf[lo : min(end, hi)]) == "TLS"
+    return foreign_protocol(side.buf[lo : min(end, hi)])
 
 
 def decrypt_connection(
@@ -120,16 +120,12 @@ def decrypt_connection(
                 plain[name].append(ev)
             if application is None and (plain["client"] or plain["server"]):
                 application = _application(session.info, plain["client"])
-                if application == "h2":  # known before the rest is decrypted for nothing
-                    return R_TLS_H2
     if session.end():
         return R_TLS_UNREAD
     info = session.info
     if not info.key_found or info.undecryptable_bytes:
         return R_TLS_UNREAD
     application = application or _application(info, plain["client"]) or "http/1.1"
-    if application == "h2":
-        return R_TLS_H2
     out = {}
     for name, (side, lo, _hi) in sides.items():
         k0, k1 = spans[name]
@@ -188,7 +184,7 @@ def splice(
     (``ranges``: each connection's ``(c_lo, c_hi, s_lo, s_hi)``), the new ranges, and per
     TLS connection (by position in ``ranges``) its :class:`Decrypted` or fallback reason.
     Without a TLS connection the sides come back as they are."""
-    found = [i for i, (lo, hi, _a, _b) in enumerate(ranges) if is_tls(client, lo, hi)]
+    found = [i for i, (lo, hi, _a, _b) in enumerate(ranges) if sniff(client, lo, hi) == "TLS"]
     if not found:
         return client, server, ranges, {}
     results: dict[int, Decrypted | str] = {}
@@ -231,4 +227,4 @@ def _side(parts: list[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]) -> Side
     return Side(b"".join(p[0] for p in parts), cat(1), cat(2), cat(3))
 
 
-__all__ = ["R_TLS_H2", "R_TLS_UNREAD", "Decrypted", "Side", "splice"]
+__all__ = ["R_TLS_UNREAD", "Decrypted", "Side", "sniff", "splice"]
