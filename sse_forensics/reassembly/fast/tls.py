@@ -33,7 +33,7 @@ from sse_forensics.reassembly.tls import TLSData, TLSInfo, TLSKeys, TLSSession
 
 R_TLS_UNREAD = "tls: not every record decrypted (read by the exact path)"
 
-FEED_BYTES = 1 << 20
+FEED_BYTES = 1 << 16
 """Ciphertext handed to the record layer at a time (bounds its receive buffer)."""
 
 _NOWHERE = Origin("", 0, 0.0)  # the record layer's origins are not used on this route

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.receive_buffer import Pieces, ReceiveBuffer, spread
+from sse_forensics.reassembly.receive_buffer import Pieces, ReceiveBuffer, spread_spans
 from sse_forensics.reassembly.stream import Direction, MissingSpan
 from sse_forensics.reassembly.tls import handshake as hs
 from sse_forensics.reassembly.tls.crypto import (
@@ -289,15 +289,18 @@ class TLSSession:
                 return
             if len(buf) < RECORD_HEADER + length:
                 return
-            pieces = buf.take(RECORD_HEADER + length)
+            fragment = bytes(buf.data[RECORD_HEADER : RECORD_HEADER + length])
+            spans = buf.take_spans(RECORD_HEADER + length)
             d.offset += RECORD_HEADER + length
-            fragment = b"".join(p for p, _ in pieces)[RECORD_HEADER:]
             self.info.counts[direction].records += 1
-            self._record(direction, header, fragment, pieces)
+            self._record(direction, header, fragment, spans)
             if d.dead is not None:
                 return
 
-    def _record(self, direction: Direction, header: bytes, fragment: bytes, pieces: Pieces) -> None:
+    def _record(
+        self, direction: Direction, header: bytes, fragment: bytes, spans: list[tuple[int, Origin]]
+    ) -> None:
+        """One whole record (``spans``: how many of its bytes each frame carried)."""
         d = self.dirs[direction]
         kind = header[0]
         if not d.encrypted:
@@ -313,9 +316,7 @@ class TLSSession:
                 return
             if kind == APPLICATION_DATA and not self.tls13 and self._early(direction):
                 # Before the ServerHello nothing can be tried (suite unknown).
-                self._undecryptable(
-                    direction, len(header) + len(fragment), EARLY_DATA, pieces[0][1]
-                )
+                self._undecryptable(direction, len(header) + len(fragment), EARLY_DATA, spans[0][1])
                 return
             if kind == APPLICATION_DATA and self.tls13:
                 d.encrypted = True  # TLS 1.3: every protected record is type 23
@@ -325,7 +326,7 @@ class TLSSession:
                     len(header) + len(fragment),
                     "application data before the handshake was seen (capture started "
                     "mid-connection): no client random to find the keys by",
-                    pieces[0][1],
+                    spans[0][1],
                 )
                 return
             else:
@@ -334,7 +335,7 @@ class TLSSession:
             return
         if not self.keys_ready:
             self._undecryptable(
-                direction, len(header) + len(fragment), self._no_key_reason(), pieces[0][1]
+                direction, len(header) + len(fragment), self._no_key_reason(), spans[0][1]
             )
             return
         failed = d.failed
@@ -343,21 +344,21 @@ class TLSSession:
             # Under the early key, with sequence numbers of its own: no count against the
             # handshake key's.
             d.failed = failed
-            self._undecryptable(direction, len(header) + len(fragment), EARLY_DATA, pieces[0][1])
+            self._undecryptable(direction, len(header) + len(fragment), EARLY_DATA, spans[0][1])
             return
         if plain is None:
             self._undecryptable(
                 direction,
                 len(header) + len(fragment),
                 "a record did not authenticate (wrong key in the key log, or corrupt bytes)",
-                pieces[0][1],
+                spans[0][1],
             )
             if d.failed >= MAX_FAILED_RECORDS:
                 self._die(
                     direction,
                     f"{MAX_FAILED_RECORDS} records in a row did not authenticate: the rest "
                     "of this direction is not tried",
-                    pieces[0][1],
+                    spans[0][1],
                 )
             return
         counts = self.info.counts[direction]
@@ -376,9 +377,8 @@ class TLSSession:
                 d.in_gap = False
                 overhead = RECORD_HEADER + (d.decryptor.overhead if d.decryptor else 0)
                 start = d.offset - len(header) - len(fragment)  # d.offset: past the record
-                self.out.append(
-                    TLSData(direction, spread(plain, pieces, overhead), start + overhead, d.offset)
-                )
+                pieces = spread_spans(plain, spans, overhead)
+                self.out.append(TLSData(direction, pieces, start + overhead, d.offset))
         elif kind == HANDSHAKE:
             self._handshake(direction, plain)
         if d.next_decryptor is not None:
