@@ -12,8 +12,9 @@ what :func:`~sse_forensics.reassembly.capture.reassemble` with
    ``searchsorted``; rows are built as columns. A candidate refused on the way (content
    coding, an interim response, bytes the SSE parser would report, …) runs through the exact
    path after all, under the id it already has. A candidate whose client opens with TLS is
-   decrypted first and framed from its plaintext (:mod:`.tls`: HTTP/1.1 whose every record
-   decrypts; anything else is refused).
+   decrypted first and framed from its plaintext (:mod:`.tls`: every record must decrypt);
+   one that speaks HTTP/2 (h2c, or h2 inside TLS) is read by :mod:`.h2`, its DATA payloads
+   parsed as event-stream bodies with the HTTP/1.1 ones.
 4. Errors are merged in ``reassemble``'s order from sort keys (see :mod:`.exact`).
 """
 
