@@ -233,8 +233,8 @@ def scenarios() -> list[TLSScenario]:
             "",
             "TLS 1.3 0-RTT: openssl s_client (SNI localhost) asks nginx (ssl_early_data on) "
             "for GET /early and keeps the session ticket, then resumes the session sending "
-            "the same request as early data. The first connection is decrypted; on the second "
-            "the early data is not (reported, with the reason), nginx's answer is.",
+            "the same request as early data, which nginx accepts and answers. Both "
+            "connections are decrypted, the early request under CLIENT_EARLY_TRAFFIC_SECRET.",
             knobs("early-data"),
             ClientPlan(),
             "1.3",

@@ -29,7 +29,7 @@ from sse_forensics.ingest.keylog import read_keylogs
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.capture import reassemble
 from sse_forensics.reassembly.fast.http import R_TUNNEL
-from sse_forensics.reassembly.fast.tls import R_TLS_UNREAD
+from sse_forensics.reassembly.fast.tls import R_TLS_EARLY, R_TLS_UNREAD
 from sse_forensics.reassembly.tls import TLSKeys
 
 TLS_SAMPLES = SAMPLES / "tls"
@@ -308,7 +308,7 @@ def test_fast_path_equals_the_exact_path(expected: Path) -> None:
     if doc["http2"] == "upgrade":  # the upgraded connection is read by the exact path
         assert got.fast == len(got.connections) - 1 and got.fallbacks == {R_TUNNEL: 1}
     elif capture == EARLY_DATA:  # the 0-RTT connection is read by the exact path
-        assert got.fast == 1 and got.fallbacks == {R_TLS_UNREAD: 1}
+        assert got.fast == 1 and got.fallbacks == {R_TLS_EARLY: 1}
     else:
         assert got.fast == len(got.connections) > 0 and not got.fallbacks
         app = "h2" if doc["http2"] else "http/1.1"
@@ -435,26 +435,35 @@ def test_plaintext_findings_carry_no_tls() -> None:
 # -- 0-RTT -------------------------------------------------------------------------------------
 
 
-def test_early_data_is_reported_not_decrypted() -> None:
+def test_early_data_is_decrypted() -> None:
     """nginx (ssl_early_data on) and openssl s_client: a full handshake, then a resumption
-    whose request travels as 0-RTT early data. The early records are named as such (not
-    as a wrong key or a capture that started mid-connection); the rest is decrypted."""
+    whose request travels as 0-RTT early data, which nginx accepts: read under the key
+    log's CLIENT_EARLY_TRAFFIC_SECRET, the request is there, answered, nothing reported."""
     result = scan_paths([str(EARLY_DATA)], AnalysisConfig(tls_keylog=_keys(EARLY_DATA)))
-    (error,) = result.errors
-    assert "connection 2" in error.what and "2 records" in error.what
-    assert "0-RTT early data (TLS 1.3): not decrypted" in error.what
+    assert result.errors == []
     first, second = (c.tls for c in result.connections)
     assert first.decrypted and not first.early_data and first.server_name == "localhost"
-    assert second.early_data and second.early_data_accepted and second.key_found
-    assert not second.decrypted and len(second.reasons) == 1 and "0-RTT" in second.reasons[0]
-    # nginx's answer to the early request was read; the request itself is the gap.
-    by_conn = {ex.connection_id: ex for ex in _exchanges(EARLY_DATA)}
-    assert by_conn[1].request.target == "/early" and by_conn[1].response.status == 200
-    assert by_conn[2].request is None and by_conn[2].response.status == 200
+    assert second.early_data and second.early_data_accepted and second.decrypted
+    assert second.decrypted_bytes == first.decrypted_bytes  # the same request and answer
+    for ex in _exchanges(EARLY_DATA):
+        assert ex.request.target == "/early" and ex.response.status == 200
+
+
+def test_early_data_without_its_secret_is_named(tmp_path: Path) -> None:
+    keys = tmp_path / "no-early.keys"
+    lines = _keys(EARLY_DATA)[0]
+    kept = [ln for ln in Path(lines).read_text().splitlines() if "EARLY_TRAFFIC" not in ln]
+    keys.write_text("\n".join(kept) + "\n")
+    result = scan_paths([str(EARLY_DATA)], AnalysisConfig(tls_keylog=(str(keys),)))
+    (error,) = result.errors
+    assert "connection 2" in error.what and "0-RTT early data (TLS 1.3)" in error.what
+    assert "no CLIENT_EARLY_TRAFFIC_SECRET" in error.what
+    second = result.connections[1].tls
+    assert second.key_found and not second.decrypted and second.early_data_accepted
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
-def test_tshark_reads_the_early_request_this_tool_reports() -> None:
+def test_tshark_and_this_tool_read_the_early_request() -> None:
     methods = _tshark_fields(EARLY_DATA, "http.request", "http.request.method")
-    ours = sum(ex.request is not None for ex in _exchanges(EARLY_DATA))
-    assert methods == ["GET", "GET"] and ours == 1
+    ours = [ex.request.method for ex in _exchanges(EARLY_DATA) if ex.request is not None]
+    assert methods == ours == ["GET", "GET"]

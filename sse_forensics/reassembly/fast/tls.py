@@ -32,6 +32,7 @@ from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
 from sse_forensics.reassembly.tls import TLSData, TLSInfo, TLSKeys, TLSSession
 
 R_TLS_UNREAD = "tls: not every record decrypted (read by the exact path)"
+R_TLS_EARLY = "tls: 0-RTT early data (read by the exact path)"
 
 FEED_BYTES = 1 << 16
 """Ciphertext handed to the record layer at a time (bounds its receive buffer)."""
@@ -125,6 +126,8 @@ def decrypt_connection(
     info = session.info
     if not info.key_found or info.undecryptable_bytes:
         return R_TLS_UNREAD
+    if info.early_data:  # its records reach HTTP when the server's answer is read
+        return R_TLS_EARLY
     application = application or _application(info, plain["client"]) or "http/1.1"
     out = {}
     for name, (side, lo, _hi) in sides.items():
@@ -227,4 +230,4 @@ def _side(parts: list[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]) -> Side
     return Side(b"".join(p[0] for p in parts), cat(1), cat(2), cat(3))
 
 
-__all__ = ["R_TLS_UNREAD", "Decrypted", "Side", "sniff", "splice"]
+__all__ = ["R_TLS_EARLY", "R_TLS_UNREAD", "Decrypted", "Side", "sniff", "splice"]

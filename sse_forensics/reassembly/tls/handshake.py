@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 CLIENT_HELLO = 1
 SERVER_HELLO = 2
 NEW_SESSION_TICKET = 4
+END_OF_EARLY_DATA = 5  # RFC 8446 §4.5: the client's last message under the early key
 ENCRYPTED_EXTENSIONS = 8
 FINISHED = 20
 KEY_UPDATE = 24
