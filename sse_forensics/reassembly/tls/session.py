@@ -586,7 +586,11 @@ class TLSSession:
                     self.info.client_random = hello.random.hex()
                     self.info.server_name = hello.server_name
                     self.info.alpn_offered = hello.alpn
-                    self.info.early_data = hello.early_data
+                    if not hello.early_data:
+                        # A second ClientHello (after a HelloRetryRequest) has none: the
+                        # server skipped the early data sent after the first (RFC 8446 §4.1.2).
+                        self.early_held = []
+                    self.info.early_data = self.info.early_data or hello.early_data
             elif kind == hs.SERVER_HELLO and direction == "server":
                 hello = hs.parse_server_hello(body)
                 if hello is not None and not hello.retry:
