@@ -10,6 +10,11 @@ afresh on every run with ``cryptography``; the TLS version and cipher suites are
 offer. One capture is also written as pcapng with its keys inside, as a Decryption Secrets
 Block (``editcap --inject-secrets``), and no key log beside it.
 
+Also: nginx (``listen ... ssl http2``, TLS 1.2 and 1.3) in front of the PROFILE server on
+uvicorn, recorded on nginx's port only; h2c by ``Upgrade`` (the resume sent by ``curl
+--http2``); TLS 1.3 0-RTT (``openssl s_client -early_data`` against nginx with
+``ssl_early_data on``). Tools needed: tcpdump, editcap, nginx, curl with HTTP/2, openssl.
+
 Each scenario reuses the server knobs and client plan of a plaintext HTTP/1.1 sample of
 make_samples.py (same session prefix, so the same session and event IDs): the analyzer must
 give the same findings for both (tests/test_tls_samples.py).
@@ -22,6 +27,7 @@ import asyncio
 import datetime
 import json
 import os
+import signal
 import ssl
 import subprocess
 import sys
@@ -38,11 +44,12 @@ sys.path.insert(0, str(SAMPLES_DIR))
 
 import httpx  # noqa: E402
 from make_samples import port_is_free, record_until_complete, tcpdump  # noqa: E402
-from profile_client import ClientPlan, run_plan  # noqa: E402
-from profile_server import ProfileServer, ServerKnobs  # noqa: E402
+from profile_client import ClientPlan, McpClient, run_plan, tool_params  # noqa: E402
+from profile_server import ProfileServer, ServerKnobs, running_server  # noqa: E402
 
 OUT_DIR = SAMPLES_DIR / "tls"
 FIRST_PORT = 38301
+UPSTREAM_OFFSET = 100  # nginx scenarios: the server on uvicorn listens here (not captured)
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,10 @@ class TLSScenario:
     http2: bool = True
     dsb: bool = False  # write <name>.pcapng with a Decryption Secrets Block instead
     findings: list[dict] = field(default_factory=list)
+    upgrade: bool = False  # h2c by Upgrade: HTTP/1.1 (httpx), the resume by curl --http2
+    nginx: bool = False  # nginx (listen ... ssl http2) in front of the server on uvicorn
+    server_suites: str | None = None  # nginx: the TLS 1.3 cipher suites it allows
+    early_data: bool = False  # openssl s_client resumes with 0-RTT (nginx ssl_early_data)
 
 
 def finding(rule: str, classification: str, first: str, last: str | None) -> dict:
@@ -159,6 +170,77 @@ def scenarios() -> list[TLSScenario]:
             "1.3",
             dsb=True,
             findings=SILENT_8_12,
+        ),
+        TLSScenario(
+            "h2c-upgrade-resume-jump",
+            "resume-jump-unsignalled",
+            "Cleartext HTTP/2 by Upgrade (RFC 7540 §3.2): initialize and tools/call over "
+            "HTTP/1.1 (httpx); the resume is curl --http2's GET with Upgrade: h2c, answered "
+            f"101, its response on HTTP/2 stream 1. {jump_what}",
+            jump,
+            DROP7,
+            None,
+            findings=SILENT_8_12,
+            upgrade=True,
+        ),
+        TLSScenario(
+            "nginx-h2-tls13-chacha-resume-jump",
+            "resume-jump-unsignalled",
+            "HTTP/2 over TLS 1.3 (nginx allows TLS_CHACHA20_POLY1305_SHA256 only) to nginx "
+            f"(listen ssl http2), proxying HTTP/1.1 to uvicorn. {jump_what}",
+            jump,
+            DROP7,
+            "1.3",
+            findings=SILENT_8_12,
+            nginx=True,
+            server_suites="TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        TLSScenario(
+            "nginx-h2-tls13-clean-resume",
+            "clean-resume-int",
+            "HTTP/2 over TLS 1.3 (AES-256-GCM) to nginx (listen ssl http2), proxying HTTP/1.1 "
+            f"to uvicorn. {clean_what}",
+            clean,
+            DROP7,
+            "1.3",
+            nginx=True,
+        ),
+        TLSScenario(
+            "nginx-h2-tls12-aes256gcm-resume-jump",
+            "resume-jump-unsignalled",
+            "HTTP/2 over TLS 1.2 (ECDHE-RSA-AES256-GCM-SHA384: the SHA-384 PRF) to nginx "
+            f"(listen ssl http2), proxying HTTP/1.1 to uvicorn. {jump_what}",
+            jump,
+            DROP7,
+            "1.2",
+            ciphers="ECDHE-RSA-AES256-GCM-SHA384",
+            findings=SILENT_8_12,
+            nginx=True,
+        ),
+        TLSScenario(
+            "nginx-h2-tls12-clean-resume",
+            "clean-resume-int",
+            "HTTP/2 over TLS 1.2 (ECDHE-RSA-AES128-GCM-SHA256) to nginx (listen ssl http2), "
+            f"proxying HTTP/1.1 to uvicorn. {clean_what}",
+            clean,
+            DROP7,
+            "1.2",
+            ciphers="ECDHE-RSA-AES128-GCM-SHA256",
+            nginx=True,
+        ),
+        TLSScenario(
+            "nginx-tls13-early-data",
+            "",
+            "TLS 1.3 0-RTT: openssl s_client (SNI localhost) asks nginx (ssl_early_data on) "
+            "for GET /early and keeps the session ticket, then resumes the session sending "
+            "the same request as early data, which nginx accepts and answers. Both "
+            "connections are decrypted, the early request under CLIENT_EARLY_TRAFFIC_SECRET.",
+            knobs("early-data"),
+            ClientPlan(),
+            "1.3",
+            http2=False,
+            nginx=True,
+            early_data=True,
         ),
     ]
 
@@ -270,6 +352,128 @@ def client_factory(scenario: TLSScenario, cert: Path | None, keylog: Path) -> Ca
     return make
 
 
+def run_upgrade_plan(url: str, plan: ClientPlan) -> list[object]:
+    """``plan`` over HTTP/1.1 (httpx) up to the resume, which curl sends: on an ``http://``
+    URL ``--http2`` asks for ``Upgrade: h2c`` with ``HTTP2-Settings`` (hypercorn switches
+    for a request without a body), and reads the replay on stream 1."""
+    client = McpClient(url, plan.protocol_version, lambda: httpx.Client(timeout=30.0))
+    try:
+        client.initialize()
+        log = client.call_tool(2, tool_params(2, plan.steps), plan)
+        headers = {**client.headers("text/event-stream"), "Last-Event-ID": log.last_event_id}
+        command = ["curl", "-sS", "-N", "--http2", "--max-time", "30", url]
+        for name, value in headers.items():
+            command += ["-H", f"{name}: {value}"]
+        replay = subprocess.run(command, capture_output=True, timeout=60, check=True).stdout
+        if b"HTTP/2" in replay or b"id: 13" not in replay:
+            raise RuntimeError(f"curl's upgraded resume did not get the replay: {replay[:200]!r}")
+        return [log, replay]
+    finally:
+        client.close()
+
+
+NGINX_CONF = """
+daemon off;
+worker_processes 1;
+user root;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl http2;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers ECDHE+AESGCM:ECDHE+CHACHA20;
+        {extra}
+        location /mcp {{
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 60s;
+        }}
+        location = /early {{ return 200 "answered\n"; }}
+    }}
+}}
+"""
+
+
+@contextmanager
+def nginx_proxy(
+    scenario: TLSScenario, port: int, upstream: int, cert: tuple[Path, Path]
+) -> Iterator[None]:
+    """nginx at 127.0.0.1:``port`` (``listen ... ssl http2``, TLS 1.2 and 1.3) in front of
+    ``upstream``, streaming responses as they come (``proxy_buffering off``)."""
+    extra = []
+    if scenario.server_suites:
+        extra.append(f"ssl_conf_command Ciphersuites {scenario.server_suites};")
+    if scenario.early_data:
+        extra.append("ssl_early_data on;")
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "nginx.conf"
+        conf.write_text(
+            NGINX_CONF.format(
+                tmp=tmp,
+                port=port,
+                upstream=upstream,
+                cert=cert[0],
+                key=cert[1],
+                extra="\n        ".join(extra),
+            )
+        )
+        command = ["nginx", "-p", tmp, "-e", f"{tmp}/error.log", "-c", str(conf)]
+        process = subprocess.Popen(command)
+        try:
+            deadline = time.monotonic() + 10
+            while port_is_free(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log = Path(tmp, "error.log")
+                    raise RuntimeError(f"nginx did not start: {log.read_text()[-500:]}")
+                time.sleep(0.02)
+            yield
+        finally:
+            process.send_signal(signal.SIGQUIT)  # graceful: workers finish, then exit
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+def openssl_early_data(port: int, keys: Path) -> None:
+    """Two ``openssl s_client`` connections: a full handshake that keeps the session ticket,
+    then a resumption sending its request as TLS 1.3 early data (0-RTT); the client writes
+    the key log (``-keylogfile``, with CLIENT_EARLY_TRAFFIC_SECRET)."""
+    request = b"GET /early HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        session, early = Path(tmp) / "session.pem", Path(tmp) / "early.txt"
+        early.write_bytes(request)
+        base = ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername"]
+        base += ["localhost", "-tls1_3", "-keylogfile", str(keys), "-ign_eof", "-quiet"]
+        first = subprocess.run(
+            [*base, "-sess_out", str(session)], input=request, capture_output=True, timeout=30
+        )
+        if b"answered" not in first.stdout or not session.exists():
+            raise RuntimeError(f"s_client: no answer or no session: {first.stderr[-300:]!r}")
+        second = subprocess.run(
+            [*base, "-sess_in", str(session), "-early_data", str(early)],
+            input=b"",
+            capture_output=True,
+            timeout=30,
+        )
+        if b"answered" not in second.stdout:
+            raise RuntimeError(f"s_client: the early request was not answered: {second!r}")
+        if "CLIENT_EARLY_TRAFFIC_SECRET" not in keys.read_text():
+            raise RuntimeError("s_client sent no early data (no early traffic secret logged)")
+
+
 def record(scenario: TLSScenario, port: int, out_dir: Path) -> Path:
     """Run ``scenario`` while tcpdump writes ``out_dir/<name>.pcap`` (and the client the key
     log ``<name>.keys``; pcapng with the keys inside for a ``dsb`` scenario)."""
@@ -283,10 +487,25 @@ def record(scenario: TLSScenario, port: int, out_dir: Path) -> Path:
 
         def run() -> object:
             keys.unlink(missing_ok=True)
+            if scenario.nginx:
+                assert cert is not None
+                app = ProfileServer(scenario.knobs).app()
+                upstream = port + UPSTREAM_OFFSET
+                with (
+                    tcpdump(pcap, port),
+                    running_server(app, upstream),
+                    nginx_proxy(scenario, port, upstream, cert),
+                ):
+                    if scenario.early_data:
+                        return openssl_early_data(port, keys)
+                    url = f"https://127.0.0.1:{port}/mcp"
+                    return run_plan(url, scenario.plan, client_factory(scenario, cert[0], keys))
             with tcpdump(pcap, port):
                 app = ProfileServer(scenario.knobs).app()
                 with hypercorn_server(app, port, cert, scenario.http2):
                     url = f"{scheme}://127.0.0.1:{port}/mcp"
+                    if scenario.upgrade:
+                        return run_upgrade_plan(url, scenario.plan)
                     factory = client_factory(scenario, cert[0] if cert else None, keys)
                     return run_plan(url, scenario.plan, factory)
 
@@ -306,12 +525,20 @@ def record(scenario: TLSScenario, port: int, out_dir: Path) -> Path:
 
 def make(scenario: TLSScenario, port: int, out_dir: Path) -> None:
     pcap = record(scenario, port, out_dir)
+    if scenario.early_data:
+        made_by = "loopback (nginx, openssl s_client -early_data, tcpdump)"
+    elif scenario.nginx:
+        made_by = "loopback (nginx in front of uvicorn, httpx http2, tcpdump)"
+    elif scenario.upgrade:
+        made_by = "loopback (hypercorn+httpx, curl --http2, tcpdump)"
+    else:
+        made_by = "loopback (hypercorn+httpx http2, tcpdump)"
     expected = {
         "description": scenario.description,
-        "made_by": "loopback (hypercorn+httpx http2, tcpdump)",
-        "twin": f"{scenario.twin}.pcap",
+        "made_by": made_by,
+        "twin": f"{scenario.twin}.pcap" if scenario.twin else None,
         "tls": scenario.tls,
-        "http2": scenario.http2,
+        "http2": "upgrade" if scenario.upgrade else scenario.http2,
         "port": port,
         "findings": scenario.findings,
     }

@@ -35,6 +35,7 @@ from sse_forensics.ingest.inputs import merged_frames
 from sse_forensics.ingest.packet_index import index_captures
 from sse_forensics.reassembly.capture import reassemble
 from sse_forensics.reassembly.fast import combine, reassemble_fast
+from sse_forensics.reassembly.fast.capture import tls_keys_for
 from sse_forensics.reassembly.fast.rows import CLASS_COLUMNS, classify_events
 from sse_forensics.reassembly.fast.sse import head_end
 
@@ -88,6 +89,8 @@ _CONN_FIELDS = (
     "packets",
     "tcp",
     "loss",
+    "application",
+    "tls",
 )
 
 
@@ -95,31 +98,38 @@ def _fields(conn: Any) -> dict[str, Any]:
     return {name: getattr(conn, name) for name in _CONN_FIELDS}
 
 
-def exact(paths: list[str]):
+def exact(paths: list[str], config: AnalysisConfig | None = None):
+    config = config or AnalysisConfig()
     rows = _Rows()
     frames = merged_frames(paths)
-    sink = CaptureEvidence(rows, AnalysisConfig())  # type: ignore[arg-type]
-    result = reassemble(frames, frames.stats, sink=sink)
+    sink = CaptureEvidence(rows, config)  # type: ignore[arg-type]
+    keys, _problems = tls_keys_for(config, frames.stats)
+    result = reassemble(frames, frames.stats, sink=sink, tls_keys=keys)
     sink.flush()
     return result, rows
 
 
-def fast(paths: list[str], shards: int = 1):
+def fast(paths: list[str], shards: int = 1, config: AnalysisConfig | None = None):
     rows = _Rows()
     parts = []
     for k in range(shards):
         with index_captures(paths) as index:
-            parts.append(reassemble_fast(index, rows.add, AnalysisConfig(), shard=(k, shards)))
+            parts.append(
+                reassemble_fast(index, rows.add, config or AnalysisConfig(), shard=(k, shards))
+            )
     return (parts[0] if shards == 1 else combine(parts)), rows
 
 
-def assert_equivalent(paths: list[str], shards: tuple[int, ...] = (1, 2)):
-    """The fast path equals the exact one on ``paths``; returns the unsharded fast result."""
-    want, want_rows = exact(paths)
+def assert_equivalent(
+    paths: list[str], shards: tuple[int, ...] = (1, 2), config: AnalysisConfig | None = None
+):
+    """The fast path equals the exact one on ``paths`` (with ``config``: TLS key logs);
+    returns the unsharded fast result."""
+    want, want_rows = exact(paths, config)
     want_tables = want_rows.tables()
     first = None
     for n in shards:
-        got, got_rows = fast(paths, n)
+        got, got_rows = fast(paths, n, config)
         first = first or got
         where = f"{paths} with {n} shard(s)"
         assert got.frames == want.frames, where

@@ -169,3 +169,39 @@ def test_garbage_never_raises() -> None:
         h2.feed("client", [(blob, at(1))])
         h2.feed("server", [(blob[::-1], at(2))])
     h2.end("server", at(3), "fin")
+
+
+def test_upgrade_h2c_continues_in_the_same_segments() -> None:
+    """RFC 7540 §3.2: the 101, the server's SETTINGS and the whole answer on stream 1 in
+    one segment, and the client's preface sent (and held) before the 101: the upgraded
+    request gets its HTTP/2 response and events, the 101 is its interim response, a later
+    stream is the next exchange, and the HTTP2-Settings table size reaches the decoder."""
+    from sse_forensics.reassembly.capture import _ConnectionAnalyzer
+    from sse_forensics.reassembly.flows import Connection
+    from sse_forensics.reassembly.stream import StreamData
+
+    conn = Connection(1, ("127.0.0.1", 5000), ("127.0.0.1", 80), "c", at(1), at(9))
+    analyzer = _ConnectionAnalyzer(conn, [])
+    client, server = Encoder(), Encoder()
+    settings = "AAEAAAAAAAMAAABkAAQCAAAAAAIAAAAA"  # HEADER_TABLE_SIZE 0, ...
+    upgrade = (
+        b"GET /mcp HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 7\r\nUpgrade: h2c\r\n"
+        b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: " + settings.encode() + b"\r\n\r\n"
+    )
+    preface = PREFACE + SettingsFrame(0).serialize()
+    analyzer.data("client", StreamData(0, upgrade + preface, at(2)))
+    answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+    answer += SettingsFrame(0).serialize() + headers(server, 1, SSE)
+    answer += data(1, b"id: 8\ndata: {}\n\n", end=True)
+    analyzer.data("server", StreamData(0, answer, at(3)))
+    later = headers(client, 3, [*REQUEST, ("last-event-id", "8")], True)
+    analyzer.data("client", StreamData(len(upgrade + preface), later, at(4)))
+    analyzer.finish()
+    assert conn.application == "h2"
+    first, second = analyzer.exchanges[0], analyzer.exchanges[1]
+    assert [h.status for h in first.interim] == [101] and first.response.status == 200
+    assert first.response.version == "HTTP/2" and first.response_complete
+    assert first.response_end_reason == "complete"
+    assert [(e.id, e.data) for e in first.events] == [("8", "{}")]
+    assert second.request.method == "GET" and second.request.version == "HTTP/2"
+    assert analyzer.h2.table_size["client"] == 0

@@ -147,3 +147,61 @@ def test_key_log_lines() -> None:
     assert isinstance(log, KeyLog) and len(log) == 1
     assert set(log.get(CLIENT_RANDOM) or {}) == {"CLIENT_RANDOM", "SERVER_TRAFFIC_SECRET_0"}
     assert [p.line for p in problems] == [4, 5, 7] and bad == 3
+
+
+def _early_session(accepted: bool, early_secret: bool = True) -> tuple[TLSSession, list]:
+    """A TLS 1.3 resumption with 0-RTT: the ClientHello announces early data, a request
+    follows under the early key before the ServerHello, the server's EncryptedExtensions
+    accept it or not, the client ends its early data (EndOfEarlyData, only if accepted),
+    finishes under its handshake key and sends again under its traffic key."""
+    early, c_hs, s_hs, c_app = (os.urandom(32) for _ in range(4))
+    secrets = {
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET": c_hs,
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET": s_hs,
+        "CLIENT_TRAFFIC_SECRET_0": c_app,
+    }
+    if early_secret:
+        secrets["CLIENT_EARLY_TRAFFIC_SECRET"] = early
+    tls = TLSSession({CLIENT_RANDOM: secrets}.get)
+    hello = b"\x03\x03" + CLIENT_RANDOM + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00"
+    hello += extensions((43, b"\x02\x03\x04"), (42, b""))
+    out = tls.feed("client", record(22, handshake(1, hello)), at(1))
+    out += tls.feed("client", tls13_record(early, 0, 23, b"GET /early"), at(2))
+    out += tls.feed("server", server_hello(0x1301, True), at(3))
+    ee = handshake(8, extensions((42, b"")) if accepted else extensions())
+    out += tls.feed("server", tls13_record(s_hs, 0, 22, ee + handshake(20, b"\0" * 32)), at(4))
+    if accepted:
+        out += tls.feed("client", tls13_record(early, 1, 22, handshake(5, b"")), at(5))
+    else:  # rejected: what the client still sent under the early key is skipped
+        out += tls.feed("client", tls13_record(early, 1, 23, b" HTTP/1.1"), at(5))
+    out += tls.feed("client", tls13_record(c_hs, 0, 22, handshake(20, b"\0" * 32)), at(6))
+    out += tls.feed("client", tls13_record(c_app, 0, 23, b"GET /late"), at(7))
+    return tls, out
+
+
+def _data(events: list) -> list[tuple[bytes, int]]:
+    return [(b"".join(p for p, _ in e.pieces), e.pieces[0][1].number) for e in events]
+
+
+def test_early_data_accepted_is_decrypted_under_the_early_key() -> None:
+    """RFC 8446 §4.2.10: held until the server's answer, then read, cited to its frame."""
+    tls, out = _early_session(accepted=True)
+    assert all(isinstance(e, TLSData) for e in out)
+    assert _data(out) == [(b"GET /early", 2), (b"GET /late", 7)]
+    assert tls.info.early_data and tls.info.early_data_accepted and tls.info.decrypted
+
+
+def test_early_data_rejected_is_skipped_as_the_server_skipped_it() -> None:
+    tls, out = _early_session(accepted=False)
+    assert all(isinstance(e, TLSData) for e in out)
+    assert _data(out) == [(b"GET /late", 7)]
+    assert tls.info.early_data and not tls.info.early_data_accepted and tls.info.decrypted
+
+
+def test_early_data_without_its_secret_is_named() -> None:
+    tls, out = _early_session(accepted=True, early_secret=False)
+    problems = [e for e in out if isinstance(e, TLSProblem)]
+    assert len(problems) == 1 and "CLIENT_EARLY_TRAFFIC_SECRET" in problems[0].what
+    assert any(isinstance(e, TLSGap) for e in out)
+    assert (b"GET /late", 7) in _data([e for e in out if isinstance(e, TLSData)])
+    assert not tls.info.decrypted and tls.info.key_found

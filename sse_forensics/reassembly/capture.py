@@ -33,6 +33,8 @@ from sse_forensics.reassembly.http_events import (
     ResponseBody,
     ResponseEnd,
     ResponseHead,
+    Tunnel,
+    header,
 )
 from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.receive_buffer import Pieces
@@ -111,6 +113,7 @@ class _ConnectionAnalyzer:
         "tls",
         "tls_first",
         "tls_problem",
+        "upgrade",
     )
 
     def __init__(
@@ -129,6 +132,7 @@ class _ConnectionAnalyzer:
         self.held: list[tuple[Direction, Pieces | MissingSpan]] = []  # until it is known
         self.tls_first: Origin | None = None  # the ClientHello's frame
         self.tls_problem: Origin | None = None  # the first record that could not be read
+        self.upgrade: int | None = None  # the exchange answered 101 to Upgrade: h2c
         self.http = HTTPConnection(limits)
         self.exchanges: dict[int, Exchange] = {}
         self.parsers: dict[int, SSEParser] = {}
@@ -447,7 +451,30 @@ class _ConnectionAnalyzer:
             )
         )
 
+    def _upgrade_h2(self) -> None:
+        """RFC 7540 §3.2: after ``101`` to ``Upgrade: h2c`` the connection is HTTP/2; the
+        upgraded request is stream 1, whose response follows as HTTP/2. The 101 is that
+        exchange's interim response."""
+        exchange, self.upgrade = self.upgrade, None
+        assert exchange is not None
+        request = self._exchange(exchange).request
+        settings = header(request.headers, "http2-settings") if request is not None else None
+        self.h2 = H2Connection(
+            exchange + 1, upgraded=exchange, settings=settings, limits=self.limits
+        )
+        self.app = "h2"
+        self.connection.application = "h2"
+        for direction in ("client", "server"):  # bytes held or fed after the switch
+            pieces = self.http.take_tunnel_bytes(direction)  # type: ignore[arg-type]
+            if pieces:
+                self._handle(self.h2.feed(direction, pieces))  # type: ignore[arg-type]
+
     def _handle(self, events: list[HTTPEvent]) -> None:
+        self._handle_events(events)
+        if self.upgrade is not None and self.h2 is None:
+            self._upgrade_h2()
+
+    def _handle_events(self, events: list[HTTPEvent]) -> None:
         for ev in events:
             if isinstance(ev, ResponseBody):
                 ex = self._exchange(ev.exchange)
@@ -480,7 +507,16 @@ class _ConnectionAnalyzer:
                         self.parsers[ev.exchange] = SSEParser(
                             report_empty=True, max_event_bytes=self.limits.event_bytes
                         )
+            elif isinstance(ev, Tunnel):
+                ex = self._exchange(ev.exchange)
+                if ev.protocol.strip().lower() == "h2c" and self.h2 is None:
+                    self.upgrade = ev.exchange
+                    if ex.response is not None:
+                        ex.interim.append(ex.response)
+                        ex.response = None
             elif isinstance(ev, ResponseEnd):
+                if ev.exchange == self.upgrade and ev.reason == "tunnel":
+                    continue  # the response is the HTTP/2 one on stream 1
                 ex = self._exchange(ev.exchange)
                 ex.response_complete = ev.complete
                 ex.response_end_reason = ev.reason

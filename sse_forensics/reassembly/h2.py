@@ -27,6 +27,8 @@ bomb), is refused for that stream and reported; the dynamic table is bounded by
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 
 from hpack import Decoder
@@ -129,13 +131,16 @@ class H2Connection:
     """Both directions of one HTTP/2 connection (see the module docstring).
 
     ``upgraded``: the exchange index of an HTTP/1.1 request answered ``101`` with ``h2c``
-    (RFC 7540 §3.2): its response is stream 1 and the client still sends the preface.
+    (RFC 7540 §3.2): its response is stream 1 and the client still sends the preface;
+    ``settings``: that request's ``HTTP2-Settings`` (base64url of a SETTINGS payload, the
+    client's first settings).
     """
 
     def __init__(
         self,
         first_exchange: int = 0,
         upgraded: int | None = None,
+        settings: str | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.limits = limits  # body_bytes, expansion_ratio, coding_depth (content codings)
@@ -151,6 +156,8 @@ class H2Connection:
         if upgraded is not None:
             self.streams[1] = _Stream(upgraded, request_done=True)
             self.next_exchange = max(self.next_exchange, upgraded + 1)
+        if settings:
+            self._settings("client", _upgrade_settings(settings))
 
     # -- input -------------------------------------------------------------------------------
 
@@ -267,19 +274,22 @@ class H2Connection:
         elif isinstance(frame, RstStreamFrame):
             self._reset(frame.stream_id, origin)
         elif isinstance(frame, SettingsFrame):
-            size = frame.settings.get(SETTINGS_HEADER_TABLE_SIZE)
-            if size is not None:
-                # The peer's encoder may now use up to this (RFC 7541 §4.2).
-                self.table_size[direction] = size
-                peer = self.sides[_peer(direction)]
-                peer.decoder.max_allowed_table_size = min(
-                    max(size, peer.decoder.max_allowed_table_size), MAX_TABLE_SIZE
-                )
+            self._settings(direction, frame.settings)
         elif isinstance(frame, GoAwayFrame) and direction == "server":
             self.goaway = frame.last_stream_id
             for stream_id, stream in self.streams.items():
                 if stream_id > frame.last_stream_id and stream_id % 2 == 1:
                     self._end_response(stream, origin, False, "goaway", force=True)
+
+    def _settings(self, direction: Direction, settings: dict[int, int]) -> None:
+        size = settings.get(SETTINGS_HEADER_TABLE_SIZE)
+        if size is not None:
+            # The peer's encoder may now use up to this (RFC 7541 §4.2).
+            self.table_size[direction] = size
+            peer = self.sides[_peer(direction)]
+            peer.decoder.max_allowed_table_size = min(
+                max(size, peer.decoder.max_allowed_table_size), MAX_TABLE_SIZE
+            )
 
     def _data(self, direction: Direction, frame: DataFrame, pieces: Pieces) -> None:
         stream = self.streams.get(frame.stream_id)
@@ -514,6 +524,19 @@ class H2Connection:
         side.dead = True
         side.buf.clear()
         self._error(direction, f"{what}; rest of this direction not read as HTTP/2", origin)
+
+
+def _upgrade_settings(value: str) -> dict[int, int]:
+    """RFC 7540 §3.2.1: ``HTTP2-Settings`` is the base64url (no padding) of a SETTINGS
+    payload; what does not decode is ignored (the preface's SETTINGS frame follows)."""
+    try:
+        payload = base64.urlsafe_b64decode(value.strip() + "=" * (-len(value.strip()) % 4))
+    except (ValueError, binascii.Error):
+        return {}
+    return {
+        int.from_bytes(payload[i : i + 2], "big"): int.from_bytes(payload[i + 2 : i + 6], "big")
+        for i in range(0, len(payload) - 5, 6)
+    }
 
 
 def _peer(direction: Direction) -> Direction:

@@ -28,7 +28,10 @@ Conventions:
   the direction resynchronises at the next message start (bytes that are not HTTP give
   one error, then are scanned silently).
 - ``ResponseEnd.reason`` / ``RequestEnd.reason``: ``complete``; ``tunnel`` (101, or 2xx
-  to CONNECT: a :class:`Tunnel` precedes it and both directions are ignored afterwards);
+  to CONNECT: a :class:`Tunnel` precedes it and both directions are ignored afterwards;
+  the bytes of either direction that followed the switch in what was fed, held or not,
+  are kept for the caller, :meth:`HTTPConnection.take_tunnel_bytes`, e.g. HTTP/2 after
+  ``Upgrade: h2c``);
   ``fin``/``rst``/``capture-end`` (the direction ended first; a close-delimited body ended
   by ``fin`` is complete, RFC 9112 §6.3 rule 8); ``missing-bytes`` (a hole the framing
   could not cross, or a response lost whole in a hole — that end has no head and no
@@ -319,6 +322,7 @@ class _Reader:
         "quiet",
         "seen_message",
         "state",
+        "tunnel_bytes",
         "wait",
     )
 
@@ -342,6 +346,7 @@ class _Reader:
         # Server: the hole after which an event-stream body may be picked up headless.
         self.pickup: MissingSpan | None = None
         self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
+        self.tunnel_bytes: list[tuple[bytes, Origin]] = []  # after a switch of protocol
 
     # -- driving -------------------------------------------------------------------------
 
@@ -511,7 +516,20 @@ class _Reader:
     # -- steps: each takes (buf, pos) and returns the next pos -----------------------------
 
     def step_closed(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
+        if self.conn.tunnel and pos < len(buf):
+            self.keep_tunnel_bytes(buf, pos)
         return len(buf)
+
+    def keep_tunnel_bytes(self, buf: bytes, pos: int) -> None:
+        """``buf[pos:]`` belongs to the protocol switched to: kept with their origins."""
+        if self.origins is None:
+            self.tunnel_bytes.append((buf[pos:], self.origin))  # type: ignore[arg-type]
+            return
+        starts = self.origins
+        for i, (start, origin) in enumerate(starts):
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(buf)
+            if end > max(start, pos):
+                self.tunnel_bytes.append((buf[max(start, pos) : end], origin))
 
     def step_await_tunnel(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
         if len(buf) - pos > MAX_HEAD:
@@ -1163,9 +1181,21 @@ class HTTPConnection:
     def _become_tunnel(self) -> None:
         self.tunnel = True
         for reader in (self._client, self._server):
+            if reader.pending and reader.state == AWAIT_TUNNEL:
+                # Held behind the request that asked for the switch: they follow it.
+                reader.origins = reader.pending_origins
+                reader.keep_tunnel_bytes(reader.pending, 0)
             reader.state = CLOSED
             reader.body = None
             reader.pending, reader.pending_origins = b"", []
+
+    def take_tunnel_bytes(self, direction: Direction) -> list[tuple[bytes, Origin]]:
+        """The bytes of ``direction`` after the switch to a tunnel (:class:`Tunnel`) that
+        were fed or held until then, as ``(bytes, origin)`` pieces; later bytes are the
+        caller's to route."""
+        reader = self._server if direction == "server" else self._client
+        pieces, reader.tunnel_bytes = reader.tunnel_bytes, []
+        return pieces
 
 
 __all__ = ["CODING_CAPPED", "CODING_CUT", "HEAD_NOT_CAPTURED", "PICKUP_WINDOW", "HTTPConnection"]

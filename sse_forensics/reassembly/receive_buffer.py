@@ -57,8 +57,26 @@ class ReceiveBuffer:
         self.marks = kept
         return out
 
+    def take_spans(self, n: int) -> list[tuple[int, Origin]]:
+        """Remove the first ``n`` bytes and return how many came from each frame, in order
+        (:meth:`take` without copying the bytes: for a caller that has read them)."""
+        data, marks = self.data, self.marks
+        size = len(data)
+        n = min(n, size)
+        out: list[tuple[int, Origin]] = []
+        kept: list[tuple[int, Origin]] = []
+        for k, (at, origin) in enumerate(marks):
+            end = marks[k + 1][0] if k + 1 < len(marks) else size
+            if at < n:
+                out.append((min(end, n) - at, origin))
+            if end > n:
+                kept.append((max(at - n, 0), origin))
+        del data[:n]
+        self.marks = kept
+        return out
+
     def skip(self, n: int) -> None:
-        self.take(n)
+        self.take_spans(n)
 
     def clear(self) -> None:
         self.data.clear()
@@ -85,11 +103,19 @@ def slice_pieces(pieces: Pieces, start: int, length: int) -> Pieces:
 def spread(plain: bytes, pieces: Pieces, start: int) -> Pieces:
     """``plain`` laid over the frames of ``pieces`` from byte ``start`` on: plaintext byte
     *i* is cited to the frame that carried byte ``start + i`` (its ciphertext)."""
+    return spread_spans(plain, [(len(data), origin) for data, origin in pieces], start)
+
+
+def spread_spans(plain: bytes, spans: list[tuple[int, Origin]], start: int) -> Pieces:
+    """:func:`spread` over ``(length, origin)`` spans (:meth:`ReceiveBuffer.take_spans`)."""
+    if len(spans) == 1 and start + len(plain) <= spans[0][0]:
+        return [(plain, spans[0][1])]  # one frame carried the whole record
+    pieces = spans
     out: Pieces = []
     at = 0
     pos = 0
-    for data, origin in pieces:
-        hi = at + len(data)
+    for size, origin in pieces:
+        hi = at + size
         at = hi
         if hi <= start + pos:
             continue
@@ -103,4 +129,4 @@ def spread(plain: bytes, pieces: Pieces, start: int) -> Pieces:
     return out
 
 
-__all__ = ["Piece", "Pieces", "ReceiveBuffer", "slice_pieces", "spread"]
+__all__ = ["Piece", "Pieces", "ReceiveBuffer", "slice_pieces", "spread", "spread_spans"]

@@ -46,12 +46,47 @@ SESSION_SUMMARY = [
 ]
 
 
-def ecs_finding(f: Finding, incident: str | None = None) -> dict[str, object]:
+def tls_by_flow(result: ScanResult) -> dict[str, object]:
+    """The TLS record (``TLSInfo``) of each TLS connection, by Community ID."""
+    return {c.community_id: c.tls for c in result.connections if c.tls is not None}
+
+
+def ecs_tls(info: object) -> dict[str, object]:
+    """ECS ``tls.*`` of a connection's TLS record: version (numeric part), protocol, cipher
+    suite (IANA name), SNI and the ALPN protocol chosen."""
+    version = getattr(info, "version", None) or ""
+    number = version.removeprefix("TLS ") if version.startswith("TLS ") else None
+    return compact(
+        {
+            "version": number,
+            "version_protocol": "tls" if number else None,
+            "cipher": getattr(info, "cipher_suite", None),
+            "next_protocol": getattr(info, "alpn", None),
+            "client": compact({"server_name": getattr(info, "server_name", None)}),
+        }
+    )
+
+
+def tls_decryption(info: object) -> dict[str, object]:
+    """Whether a TLS connection's records were all read, and if not why (``reasons``)."""
+    as_dict = info.as_dict()  # type: ignore[attr-defined]
+    return {
+        "decrypted": as_dict["decrypted"],
+        "undecryptable_bytes": as_dict["undecryptable_bytes"],
+        "reasons": as_dict["reasons"],
+    }
+
+
+def ecs_finding(
+    f: Finding, incident: str | None = None, tls: object | None = None
+) -> dict[str, object]:
     """One finding as an ECS document (``docs/findings.md``; schema
     ``docs/schemas/finding.schema.json``). ``@timestamp`` and ``event.start`` are capture
     time, never the time of the scan, so a re-scan writes the same bytes; both are absent
     only for a finding with no time at all (logs without timestamps). ``incident``: the id
-    of the incident the finding belongs to (:mod:`sse_forensics.engine.incidents`)."""
+    of the incident the finding belongs to (:mod:`sse_forensics.engine.incidents`);
+    ``tls``: the TLS record of the finding's connection, if it was TLS (ECS ``tls.*``, and
+    whether it was decrypted under ``sse_forensics.tls``)."""
     flow = observed_flow(f)
     when = iso_time(finding_time(f))
     doc: dict[str, object] = {} if when is None else {"@timestamp": when}
@@ -96,6 +131,8 @@ def ecs_finding(f: Finding, incident: str | None = None) -> dict[str, object]:
         doc["destination"] = destination
     if flow.ips:
         doc["related"] = {"ip": flow.ips}
+    if tls is not None and ecs_tls(tls):
+        doc["tls"] = ecs_tls(tls)
     doc["sse_forensics"] = {
         "classification": f.classification,
         "severity": f.severity,
@@ -114,17 +151,25 @@ def ecs_finding(f: Finding, incident: str | None = None) -> dict[str, object]:
     }
     if incident is not None:
         doc["sse_forensics"]["incident_id"] = incident  # type: ignore[index]
+    if tls is not None:
+        doc["sse_forensics"]["tls"] = tls_decryption(tls)  # type: ignore[index]
     return doc
 
 
-def ecs_findings(findings: list[Finding], incidents: list[Incident]) -> list[dict[str, object]]:
-    """The findings as ECS documents, each with its incident's id."""
+def ecs_findings(
+    findings: list[Finding],
+    incidents: list[Incident],
+    tls: dict[str, object] | None = None,
+) -> list[dict[str, object]]:
+    """The findings as ECS documents, each with its incident's id (and with ``tls``, the
+    TLS records by Community ID, its connection's TLS)."""
     of = incident_of(incidents)
-    return [ecs_finding(f, of.get(f.fingerprint)) for f in findings]
+    tls = tls or {}
+    return [ecs_finding(f, of.get(f.fingerprint), tls.get(f.community_id or "")) for f in findings]
 
 
 def findings_jsonl(result: ScanResult) -> bytes:
-    docs = ecs_findings(result.findings, group_incidents(result.findings))
+    docs = ecs_findings(result.findings, group_incidents(result.findings), tls_by_flow(result))
     return b"".join(orjson.dumps(doc, option=_OPTS) + b"\n" for doc in docs)
 
 
@@ -178,6 +223,30 @@ def incident_document(incident: Incident) -> dict[str, object]:
     }
 
 
+def tls_connections(result: ScanResult) -> list[dict[str, object]]:
+    """One object per TLS connection (``tls`` of the JSON document): where it is, what its
+    handshake showed, and whether its records were decrypted (and why not)."""
+    out = []
+    for conn in result.connections:
+        info = conn.tls
+        if info is None:
+            continue
+        flow = observed(conn.community_id, conn.client, conn.server)
+        entry: dict[str, object] = {
+            "connection": conn.id,
+            "community_id": flow.community_id,
+            "client": _endpoint(flow.client_ip, flow.client_port),
+            "server": _endpoint(flow.server_ip, flow.server_port),
+            "source": conn.first.source,
+            "frame": conn.first.number,
+            # Unknown when nothing was decrypted and ALPN did not say (TLS 1.3 encrypts it).
+            "application": conn.application if info.key_found or info.alpn else None,  # type: ignore[attr-defined]
+        }
+        entry.update(info.as_dict())  # type: ignore[attr-defined]
+        out.append(entry)
+    return out
+
+
 def session_summaries(result: ScanResult) -> list[dict]:
     verdicts: dict[str, Counter] = {}
     for f in result.findings:
@@ -212,7 +281,9 @@ def scan_document(result: ScanResult) -> bytes:
         "summary": summarize(incidents).as_dict(),
         "sessions": session_summaries(result),
         "incidents": [incident_document(i) for i in incidents],
-        "findings": ecs_findings(result.findings, incidents),
+        "findings": ecs_findings(result.findings, incidents, tls_by_flow(result)),
+        # TLS connections: SNI, ALPN, version, suite, decrypted or why not.
+        "tls": tls_connections(result),
         "errors": [e.as_dict() for e in result.errors],
         # The caps that fired (sse_forensics.limits, docs/limits.md); each is in errors too.
         "caps": [c.cap_dict() for c in result.caps],

@@ -11,7 +11,10 @@ what :func:`~sse_forensics.reassembly.capture.reassemble` with
    columnar pass (:mod:`.sse`), each event's first and last byte mapped to its frame with
    ``searchsorted``; rows are built as columns. A candidate refused on the way (content
    coding, an interim response, bytes the SSE parser would report, …) runs through the exact
-   path after all, under the id it already has.
+   path after all, under the id it already has. A candidate whose client opens with TLS is
+   decrypted first and framed from its plaintext (:mod:`.tls`: every record must decrypt);
+   one that speaks HTTP/2 (h2c, or h2 inside TLS) is read by :mod:`.h2`, its DATA payloads
+   parsed as event-stream bodies with the HTTP/1.1 ones.
 4. Errors are merged in ``reassemble``'s order from sort keys (see :mod:`.exact`).
 """
 
@@ -43,7 +46,9 @@ from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
 from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.fast import h2 as fh2
 from sse_forensics.reassembly.fast import http as fhttp
+from sse_forensics.reassembly.fast import tls as ftls
 from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
@@ -206,6 +211,7 @@ class _Context:
     ledger: ConnectionLedger = field(default_factory=ConnectionLedger)
     late: list[tuple[int, int, str]] = field(default_factory=list)  # (group, id, reason)
     fast: int = 0
+    tls_keys: TLSKeys | None = None  # TLS candidates take the decrypted route (.tls)
 
 
 def reassemble_fast(
@@ -300,6 +306,7 @@ def reassemble_fast(
         sink,
         clock,
         ledger=ledger,
+        tls_keys=tls_keys,
     )
     mine = np.flatnonzero(cand_ids % parts == part)
     sizes = (
@@ -422,6 +429,8 @@ class _Conn:
     requests: list[fhttp.Message] = field(default_factory=list)
     responses: list[fhttp.Message] = field(default_factory=list)
     reason: str | None = None
+    decrypted: ftls.Decrypted | None = None  # a TLS connection on the decrypted route
+    h2: fh2.H2Streams | None = None  # an HTTP/2 connection (h2c, or h2 decrypted)
     conn: Connection | None = None  # as at the end of the capture
     final: Connection | None = None  # as when finalised (what the sink pickles)
 
@@ -475,7 +484,33 @@ class _Batch:
         self.c_fresh = cat(False, 2)
         self.c_buf, self.c_start = _join(index, self.c_rows, cat(False, 1), self.c_fresh)
         self.s_buf, self.s_start = _join(index, self.s_rows, cat(True, 1), cat(True, 2))
+        # Rows at which bytes reach HTTP, where they differ from the rows cited (decrypted).
+        self.c_deliver: np.ndarray | None = None
+        self.s_deliver: np.ndarray | None = None
         ctx.clock.lap("join")
+        if ctx.tls_keys is not None:
+            self._decrypt(ctx.tls_keys)
+            ctx.clock.lap("tls")
+
+    def _decrypt(self, keys: TLSKeys) -> None:
+        """TLS candidates: their plaintext in place of their ciphertext (:mod:`.tls`)."""
+        client = ftls.Side(self.c_buf, self.c_start, self.c_rows, self.c_rows)
+        server = ftls.Side(self.s_buf, self.s_start, self.s_rows, self.s_rows)
+        ranges = [(c.c_lo, c.c_hi, c.s_lo, c.s_hi) for c in self.conns]
+        client, server, ranges, results = ftls.splice(keys, client, server, ranges)
+        if not results:
+            return
+        self.c_buf, self.c_start, self.c_rows = client.buf, client.start, client.rows
+        self.s_buf, self.s_start, self.s_rows = server.buf, server.start, server.rows
+        self.c_deliver, self.s_deliver = client.deliver, server.deliver
+        self.c_fresh = np.diff(self.c_start, append=len(self.c_buf))
+        for c, (c_lo, c_hi, s_lo, s_hi) in zip(self.conns, ranges, strict=True):
+            c.c_lo, c.c_hi, c.s_lo, c.s_hi = c_lo, c_hi, s_lo, s_hi
+        for i, got in results.items():
+            if isinstance(got, str):
+                self.conns[i].reason = got
+            else:
+                self.conns[i].decrypted = got
 
     # -- positions to frames ---------------------------------------------------------------
 
@@ -503,7 +538,12 @@ class _Batch:
             c.conn, c.final = build_connection(
                 ctx.index, ctx.groups, ctx.check, c.group, c.conn_id, ctx.capture_end
             )
-            ctx.ledger.add(c.conn, http=bool(c.requests or c.responses))
+            for conn in (c.conn, c.final):
+                if c.decrypted is not None:
+                    conn.tls = c.decrypted.info
+                if c.h2 is not None:
+                    conn.application = "h2"
+            ctx.ledger.add(c.conn, http=bool(c.requests or c.responses or c.h2 is not None))
         ctx.fast += len(kept)
         ctx.clock.lap("connections")
         self.send(kept)
@@ -537,11 +577,40 @@ class _Batch:
             for v in views or ():
                 v.release()
 
+    def read_h2(self) -> None:
+        """HTTP/2 connections (h2c with prior knowledge, h2 decrypted): :mod:`.h2`."""
+        client = ftls.Side(self.c_buf, self.c_start, self.c_rows, self.c_rows)
+        server = ftls.Side(self.s_buf, self.s_start, self.s_rows, self.s_rows)
+        c_deliver = self.c_rows if self.c_deliver is None else self.c_deliver
+        s_deliver = self.s_rows if self.s_deliver is None else self.s_deliver
+        for c in self.conns:
+            if c.reason:
+                continue
+            if c.decrypted is not None:
+                if c.decrypted.application != "h2":
+                    continue
+            elif ftls.sniff(client, c.c_lo, c.c_hi) != "HTTP/2":
+                continue
+            got = fh2.read_h2(
+                c.conn_id,
+                client,
+                (c.c_lo, c.c_hi),
+                server,
+                (c.s_lo, c.s_hi),
+                c_deliver,
+                s_deliver,
+            )
+            if isinstance(got, str):
+                c.reason = got
+            else:
+                c.h2 = got
+
     def frame_http(self) -> None:
+        self.read_h2()
         chunk_index = fhttp.ChunkIndex(self.s_buf) if self.s_buf else None
         c_buf, s_buf = self.c_buf, self.s_buf
         for c in self.conns:
-            if c.reason:
+            if c.reason or c.h2 is not None:
                 continue
             try:
                 if c.c_hi > c.c_lo:
@@ -559,6 +628,10 @@ class _Batch:
         if not s_pos:
             return
         before = self._rows(False, c_pos) < self._rows(True, s_pos)
+        if self.c_deliver is not None and self.s_deliver is not None:
+            # Decrypted: the exact path's parser sees a head when its record is complete.
+            c_at, s_at = _seg(self.c_start, c_pos), _seg(self.s_start, s_pos)
+            before &= self.c_deliver[c_at] < self.s_deliver[s_at]
         at = 0
         for c in ok:
             k = len(c.responses)
@@ -569,17 +642,26 @@ class _Batch:
     def parse_sse(self) -> None:
         """Every event-stream body of the batch, parsed in one pass."""
         owners: list[tuple[_Conn, int]] = []
-        starts, sizes = [], []
+        starts, sizes, nbytes = [], [], []
         for c in self.conns:
             if c.reason:
                 continue
-            for k, msg in enumerate(c.responses):
-                if msg.body is not None and fhttp.framing(msg.headers).event_stream:
-                    owners.append((c, k))
-                    body_starts, body_sizes = msg.body.arrays()
-                    starts.append(body_starts)
-                    sizes.append(body_sizes)
-        lens = np.array([c.responses[k].body.nbytes for c, k in owners], dtype=np.int64)
+            bodies = (
+                c.h2.event_bodies()
+                if c.h2 is not None
+                else [
+                    (k, msg.body)
+                    for k, msg in enumerate(c.responses)
+                    if msg.body is not None and fhttp.framing(msg.headers).event_stream
+                ]
+            )
+            for k, body in bodies:
+                owners.append((c, k))
+                body_starts, body_sizes = body.arrays()
+                starts.append(body_starts)
+                sizes.append(body_sizes)
+                nbytes.append(body.nbytes)
+        lens = np.array(nbytes, dtype=np.int64)
         empty = np.zeros(0, dtype=np.int64)
         source = BodySource(
             self.s_buf,
@@ -648,9 +730,12 @@ class _Batch:
         for c in kept:
             conn = c.final
             assert conn is not None
-            exchanges = self._exchanges(
-                c, conn, body_of, versions, req_origin, resp_origin, end_origin, body_origin
-            )
+            if c.h2 is not None:
+                exchanges = self._h2_exchanges(c, conn, body_of, versions)
+            else:
+                exchanges = self._exchanges(
+                    c, conn, body_of, versions, req_origin, resp_origin, end_origin, body_origin
+                )
             if not exchanges:
                 continue
             explicit = []
@@ -702,6 +787,27 @@ class _Batch:
             return self._rows(True, ch_s[k] + (v - ch_v[k]))
 
         return rows_at(events["start"].to_numpy()), rows_at(events["end"].to_numpy() - 1)
+
+    def _h2_exchanges(
+        self,
+        c: _Conn,
+        conn: Connection,
+        body_of: dict[tuple[int, int], int],
+        versions: dict[int, list[str]],
+    ) -> list[Exchange]:
+        """An HTTP/2 connection's exchanges (:func:`.h2.finish`), events as in ``_exchanges``."""
+        assert c.h2 is not None
+        exchanges = fh2.finish(
+            c.h2, conn, lambda server, pos: self._origins(server, [pos])[0], self.s_buf
+        )
+        parsed = self.parsed
+        for ex in exchanges:
+            b = body_of.get((id(c), ex.index))
+            if b is not None:
+                ex.events = [_EventData(d) for d in versions.get(b, [])]
+                ex.comments = [None] * int(parsed.comments[b])
+                ex.trailing = parsed.trailing[b]
+        return exchanges
 
     def _exchanges(
         self,

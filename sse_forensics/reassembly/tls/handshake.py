@@ -1,6 +1,7 @@
 """The few TLS handshake messages a passive decryptor reads (RFC 8446 §4, RFC 5246 §7.4):
-ClientHello (client random, SNI, ALPN offer), ServerHello (server random, cipher suite,
-version, ALPN in TLS 1.2), EncryptedExtensions (ALPN in TLS 1.3), Finished and KeyUpdate
+ClientHello (client random, SNI, ALPN offer, 0-RTT), ServerHello (server random, cipher
+suite, version, ALPN in TLS 1.2), EncryptedExtensions (ALPN and 0-RTT accepted in TLS 1.3),
+Finished and KeyUpdate
 (where the keys change). Every parser takes bytes and returns a value or ``None``: a
 malformed message is never an exception."""
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 CLIENT_HELLO = 1
 SERVER_HELLO = 2
 NEW_SESSION_TICKET = 4
+END_OF_EARLY_DATA = 5  # RFC 8446 §4.5: the client's last message under the early key
 ENCRYPTED_EXTENSIONS = 8
 FINISHED = 20
 KEY_UPDATE = 24
@@ -21,6 +23,7 @@ READ_TYPES = frozenset({CLIENT_HELLO, SERVER_HELLO, ENCRYPTED_EXTENSIONS, FINISH
 EXT_SERVER_NAME = 0
 EXT_ALPN = 16
 EXT_ENCRYPT_THEN_MAC = 22
+EXT_EARLY_DATA = 42  # RFC 8446 §4.2.10: 0-RTT data follows the ClientHello
 EXT_SUPPORTED_VERSIONS = 43
 TLS13 = 0x0304
 TLS12 = 0x0303
@@ -37,6 +40,7 @@ class ClientHello:
     alpn: list[str] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     encrypt_then_mac: bool = False
+    early_data: bool = False  # the client sends 0-RTT data after this hello
 
 
 @dataclass(slots=True)
@@ -120,6 +124,7 @@ def parse_client_hello(body: bytes) -> ClientHello | None:
                 struct.unpack_from("!H", versions, i)[0] for i in range(0, len(versions) - 1, 2)
             ]
         hello.encrypt_then_mac = EXT_ENCRYPT_THEN_MAC in ext
+        hello.early_data = EXT_EARLY_DATA in ext
         return hello
     except (ValueError, UnicodeError):
         return None
@@ -147,16 +152,18 @@ def parse_server_hello(body: bytes) -> ServerHello | None:
         return None
 
 
-def parse_encrypted_extensions(body: bytes) -> str | None:
-    """RFC 8446 §4.3.1: the ALPN protocol the server chose, if any."""
+def parse_encrypted_extensions(body: bytes) -> tuple[str | None, bool]:
+    """RFC 8446 §4.3.1: the ALPN protocol the server chose, if any, and whether it accepted
+    the client's 0-RTT data (§4.2.10: ``early_data`` in EncryptedExtensions)."""
     try:
         ext = _extensions(_Reader(body))
+        alpn = None
         if EXT_ALPN in ext:
             names = _alpn_list(ext[EXT_ALPN])
-            return names[0] if names else None
+            alpn = names[0] if names else None
+        return alpn, EXT_EARLY_DATA in ext
     except (ValueError, UnicodeError):
-        pass
-    return None
+        return None, False
 
 
 class HandshakeReader:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.receive_buffer import Pieces, ReceiveBuffer, spread
+from sse_forensics.reassembly.receive_buffer import Pieces, ReceiveBuffer, spread_spans
 from sse_forensics.reassembly.stream import Direction, MissingSpan
 from sse_forensics.reassembly.tls import handshake as hs
 from sse_forensics.reassembly.tls.crypto import (
@@ -31,6 +31,7 @@ from sse_forensics.reassembly.tls.crypto import (
     tls12_decryptors,
 )
 from sse_forensics.reassembly.tls.keylog import (
+    CLIENT_EARLY,
     CLIENT_HANDSHAKE,
     CLIENT_RANDOM,
     CLIENT_TRAFFIC_0,
@@ -54,6 +55,16 @@ SMALLEST_RECORD = RECORD_HEADER + 1 + 16  # a TLS 1.3 record: content type + tag
 # Sequence numbers tried for a record after records that did not authenticate (each is
 # a trial decryption: a wrong key must not make every later record cost more and more).
 MAX_FAILED_RECORDS = 16
+# 0-RTT (RFC 8446 §4.2.10): client records sent under the early traffic secret before the
+# server answered; held until its EncryptedExtensions say whether it read them.
+MAX_EARLY_RECORDS = 256
+EARLY_DATA = "0-RTT early data (TLS 1.3): not decrypted"
+EARLY_NO_KEY = (
+    f"{EARLY_DATA}: the key log has no CLIENT_EARLY_TRAFFIC_SECRET of the right length for "
+    "this session"
+)
+EARLY_UNREAD = f"{EARLY_DATA}: a record did not authenticate under CLIENT_EARLY_TRAFFIC_SECRET"
+EARLY_UNANSWERED = f"{EARLY_DATA}: the server's answer to it is not in what was read"
 
 KeyLookup = Callable[[bytes], "dict[str, bytes] | None"]
 """Secrets of a session by client random (``None``: the key log does not have it)."""
@@ -63,10 +74,16 @@ VERSION_NAMES = {0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304
 
 @dataclass(slots=True)
 class TLSData:
-    """Decrypted application data of one record, laid over the frames that carried it."""
+    """Decrypted application data of one record, laid over the frames that carried it.
+
+    ``offset``: where in the direction's TCP byte stream the ciphertext of the first
+    plaintext byte lies (plaintext byte *i* travelled at ``offset + i``); ``end``: the stream
+    offset just past the record (its last byte completes it)."""
 
     direction: Direction
     pieces: Pieces
+    offset: int = -1
+    end: int = -1
 
 
 @dataclass(slots=True)
@@ -112,6 +129,9 @@ class TLSInfo:
     key_found: bool = False
     reasons: list[str] = field(default_factory=list)  # why bytes could not be decrypted
     key_updates: int = 0
+    # 0-RTT (RFC 8446 §4.2.10): the client offered early data; the server accepted it.
+    early_data: bool = False
+    early_data_accepted: bool = False
     counts: dict[str, DirectionCounts] = field(
         default_factory=lambda: {"client": DirectionCounts(), "server": DirectionCounts()}
     )
@@ -119,6 +139,16 @@ class TLSInfo:
     @property
     def undecryptable_bytes(self) -> int:
         return sum(c.undecryptable_bytes for c in self.counts.values())
+
+    @property
+    def decrypted_bytes(self) -> int:
+        """Application data read, both directions."""
+        return sum(c.plaintext_bytes for c in self.counts.values())
+
+    @property
+    def decrypted(self) -> bool:
+        """Every record of the connection was read (its keys found, nothing undecryptable)."""
+        return self.key_found and not self.undecryptable_bytes
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -129,8 +159,12 @@ class TLSInfo:
             "alpn_offered": list(self.alpn_offered),
             "client_random": self.client_random,
             "key_found": self.key_found,
-            "key_updates": self.key_updates,
+            "decrypted": self.decrypted,
+            "decrypted_bytes": self.decrypted_bytes,
             "undecryptable_bytes": self.undecryptable_bytes,
+            "key_updates": self.key_updates,
+            "early_data": self.early_data,
+            "early_data_accepted": self.early_data_accepted,
             "reasons": list(self.reasons),
         }
 
@@ -187,6 +221,14 @@ class TLSSession:
         self.keys_ready = False
         self.no_keys: str | None = None  # why the keys are not available
         self.out: list[TLSEvent] = []
+        # 0-RTT: client records held until the server's answer (header, fragment, spans,
+        # stream offset past the record), the early key, whether the server read them
+        # (None: not known yet), and whether the client is past its early data.
+        self.early_held: list[tuple[bytes, bytes, list[tuple[int, Origin]], int]] = []
+        self.early_key: Decryptor | None = None
+        self.early_seq = 0
+        self.early_answer: bool | None = None
+        self.early_over = False
 
     # -- input -------------------------------------------------------------------------------
 
@@ -225,8 +267,11 @@ class TLSSession:
         return self.out
 
     def end(self) -> list[TLSEvent]:
-        """End of the connection: a record cut short is counted as undecryptable."""
+        """End of the connection: a record cut short is counted as undecryptable, and so is
+        0-RTT data the server's answer to which never came."""
         self.out = []
+        if self.early_held:
+            self._early_unreadable(EARLY_UNANSWERED)
         for direction, d in self.dirs.items():
             if len(d.buf) and d.dead is None:
                 origin = d.buf.origin_at(0)
@@ -262,15 +307,18 @@ class TLSSession:
                 return
             if len(buf) < RECORD_HEADER + length:
                 return
-            pieces = buf.take(RECORD_HEADER + length)
+            fragment = bytes(buf.data[RECORD_HEADER : RECORD_HEADER + length])
+            spans = buf.take_spans(RECORD_HEADER + length)
             d.offset += RECORD_HEADER + length
-            fragment = b"".join(p for p, _ in pieces)[RECORD_HEADER:]
             self.info.counts[direction].records += 1
-            self._record(direction, header, fragment, pieces)
+            self._record(direction, header, fragment, spans)
             if d.dead is not None:
                 return
 
-    def _record(self, direction: Direction, header: bytes, fragment: bytes, pieces: Pieces) -> None:
+    def _record(
+        self, direction: Direction, header: bytes, fragment: bytes, spans: list[tuple[int, Origin]]
+    ) -> None:
+        """One whole record (``spans``: how many of its bytes each frame carried)."""
         d = self.dirs[direction]
         kind = header[0]
         if not d.encrypted:
@@ -284,6 +332,9 @@ class TLSSession:
                 return  # TLS 1.3: middlebox compatibility, ignored (RFC 8446 §D.4)
             if kind == ALERT:
                 return
+            if kind == APPLICATION_DATA and not self.tls13 and self._early(direction):
+                self._early_record(header, fragment, spans, d.offset)  # held: suite unknown
+                return
             if kind == APPLICATION_DATA and self.tls13:
                 d.encrypted = True  # TLS 1.3: every protected record is type 23
             elif kind == APPLICATION_DATA:
@@ -292,7 +343,7 @@ class TLSSession:
                     len(header) + len(fragment),
                     "application data before the handshake was seen (capture started "
                     "mid-connection): no client random to find the keys by",
-                    pieces[0][1],
+                    spans[0][1],
                 )
                 return
             else:
@@ -301,23 +352,42 @@ class TLSSession:
             return
         if not self.keys_ready:
             self._undecryptable(
-                direction, len(header) + len(fragment), self._no_key_reason(), pieces[0][1]
+                direction, len(header) + len(fragment), self._no_key_reason(), spans[0][1]
             )
             return
+        early = self._early(direction)
+        # Before EndOfEarlyData the client's records are under the early key.
+        if (
+            early
+            and self.early_answer is not False
+            and self._early_record(header, fragment, spans, d.offset)
+        ):
+            return
+        failed = d.failed
         plain = self._open(direction, header, fragment)
+        if plain is None and early:
+            # Under the early key, with sequence numbers of its own: no count against the
+            # handshake key's. Early data the server did not read is skipped, as it did.
+            d.failed = failed
+            if self.early_answer:
+                reason = EARLY_NO_KEY if self.early_key is None else EARLY_UNREAD
+                self._undecryptable(direction, len(header) + len(fragment), reason, spans[0][1])
+            return
+        if early:
+            self.early_over = True  # the client's handshake key took over
         if plain is None:
             self._undecryptable(
                 direction,
                 len(header) + len(fragment),
                 "a record did not authenticate (wrong key in the key log, or corrupt bytes)",
-                pieces[0][1],
+                spans[0][1],
             )
             if d.failed >= MAX_FAILED_RECORDS:
                 self._die(
                     direction,
                     f"{MAX_FAILED_RECORDS} records in a row did not authenticate: the rest "
                     "of this direction is not tried",
-                    pieces[0][1],
+                    spans[0][1],
                 )
             return
         counts = self.info.counts[direction]
@@ -335,7 +405,9 @@ class TLSSession:
                 counts.plaintext_bytes += len(plain)
                 d.in_gap = False
                 overhead = RECORD_HEADER + (d.decryptor.overhead if d.decryptor else 0)
-                self.out.append(TLSData(direction, spread(plain, pieces, overhead)))
+                start = d.offset - len(header) - len(fragment)  # d.offset: past the record
+                pieces = spread_spans(plain, spans, overhead)
+                self.out.append(TLSData(direction, pieces, start + overhead, d.offset))
         elif kind == HANDSHAKE:
             self._handshake(direction, plain)
         if d.next_decryptor is not None:
@@ -366,6 +438,75 @@ class TLSSession:
                     return plain
         d.failed = min(d.failed + 1, MAX_FAILED_RECORDS)
         return None
+
+    def _early(self, direction: Direction) -> bool:
+        """Whether a client record may be 0-RTT data: the ClientHello announced early data
+        and neither EndOfEarlyData nor a record under the client's handshake key has come
+        since (RFC 8446 §4.2.10, §4.5)."""
+        return (
+            direction == "client"
+            and self.client_hello is not None
+            and self.client_hello.early_data
+            and not self.early_over
+        )
+
+    # -- 0-RTT -------------------------------------------------------------------------------
+
+    def _early_record(
+        self, header: bytes, fragment: bytes, spans: list[tuple[int, Origin]], end: int
+    ) -> bool:
+        """A client record of the early-data phase (``end``: stream offset past it): held
+        until the server's answer is known, decrypted under the early key if the server
+        read early data. ``False``: not read here (the handshake key's to try)."""
+        size = len(header) + len(fragment)
+        if self.early_answer is None:
+            if len(self.early_held) < MAX_EARLY_RECORDS:
+                self.early_held.append((header, fragment, spans, end))
+            else:
+                self._undecryptable("client", size, EARLY_UNANSWERED, spans[0][1])
+            return True
+        if not self.early_answer or self.early_key is None:
+            return False
+        plain = self.early_key.open(header, fragment, self.early_seq)
+        if plain is None:
+            return False
+        self.early_seq += 1
+        counts = self.info.counts["client"]
+        counts.decrypted_records += 1
+        body = len(plain)
+        while body and plain[body - 1] == 0:
+            body -= 1
+        if not body:
+            return True
+        kind, plain = plain[body - 1], plain[: body - 1]
+        if kind == APPLICATION_DATA and plain:
+            counts.plaintext_bytes += len(plain)
+            self.dirs["client"].in_gap = False
+            overhead = RECORD_HEADER + self.early_key.overhead
+            start = end - size
+            pieces = spread_spans(plain, spans, overhead)
+            self.out.append(TLSData("client", pieces, start + overhead, end))
+        elif kind == HANDSHAKE:
+            for message, _body in self.dirs["client"].handshake.feed(plain):
+                if message == hs.END_OF_EARLY_DATA:
+                    self.early_over = True
+        return True
+
+    def _early_answered(self, accepted: bool) -> None:
+        """The server's EncryptedExtensions: the held early records are read (accepted) or
+        dropped (the server skipped them: nothing was lost to it)."""
+        self.early_answer = accepted
+        held, self.early_held = self.early_held, []
+        for header, fragment, spans, end in held:
+            if accepted and not self._early_record(header, fragment, spans, end):
+                reason = EARLY_NO_KEY if self.early_key is None else EARLY_UNREAD
+                self._undecryptable("client", len(header) + len(fragment), reason, spans[0][1])
+
+    def _early_unreadable(self, reason: str) -> None:
+        """The early records held can never be read (no keys, not TLS 1.3)."""
+        held, self.early_held = self.early_held, []
+        for header, fragment, spans, _end in held:
+            self._undecryptable("client", len(header) + len(fragment), reason, spans[0][1])
 
     # -- after a hole --------------------------------------------------------------------
 
@@ -445,13 +586,22 @@ class TLSSession:
                     self.info.client_random = hello.random.hex()
                     self.info.server_name = hello.server_name
                     self.info.alpn_offered = hello.alpn
+                    if not hello.early_data:
+                        # A second ClientHello (after a HelloRetryRequest) has none: the
+                        # server skipped the early data sent after the first (RFC 8446 §4.1.2).
+                        self.early_held = []
+                    self.info.early_data = self.info.early_data or hello.early_data
             elif kind == hs.SERVER_HELLO and direction == "server":
                 hello = hs.parse_server_hello(body)
                 if hello is not None and not hello.retry:
                     self.server_hello = hello
                     self._server_hello(hello)
+                    if self.early_held and not (self.keys_ready and self.tls13):
+                        self._early_unreadable(self._no_key_reason())
             elif kind == hs.ENCRYPTED_EXTENSIONS and direction == "server":
-                self.info.alpn = hs.parse_encrypted_extensions(body)
+                self.info.alpn, self.info.early_data_accepted = hs.parse_encrypted_extensions(body)
+                if self.info.early_data:
+                    self._early_answered(self.info.early_data_accepted)
             elif kind == hs.FINISHED and self.tls13 and d.stages:
                 # RFC 8446 §7.1: after its Finished a side sends under its traffic secret.
                 d.next_decryptor = d.stages.pop(0)
@@ -506,6 +656,10 @@ class TLSSession:
             for d in (c, s):
                 if d.stages:
                     d.decryptor = d.stages.pop(0)
+            early = secrets.get(CLIENT_EARLY)
+            if early is not None and len(early) == _hash_len(suite.hash):
+                # Accepted early data is under the PSK's suite, which is the one chosen.
+                self.early_key = TLS13Decryptor(suite, early)
         else:
             master = secrets.get(CLIENT_RANDOM)
             if master is None:
