@@ -4,4 +4,4 @@ Pipeline, one direction: ``ingest`` → ``reassembly`` (tcp, http, sse) → ``fa
 ``engine`` (rules from ``rules/``) → ``report``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
