@@ -37,7 +37,7 @@ from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames, resolve_inputs
-from sse_forensics.ingest.packet_index import index_captures
+from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
 from sse_forensics.limits import CapHit, Limits, cap_hits, fold_caps
 from sse_forensics.memory import return_freed_memory
@@ -261,9 +261,21 @@ def _reassemble_shard(
 ) -> tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]:
     """One worker's share of :func:`_reassemble_captures`: its rows spilled under
     ``scratch`` (the parent removes them), its summary returned."""
-    store = EvidenceStore(buckets, scratch=scratch)
     index = index_captures(inputs)
     index.release()
+    return shard_rows(index, buckets, scratch, config, shard)
+
+
+def shard_rows(
+    index: PacketIndex,
+    buckets: int,
+    scratch: str,
+    config: AnalysisConfig,
+    shard: tuple[int, int],
+) -> tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]:
+    """The connections of ``shard`` of ``index`` as evidence rows spilled under ``scratch``
+    (the caller adopts the files; ``index`` is closed), and the shard's summary."""
+    store = EvidenceStore(buckets, scratch=scratch)
     try:
         with _scan_gc():
             summary = reassemble_fast(index, store.add, config, shard=shard)

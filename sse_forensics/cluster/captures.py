@@ -30,10 +30,9 @@ from pathlib import Path
 import polars as pl
 
 from sse_forensics.errors import UnreadableInput
-from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.packet_index import PacketIndex, _FileIndex, _index_file, _merge
-from sse_forensics.reassembly.fast import FastReassembly, reassemble_fast
+from sse_forensics.reassembly.fast import FastReassembly
 
 ShardResult = tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]
 """What a shard returns: its evidence files (partition, table, file), row counts, summary."""
@@ -104,17 +103,9 @@ def reassemble_indexed_shard(
 ) -> ShardResult:
     """Step 2 (on a worker): the connections of ``shard`` as evidence rows written under
     ``scratch`` (``pipeline._reassemble_shard`` with the saved indexes)."""
-    from sse_forensics.pipeline import _scan_gc
+    from sse_forensics.pipeline import shard_rows
 
-    store = EvidenceStore(buckets, scratch=scratch)  # not closed: the client adopts its files
-    index = load_index(saved)
-    try:
-        with _scan_gc():
-            summary = reassemble_fast(index, store.add, config, shard=shard)
-    finally:
-        index.close()
-    store.spill()
-    return store.files(), dict(store.rows), summary
+    return shard_rows(load_index(saved), buckets, scratch, config, shard)
 
 
 def reassemble_on(
