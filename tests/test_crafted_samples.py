@@ -21,6 +21,7 @@ from types import ModuleType
 
 import pytest
 
+from sse_forensics.engine.registry import load_rules
 from sse_forensics.pipeline import scan_paths
 
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -280,31 +281,11 @@ def test_merged_scan_reports_the_union_of_expected_findings() -> None:
 
 # --- ground truth under the full rule set (issue 4), every sample --------------------------
 
-ALL_RULES = {
-    "missing-stream-gap",
-    "stream-gap-signalled",
-    "resume-gap-signalled",
-    "resume-refused-410",
-    "silent-resume-jump",
-    "resume-in-gap-2xx",
-    "gap-signal-late",
-    "gap-client-reissued",
-    "empty-replay-2xx",
-    "replay-from-oldest",
-    "replay-duplicate",
-    "non-monotonic-id",
-    "replay-crossed-streams",
-    "replay-crossed-sessions",
-    "backpressure-disconnect-resume-mismatch",
-    "resumable-while-evicting",
-    "resume-in-stateless-era",
-    "client-accepted-gap",
-    "client-adjusted-resume",
-    "resume-storm",
-    "resume-lost-cursor",
-    "no-reissue-after-410",
-    "id-scheme-outlier",
-}
+# Rules that judge server logs against a capture or need them alone: their positive samples
+# are the log samples (test_log_samples.py, and the test below), not a capture.
+LOG_ONLY_RULES = {"sources-disagree", "gap-reissue-unknown"}
+# Every packaged rule: a new rule without a positive sample fails the test below.
+ALL_RULES = {rule.id for rule in load_rules().rules} - LOG_ONLY_RULES
 CLASSIFICATIONS = {"expected_gap", "contract_violation", "silent_corruption", "indeterminate"}
 CLEAN = [
     "clean-live-int",
@@ -347,6 +328,16 @@ POSITIVE = {rule: rule for rule in ALL_RULES} | {
     "resumable-while-evicting": "live-jump-unsignalled",
     "client-accepted-gap": "live-jump-unsignalled",
 }
+
+
+def test_log_only_rules_fire_on_the_log_samples() -> None:
+    """The rules no capture alone can fire have their positive samples among the logs."""
+    logs = SAMPLES_DIR / "logs"
+    assert {rule.id for rule in load_rules().rules} >= LOG_ONLY_RULES
+    fired = {f.rule for f in scan_paths([str(logs / "gap-client-reissued")]).findings}
+    assert "gap-reissue-unknown" in fired
+    # sources-disagree: an edited event log joined with its capture
+    # (test_log_samples.py::test_an_added_written_record_is_a_disagreement and its siblings).
 
 
 def test_every_rule_has_a_positive_sample_and_clean_ones_stay_clean() -> None:
