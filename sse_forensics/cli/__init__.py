@@ -18,9 +18,7 @@ def main() -> None:
         print(f"sse-forensics {__version__}")
         return
     from sse_forensics.cli.commands import app
-    from sse_forensics.memory import return_freed_memory
 
-    return_freed_memory()
     try:
         app(prog_name="sse-forensics")
     except KeyboardInterrupt:

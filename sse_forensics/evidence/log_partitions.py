@@ -246,12 +246,18 @@ def group_order(spill: Spill, bucket: int) -> pl.DataFrame:
 def number_groups(orders: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
     """Step 2b: the groups of every partition numbered in the scan's order, from
     ``first_id`` (a ``conn_id`` column added; other columns kept)."""
-    orders = [o for o in orders if o.height]
-    if not orders:
+    return _numbered(orders, F.GROUP_ORDER, first_id)
+
+
+def _numbered(frames: list[pl.DataFrame], order: list[str], first_id: int) -> pl.DataFrame:
+    """``frames`` (one per partition) as one table sorted by ``order``, with ``conn_id``
+    counting from ``first_id``; an empty frame when there are no rows."""
+    frames = [f for f in frames if f.height]
+    if not frames:
         return pl.DataFrame()
     return (
-        pl.concat(orders)
-        .sort(F.GROUP_ORDER, nulls_last=True)
+        pl.concat(frames)
+        .sort(order, nulls_last=True)
         .with_row_index("conn_id", offset=first_id)
         .with_columns(pl.col("conn_id").cast(pl.Int64))
     )
@@ -287,16 +293,8 @@ def client_order(spill: Spill, bucket: int) -> pl.DataFrame:
 def number_clients(firsts: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
     """Step 4b: the client addresses of every partition numbered in the scan's order
     (``client``, ``conn_id`` and any other column given)."""
-    firsts = [f for f in firsts if f.height]
-    if not firsts:
-        return pl.DataFrame()
-    return (
-        pl.concat(firsts)
-        .sort(F.LINE_ORDER, nulls_last=True)
-        .with_row_index("conn_id", offset=first_id)
-        .with_columns(pl.col("conn_id").cast(pl.Int64))
-        .drop(F.LINE_ORDER)
-    )
+    numbered = _numbered(firsts, F.LINE_ORDER, first_id)
+    return numbered.drop(F.LINE_ORDER) if numbered.height else numbered
 
 
 def client_rows(

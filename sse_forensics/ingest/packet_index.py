@@ -229,13 +229,7 @@ class PacketIndex:
         return int(np.count_nonzero(self.is_tcp))
 
     def _bytes(self, i: int, offset: int, length: int) -> bytes:
-        f = int(self.file[i])
-        fd = self.fds[f] if f < len(self.fds) else None
-        if fd is not None:
-            # pread, not the mapping: scattered reads through a map would keep 64 KB
-            # around each one resident, and a long capture whole.
-            return os.pread(fd, length, offset)
-        return bytes(self.buffers[f][offset : offset + length])
+        return self._read(int(self.file[i]), offset, length)
 
     def gather(self, rows: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bytes:
         """``lengths[k]`` bytes at ``offsets[k]`` of row ``rows[k]``'s file, concatenated
@@ -260,6 +254,8 @@ class PacketIndex:
     def _read(self, f: int, offset: int, length: int) -> bytes:
         fd = self.fds[f] if f < len(self.fds) else None
         if fd is not None:
+            # pread, not the mapping: scattered reads through a map would keep 64 KB
+            # around each one resident, and a long capture whole.
             return os.pread(fd, length, offset)
         return bytes(self.buffers[f][offset : offset + length])
 
