@@ -974,7 +974,7 @@ SAMPLES = [
         "session; the server sends events 1-7 then 13-20 with no stream-gap and the proxy "
         "relays them. One lost range, one incident, both legs as evidence.",
         # Each leg is a stream of its own, so the gap rules fire once per leg; the session
-        # rule once. The five findings are one incident (tests/test_incidents.py).
+        # rule once. The five findings are one incident (tests/engine/test_incidents.py).
         [
             _gap("missing-stream-gap", "silent_corruption", "8", "12"),
             _gap("missing-stream-gap", "silent_corruption", "8", "12"),

@@ -3,7 +3,7 @@
 Each capture holds one hostile record and, in another session, one ordinary silent gap (a
 live stream that sends events 1-7 then 13-20 with no ``stream-gap``) that the scan must
 still report. Built from ``crafted.py``'s pieces; big inputs are made at test time (see
-``tests/test_hostile_records.py``), never stored.
+``tests/hostile/test_records.py``), never stored.
 
 ``python samples/hostile_records.py --out DIR`` writes every capture case into ``DIR``.
 """

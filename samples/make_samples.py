@@ -1318,8 +1318,9 @@ make_samples.py (and ts_sdk_capture.py) refuse logs that differ from the capture
 the `written` IDs must be the SSE IDs on the wire, the signal records the signals on the
 wire, the access lines the HTTP exchanges (method, `Last-Event-ID`, status). Scan them alone
 (`sse-forensics scan samples/logs/NAME/`) or with the capture
-(`sse-forensics scan samples/NAME.pcap samples/logs/NAME/`); tests/test_log_samples.py checks
-both against `expected.json`, and says which findings logs alone cannot give.
+(`sse-forensics scan samples/NAME.pcap samples/logs/NAME/`);
+tests/end_to_end/test_log_samples.py checks both against `expected.json`,
+and says which findings logs alone cannot give.
 """
     return LOGS_HEAD + "\n".join(_shape_row(f) for f in folders) + "\n" + tail
 

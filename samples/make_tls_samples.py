@@ -17,7 +17,7 @@ uvicorn, recorded on nginx's port only; h2c by ``Upgrade`` (the resume sent by `
 
 Each scenario reuses the server knobs and client plan of a plaintext HTTP/1.1 sample of
 make_samples.py (same session prefix, so the same session and event IDs): the analyzer must
-give the same findings for both (tests/test_tls_samples.py).
+give the same findings for both (tests/end_to_end/test_tls_samples.py).
 """
 
 from __future__ import annotations

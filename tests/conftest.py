@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge behaviour, not speed: a loaded CI machine must not fail them on
+# Hypothesis' per-example deadline (speed is measured in benchmarks/).
+settings.register_profile("sse-forensics", deadline=None)
+settings.load_profile("sse-forensics")
 
 SHARED_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 

@@ -1,0 +1,562 @@
+"""``scan --cluster``: the same findings as a local scan, on a Dask LocalCluster.
+
+Most tests share one LocalCluster of two worker threads (``processes=False``: it starts in
+milliseconds and sees this process's in-memory fsspec store); the command-line tests and
+the worker-kill test start real worker processes. Skipped when Dask is not installed (the
+``cluster`` extra); the base-install test runs regardless.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES
+
+from sse_forensics.cluster import ClusterUnavailable, parse_cluster
+from sse_forensics.cluster.spec import ClusterSpec
+from sse_forensics.errors import UnreadableInput
+from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.report.jsonout import findings_jsonl
+
+LOG_SAMPLES = SAMPLES / "logs"
+LOG_DIRS = sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir())
+REPO = SAMPLES.parent
+CLUSTER_2 = ["--cluster", "local:2"]
+
+
+@pytest.fixture(scope="module")
+def distributed():
+    import distributed
+
+    return distributed
+
+
+@pytest.fixture(scope="module")
+def client(distributed):
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def _on_cluster(paths: list[str], client, **options) -> ScanResult:
+    from sse_forensics.cluster.scan import scan_on_cluster
+
+    return scan_on_cluster(paths, client, keep_tables=False, **options)
+
+
+def _same_scan(cluster: ScanResult, local: ScanResult) -> None:
+    """Byte-identical JSON lines, and the same errors, counters and log statistics (the
+    time a log took to read aside)."""
+    assert findings_jsonl(cluster) == findings_jsonl(local)
+    assert [e.as_dict() for e in cluster.errors] == [e.as_dict() for e in local.errors]
+    assert dataclasses.replace(cluster.stats, partitions=0) == dataclasses.replace(
+        local.stats, partitions=0
+    )
+    assert cluster.inputs == local.inputs
+    assert _untimed(cluster.log_stats) == _untimed(local.log_stats)
+    assert cluster.loss == local.loss
+
+
+def _untimed(stats: dict) -> dict:
+    return {k: v for k, v in stats.items() if k != "seconds"}
+
+
+# -- parsing (no Dask needed) ------------------------------------------------------------
+
+
+def test_cluster_option_values() -> None:
+    assert parse_cluster("local") == ClusterSpec(local_workers=None)
+    assert parse_cluster("local:3") == ClusterSpec(local_workers=3)
+    assert parse_cluster("tcp://scheduler:8786") == ClusterSpec(address="tcp://scheduler:8786")
+    for bad in ("local:0", "scheduler:8786", "http://x:8786", "local:two", ""):
+        with pytest.raises(ClusterUnavailable):
+            parse_cluster(bad)
+
+
+def test_partitions_scale_with_the_workers() -> None:
+    """A few partitions per worker for a small input; about 8 MB of input each for a
+    larger one, but at most 16 per worker unless each would then hold over 512 MB."""
+    from sse_forensics.cluster.scan import cluster_partitions
+
+    mb, gb, tb = 1 << 20, 1 << 30, 1 << 40
+    assert cluster_partitions(5 * mb, 2) == 8
+    assert cluster_partitions(5 * mb, 100) == 400
+    assert cluster_partitions(2 * gb, 2) == 32  # not 64: 16 per worker
+    assert cluster_partitions(2 * gb, 8) == 128  # 16 per worker (8 MB each would be 256)
+    assert cluster_partitions(10 * tb, 100) == 20480  # 512 MB each, not 1,600 of 6.4 GB
+
+
+def test_base_install_needs_no_dask() -> None:
+    """With Dask and fsspec unimportable: a plain scan works and never imports them;
+    ``--cluster`` is one line naming the extra, exit 2."""
+    probe = (
+        "import sys\n"
+        "for name in ('dask', 'distributed', 'fsspec'):\n"
+        "    sys.modules[name] = None\n"
+        "from sse_forensics.cli import app\n"
+        "for extra in ([], ['--cluster', 'local:1']):\n"
+        "    try:\n"
+        "        app(['scan', sys.argv[1], '-f', 'jsonl', *extra])\n"
+        "    except SystemExit as exit:\n"
+        "        print(f'exit {exit.code}', flush=True)\n"
+        "        print(f'exit {exit.code}', file=sys.stderr, flush=True)\n"
+    )
+    capture = str(SAMPLES / "live-jump-unsignalled.pcap")
+    run = subprocess.run(
+        [sys.executable, "-c", probe, capture], capture_output=True, cwd=REPO, timeout=120
+    )
+    out = run.stdout.decode().splitlines()
+    assert '"missing-stream-gap"' in out[0] and out[-2:] == ["exit 1", "exit 2"], run.stdout
+    err = run.stderr.decode().splitlines()
+    cluster_err = err[err.index("exit 1") + 1 : err.index("exit 2")]
+    assert len(cluster_err) == 1 and "pip install 'sse-forensics[cluster]'" in cluster_err[0]
+
+
+# -- identical results --------------------------------------------------------------------
+
+
+def test_samples_directory_gives_the_local_findings(client) -> None:
+    """Every capture sample at once (cross-session replays, corrupt inputs reported under
+    errors): each capture indexed by a task of its own, then the shards and partition
+    tasks on the workers."""
+    paths = [str(SAMPLES)]
+    calls: list[tuple[str, int, int]] = []
+    cluster = _on_cluster(paths, client, progress=lambda *call: calls.append(call))
+    _same_scan(cluster, scan_paths(paths, jobs=1, keep_tables=False))
+    # The bar counts the captures indexed, the shards read and the partitions judged
+    # across the cluster: one index task per capture file, two workers: two shards.
+    read = len(cluster.inputs) + 2
+    assert ("read", read, read) in calls
+    tasks = max(total for stage, _, total in calls if stage == "facts")
+    assert tasks > 1 and ("facts", tasks, tasks) in calls
+
+
+def test_capture_ring_gives_the_local_findings(client, tmp_path: Path) -> None:
+    """A generated capture cut into a three-file ring (connections span the files), beside
+    a corrupt capture: each file indexed once, the shards merge the indexes into the local
+    scan's timeline (same connection numbers, same errors in the same order)."""
+    import shutil
+    import struct
+
+    from support.fast_path import make_capture_module
+
+    whole = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(whole, 3000, 5)
+    content = whole.read_bytes()
+    header, offset, records = content[:24], 24, []
+    while offset < len(content):
+        caplen = struct.unpack_from("<I", content, offset + 8)[0]
+        records.append(content[offset : offset + 16 + caplen])
+        offset += 16 + caplen
+    ring = tmp_path / "ring"
+    ring.mkdir()
+    third = len(records) // 3
+    for n, part in enumerate((records[:third], records[third : 2 * third], records[2 * third :])):
+        (ring / f"ring_{n:05d}.pcap").write_bytes(header + b"".join(part))
+    shutil.copy(SAMPLES / "crafted-garbage-chunk.pcap", ring / "other.pcap")
+    calls: list[tuple[str, int, int]] = []
+    cluster = _on_cluster([str(ring)], client, progress=lambda *call: calls.append(call))
+    local = scan_paths([str(ring)], jobs=1, keep_tables=False)
+    assert local.stats.connections > 50 and local.findings and local.errors
+    _same_scan(cluster, local)
+    assert [c.id for c in cluster.connections] == [c.id for c in local.connections]
+    assert ("read", 4 + 2, 4 + 2) in calls  # four files indexed, two shards
+
+
+def test_log_samples_give_the_local_findings(client) -> None:
+    """Every log sample as one multi-file set (rotated access logs, event logs: 70-odd
+    files, relative paths and a glob) with the captures of the same sessions, whose
+    exchanges the log records fold into across partitions."""
+    paths = [os.path.relpath(d, REPO) for d in LOG_DIRS[:-1]]
+    paths.append(os.path.relpath(LOG_DIRS[-1], REPO) + "/access.log*")
+    paths.extend(os.path.relpath(SAMPLES / f"{d.name}.pcap", REPO) for d in LOG_DIRS)
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        local = scan_paths(paths, jobs=1, keep_tables=False)
+        cluster = _on_cluster(paths, client)
+    finally:
+        os.chdir(cwd)
+    assert len(local.inputs) > 50 and local.findings
+    assert all(not os.path.isabs(p) for p in cluster.inputs)  # cited as the user wrote them
+    _same_scan(cluster, local)
+
+
+def _fleet_logs(tmp: Path) -> Path:
+    """A generated multi-file log set in one directory: the access log rotated into three
+    files (one gzipped, one with unreadable lines), the event log into three, and event
+    records that wait for their session across files — named only by the stream's last
+    record (often in a later file), only by its first (an earlier file), and one stream
+    named twice, differently, in two files (the first name read wins)."""
+    import gzip
+    import json
+
+    from support.log_sets import write_log_set
+
+    access, events = (Path(p) for p in write_log_set(tmp, 90))
+    out = tmp / "fleet"
+    out.mkdir()
+    lines = access.read_text().splitlines(keepends=True)
+    third = len(lines) // 3
+    (out / "access.log.2.gz").write_bytes(gzip.compress("".join(lines[:third]).encode()))
+    bad = ["this is not an access line\n", "10.0.0.1 - - [garbage\n"]
+    (out / "access.log.1").write_text("".join(lines[third : 2 * third] + bad))
+    (out / "access.log").write_text("".join(lines[2 * third :]))
+    records = [json.loads(line) for line in events.read_text().splitlines()]
+    streams = sorted({r["stream"] for r in records})
+    first = {r["stream"]: i for i, r in reversed(list(enumerate(records)))}
+    last = {r["stream"]: i for i, r in enumerate(records)}
+    for i, r in enumerate(records):
+        n = streams.index(r["stream"])
+        if n % 3 == 0 and i != last[r["stream"]]:
+            r.pop("session")  # named by its last record
+        elif n % 3 == 1 and i != first[r["stream"]]:
+            r.pop("session")  # named by its first record
+    sixth = len(records) // 6
+    files = {
+        "events.jsonl.2": records[: 2 * sixth],
+        "events.jsonl.1": records[2 * sixth : 4 * sixth],
+        "events.jsonl": records[4 * sixth :],
+    }
+    # A stream of the last file named there by its first record, and named differently in
+    # an earlier file: its records that name none take the name read first.
+    twice = next(r for r in files["events.jsonl"] if streams.index(r["stream"]) % 3 == 1)
+    files["events.jsonl.2"].append({**twice, "session": "named-in-an-earlier-file"})
+    for name, part in files.items():
+        (out / name).write_text("".join(json.dumps(r) + "\n" for r in part))
+    return out
+
+
+FLEET_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+
+
+def test_multi_file_logs_are_read_one_task_per_file(client, tmp_path: Path) -> None:
+    """A generated multi-file log set: each file is read by a task of its own on the
+    workers (the bar counts bytes file by file), then partitions judged there; the JSON
+    lines, errors and log statistics are a single-process scan's."""
+    from sse_forensics.pipeline import LogOptions
+
+    fleet = _fleet_logs(tmp_path)
+    options = LogOptions(FLEET_FORMAT)
+    calls: list[tuple[str, int, int]] = []
+    cluster = _on_cluster(
+        [str(fleet)], client, logs=options, progress=lambda *call: calls.append(call)
+    )
+    local = scan_paths([str(fleet)], logs=options, jobs=1, keep_tables=False)
+    assert len(local.inputs) == 6 and local.findings and local.errors
+    _same_scan(cluster, local)
+    assert cluster.tables["sessions"].equals(local.tables["sessions"])
+    assert "named-in-an-earlier-file" in local.tables["sessions"]["session_id"].to_list()
+    sizes = {p.stat().st_size for p in fleet.iterdir()}
+    done = [d for stage, d, _ in calls if stage == "logs"]
+    steps = {b - a for a, b in zip([0, *done], done, strict=False)}
+    assert len(done) == 6 and steps <= sizes, (done, sizes)
+    # Several partitions: the waiting records were attached across stream partitions.
+    assert cluster.stats.partitions > 1
+
+
+def test_unreadable_log_files_are_the_local_scans_errors(client, tmp_path: Path) -> None:
+    """Files that are no log: in a scanned directory, listed under errors as a local scan
+    lists them; named on the command line, the first of them in reading order stops the
+    scan with the local scan's reason."""
+    from sse_forensics.pipeline import LogOptions
+
+    fleet = _fleet_logs(tmp_path)
+    (fleet / "access.log.1").write_text("{not json and not an access line\n" * 3)
+    (fleet / "events.jsonl.1").write_bytes(b"\x00\x01binary junk\n")
+    options = LogOptions(FLEET_FORMAT)
+    local = scan_paths([str(fleet)], logs=options, jobs=1, keep_tables=False)
+    assert len(local.errors) >= 2
+    _same_scan(_on_cluster([str(fleet)], client, logs=options), local)
+
+    named = [str(fleet / n) for n in ("events.jsonl.1", "access.log", "access.log.1")]
+    with pytest.raises(UnreadableInput) as alone:
+        scan_paths(named, logs=options, jobs=1)
+    with pytest.raises(UnreadableInput) as cluster:
+        _on_cluster(named, client, logs=options)
+    assert alone.value.source.endswith("access.log.1")
+    assert (cluster.value.source, cluster.value.reason) == (alone.value.source, alone.value.reason)
+
+
+# -- object stores ------------------------------------------------------------------------
+
+
+def _memory_store(files: dict[str, Path]):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for name, path in files.items():
+        fs.pipe(name, path.read_bytes())
+    return fs
+
+
+def test_object_store_urls_give_the_local_findings(client) -> None:
+    """Captures and rotated logs in an fsspec store (a directory URL and a glob URL): staged
+    by the workers, cited by their URLs."""
+    storm = LOG_SAMPLES / "resume-storm"
+    captures = sorted(SAMPLES.glob("*.pcap"))[:6]
+    fs = _memory_store(
+        {f"/bucket/caps/{p.name}": p for p in captures}
+        | {f"/bucket/logs/{p.name}": p for p in storm.iterdir()}
+    )
+    try:
+        urls = ["memory://bucket/caps/", "memory://bucket/logs/access.log*"]
+        cluster = _on_cluster(urls, client)
+        local = scan_paths(
+            [*map(str, captures), str(storm / "access.log*")], jobs=1, keep_tables=False
+        )
+    finally:
+        fs.rm("/bucket", recursive=True)
+    to_url = {str(p): f"memory://bucket/caps/{p.name}" for p in captures} | {
+        str(p): f"memory://bucket/logs/{p.name}" for p in storm.iterdir()
+    }
+    expected = findings_jsonl(local)
+    for path, url in sorted(to_url.items(), key=lambda kv: -len(kv[0])):
+        expected = expected.replace(f'"{path}"'.encode(), f'"{url}"'.encode())
+    assert findings_jsonl(cluster) == expected
+    assert cluster.inputs == [to_url[p] for p in local.inputs]
+    assert [e.source for e in cluster.errors] == [to_url[e.source] for e in local.errors]
+
+
+def test_unreadable_store_is_one_clear_error(client, tmp_path: Path) -> None:
+    """A store that refuses (a missing credential), a path it does not have, a protocol
+    nobody installed: UnreadableInput naming the URL, and the scratch directory is gone."""
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class NoCredentials(MemoryFileSystem):
+        protocol = "locked"
+
+        def info(self, path, **kwargs):
+            raise PermissionError("Unable to locate credentials")
+
+    fsspec.register_implementation("locked", NoCredentials, clobber=True)
+    cases = {
+        "locked://bucket/x.pcap": "cannot reach the store: PermissionError: Unable to locate",
+        "memory://no-such-bucket/x.pcap": "no such file or directory",
+        "memory://no-such-bucket/*.pcap": "the pattern matches no file",
+        "nosuch://bucket/x.pcap": "Protocol not known: nosuch",
+    }
+    for url, reason in cases.items():
+        with pytest.raises(UnreadableInput) as caught:
+            _on_cluster([url], client, scratch=str(tmp_path))
+        assert caught.value.source == url
+        assert reason in caught.value.reason
+        assert "\n" not in caught.value.reason
+    assert list(tmp_path.iterdir()) == []
+
+
+def _mirror_roots() -> set[Path]:
+    from sse_forensics.cluster.mirror import LOCAL_BASE
+
+    return set(Path(LOCAL_BASE).glob("sse-forensics-cluster-20*"))
+
+
+def test_object_store_scratch_gives_the_local_findings(client, tmp_path: Path) -> None:
+    """``--scratch memory://…``: every file a task writes goes to the store and leaves the
+    worker's disk, every task and the client download what they read (nothing is shared
+    but the store); captures, logs and an object-store input give a local scan's lines,
+    and the store and the local directories are empty afterwards — after Ctrl-C too."""
+    storm = LOG_SAMPLES / "resume-storm"
+    fs = _memory_store({f"/inputs/{p.name}": p for p in storm.iterdir()})
+    captures = sorted(SAMPLES.glob("*.pcap"))[:8]
+    paths = [*map(str, captures), "memory://inputs/"]
+    seen: dict[str, int] = {}
+    before = _mirror_roots()
+
+    def look(stage: str, done: int, total: int) -> None:
+        if stage == "facts" and threading.current_thread() is threading.main_thread():
+            stored = [p for p in fs.find("/scratch") if p.endswith(".parquet")]
+            seen["stored"] = len(stored)
+            (root,) = _mirror_roots() - before
+            seen["local"] = sum(1 for _ in root.rglob("log-*.parquet"))
+
+    try:
+        cluster = _on_cluster(paths, client, scratch="memory://scratch/", progress=look)
+        local = scan_paths([*map(str, captures), str(storm)], jobs=1, keep_tables=False)
+        expected = findings_jsonl(local)
+        for p in storm.iterdir():
+            expected = expected.replace(f'"{p}"'.encode(), f'"memory://inputs/{p.name}"'.encode())
+        assert findings_jsonl(cluster) == expected and local.findings
+        assert seen["stored"] > 10  # the evidence, log partitions and capture indexes
+        assert seen["local"] == 0  # log partition files left the workers once uploaded
+        assert fs.find("/scratch") == [] and _mirror_roots() == before
+
+        def interrupt(stage: str, done: int, total: int) -> None:
+            if stage == "facts" and threading.current_thread() is threading.main_thread():
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            _on_cluster(paths, client, scratch="memory://scratch/", progress=interrupt)
+        assert fs.find("/scratch") == [] and _mirror_roots() == before
+    finally:
+        fs.rm("/inputs", recursive=True)
+
+
+def test_unreachable_object_store_scratch_is_one_line(client) -> None:
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class NoCredentials(MemoryFileSystem):
+        protocol = "lockedscratch"
+
+        def mkdirs(self, path, exist_ok=False):
+            raise PermissionError("Unable to locate credentials")
+
+    fsspec.register_implementation("lockedscratch", NoCredentials, clobber=True)
+    for scratch, says in (
+        ("lockedscratch://bucket/x", "Unable to locate credentials"),
+        ("nosuch://bucket/x", "Protocol not known: nosuch"),
+    ):
+        with pytest.raises(ClusterUnavailable) as caught:
+            _on_cluster([str(SAMPLES / "live-jump-unsignalled.pcap")], client, scratch=scratch)
+        assert f"--scratch {scratch}" in str(caught.value) and says in str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+# -- faults and scratch ---------------------------------------------------------------------
+
+
+def test_scratch_removed_after_the_scan_and_after_ctrl_c(client, tmp_path: Path) -> None:
+    paths = [str(SAMPLES)]
+    _on_cluster(paths, client, scratch=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+    def interrupt(stage: str, done: int, total: int) -> None:
+        # The pipeline's own call as facts start (the main thread): partition files exist.
+        if stage == "facts" and threading.current_thread() is threading.main_thread():
+            assert any(tmp_path.rglob("*.parquet"))
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _on_cluster(paths, client, scratch=str(tmp_path), progress=interrupt)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _die_once(marker: str, after: bool, fn, *args):
+    """Kill this worker process the first time: before the task runs, or after it wrote
+    its partition files (a retried task must not see or reuse them)."""
+    if os.path.exists(marker):
+        return fn(*args)
+    Path(marker).touch()
+    if after:
+        fn(*args)
+    os._exit(1)
+
+
+def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
+    """Workers die after indexing a capture, after writing a capture shard's partitions,
+    after reading a log file into partitions, after writing a session partition's rows, and
+    before judging a partition: Dask reruns each task elsewhere, the findings are those of
+    a local scan, and the scratch directory is empty at the end."""
+    import cloudpickle
+
+    from sse_forensics.cluster.client import ClusterExecutor
+    from sse_forensics.cluster.scan import TASK_STAGES
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+
+    deaths = {  # name → die after it ran
+        "index_capture_file": True,
+        "reassemble_indexed_shard": True,
+        "read_log_file": True,
+        "session_partition": True,
+        "_analyze_files": False,
+    }
+    deaths_planned = list(deaths)
+
+    class Dying(ClusterExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            after = deaths.pop(fn.__name__, None)  # the first task of each kind
+            if after is None:
+                return super().submit(fn, *args, **kwargs)
+            marker = str(tmp_path / f"died-{fn.__name__}")
+            return super().submit(_die_once, marker, after, fn, *args)
+
+    paths = [str(SAMPLES), str(LOG_SAMPLES / "resume-storm")]
+    local = scan_paths(paths, jobs=1, keep_tables=False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        executor = Dying(client, None, TASK_STAGES)
+        killed = scan_paths(
+            paths, jobs=2, keep_tables=False, executor=executor, scratch=str(scratch)
+        )
+        executor.shutdown(wait=False)
+    _same_scan(killed, local)
+    assert all((tmp_path / f"died-{n}").exists() for n in deaths_planned)
+    assert list(scratch.iterdir()) == []
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_cli_local_cluster_output_is_byte_identical(distributed) -> None:
+    """``scan --cluster local:2`` (two worker processes) over the capture samples and every
+    log sample at once: stdout holds the bytes a local scan writes, the exit code is a local
+    scan's, and stderr starts with the dashboard link."""
+    paths = ["samples", *(os.path.relpath(d, REPO) for d in LOG_DIRS)]
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        local = scan_paths(paths, jobs=1, keep_tables=False)
+    finally:
+        os.chdir(cwd)
+    run = subprocess.run(
+        [sys.executable, "-m", "sse_forensics", "scan", *paths, "-f", "jsonl", *CLUSTER_2],
+        capture_output=True,
+        cwd=REPO,
+        timeout=180,
+    )
+    assert run.stdout == findings_jsonl(local) and run.stdout
+    assert run.returncode == 1  # silent corruption (that exit code wins over damaged input)
+    assert run.stderr.startswith(b"Dask dashboard: http://")
+    assert b"input problem: samples/crafted-garbage-chunk.pcap frame 18" in run.stderr
+
+
+def test_cli_unusable_cluster_or_store_is_one_line_and_exit_2(distributed, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from sse_forensics.cli import app
+
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", "1s")
+    import dask
+
+    dask.config.refresh()
+    for args, says in (
+        (["samples", "--cluster", "tcp://127.0.0.1:9"], "cannot reach the scheduler"),
+        (["nosuch://bucket/x.pcap", "--cluster", "local:1"], "Protocol not known: nosuch"),
+        (["samples", "--cluster", "local:1", "--scratch", "s3://b/x"], "--scratch s3://b/x"),
+        (["samples", "--cluster", "local:0"], "at least 1 worker"),
+    ):
+        result = CliRunner().invoke(app, ["scan", *args, "-f", "jsonl"])
+        assert result.exit_code == 2, result.output
+        assert says in result.output and "Traceback" not in result.output
+        assert len(result.output.splitlines()) == 1

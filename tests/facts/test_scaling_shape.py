@@ -1,0 +1,113 @@
+"""The shape of the cost: twice the input costs about twice the Python work, never four times
+(issue: "A test with a small input checks the *shape* ... so quadratic code cannot come back
+unnoticed"). Counted in Python function calls (cProfile), not seconds: the count does not
+depend on the machine or its load. Speed itself is measured in ``benchmarks/``."""
+
+from __future__ import annotations
+
+import cProfile
+import importlib.util
+import pstats
+import sys
+from pathlib import Path
+
+from support.log_sets import write_log_set
+
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.limits import Limits
+from sse_forensics.pipeline import LogOptions, scan_paths
+
+ROOT = Path(__file__).resolve().parents[2]
+# Per doubling of the input; a loop over all rows inside a loop over rows gives ~4.
+MAX_GROWTH = 2.3
+ACCESS_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+
+
+def _calls(
+    paths: list[str], logs: LogOptions | None = None, config: AnalysisConfig | None = None
+) -> int:
+    profile = cProfile.Profile()
+    profile.enable()
+    result = scan_paths(paths, config, logs=logs)
+    profile.disable()
+    assert result.findings  # the inputs hold planted incidents: the scan judged them
+    return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+
+
+def test_logs_cost_grows_linearly(tmp_path: Path) -> None:
+    options = LogOptions(ACCESS_FORMAT)
+    small = _calls(write_log_set(tmp_path, 120), options)
+    large = _calls(write_log_set(tmp_path, 240), options)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_capture_cost_grows_linearly(tmp_path: Path) -> None:
+    """Same connections and sessions, twice the streams and events on each: per-session
+    work must not walk every stream of the session for every stream."""
+    spec = importlib.util.spec_from_file_location(
+        "make_capture", ROOT / "benchmarks" / "make_capture.py"
+    )
+    assert spec and spec.loader
+    make_capture = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = make_capture  # its dataclasses look themselves up there
+    spec.loader.exec_module(make_capture)
+    small_pcap, large_pcap = tmp_path / "small.pcap", tmp_path / "large.pcap"
+    make_capture.write_capture(small_pcap, packets=6000, seed=3)
+    make_capture.write_capture(large_pcap, packets=12000, seed=3)
+    small = _calls([str(small_pcap)])
+    large = _calls([str(large_pcap)])
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def _hostile(tmp: Path, name: str, build) -> str:
+    """A capture of samples/hostile.py (with its ordinary silent gap, so findings exist)."""
+    spec = importlib.util.spec_from_file_location(
+        "samples_hostile", ROOT / "samples" / "hostile.py"
+    )
+    assert spec and spec.loader
+    hostile = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = hostile
+    spec.loader.exec_module(hostile)
+    path = tmp / f"{name}.pcap"
+    hostile.write(path, lambda w: build(hostile, w))
+    return str(path)
+
+
+def test_concurrent_streams_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: 10,000 -> 20,000 concurrent SSE streams went quadratic. All open at once,
+    events interleaved round-robin."""
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.concurrent_streams(w, 300))])
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.concurrent_streams(w, 600))])
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_concurrent_streams_on_the_exact_path_cost_grows_linearly(tmp_path: Path) -> None:
+    """The same without handshakes (the exact path), through a flow table that evicts."""
+    config = AnalysisConfig(limits=Limits(flows=100))
+
+    def build(n: int):
+        return lambda h, w: h.concurrent_streams(w, n, handshake=False)
+
+    small = _calls([_hostile(tmp_path, "s", build(200))], config=config)
+    large = _calls([_hostile(tmp_path, "l", build(400))], config=config)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_syn_flood_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: a million SYN-only connections. Here through a table of 500 flows, so the
+    evictions are part of the cost measured."""
+    config = AnalysisConfig(limits=Limits(flows=500))
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.syn_flood(w, 2000))], config=config)
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.syn_flood(w, 4000))], config=config)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def test_events_in_one_stream_cost_grows_linearly(tmp_path: Path) -> None:
+    """Issue 16: ten million events in one stream. Twice the events, twice the work."""
+    small = _calls([_hostile(tmp_path, "s", lambda h, w: h.long_stream(w, 10_000))])
+    large = _calls([_hostile(tmp_path, "l", lambda h, w: h.long_stream(w, 20_000))])
+    assert large / small <= MAX_GROWTH, (small, large)
