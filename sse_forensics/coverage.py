@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
-    from sse_forensics.pipeline import ScanResult
+    from sse_forensics.result import ScanResult
 
 # Connections listed one by one when nothing could be judged; the rest are counted.
 MAX_CONNECTIONS_LISTED = 10

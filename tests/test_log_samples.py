@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 LOGS = SAMPLES / "logs"
 SCENARIOS = sorted(p.name for p in LOGS.iterdir() if p.is_dir()) if LOGS.is_dir() else []

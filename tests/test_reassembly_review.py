@@ -12,8 +12,9 @@ import pytest
 
 scapy = pytest.importorskip("scapy.all")
 
-from sse_forensics.pipeline import ScanResult, scan_paths  # noqa: E402
+from sse_forensics.pipeline import scan_paths  # noqa: E402
 from sse_forensics.reassembly.http import CODING_CUT  # noqa: E402
+from sse_forensics.result import ScanResult  # noqa: E402
 
 CLIENT, SERVER = ("10.0.0.1", 40001), ("10.0.0.2", 8080)
 C_ISN, S_ISN = 100, 500

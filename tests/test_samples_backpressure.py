@@ -15,7 +15,8 @@ import dpkt
 import pytest
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 BACKPRESSURE_SAMPLES = sorted(SAMPLES.glob("backpressure-eviction*.pcap"))
 GAP_RULES = ("missing-stream-gap", "client-accepted-gap")  # findings that carry the gap's cause

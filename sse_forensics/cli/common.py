@@ -28,8 +28,9 @@ from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
     from sse_forensics.engine.registry import RuleSet
-    from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult
+    from sse_forensics.pipeline import LogOptions
     from sse_forensics.report.selection import Selection
+    from sse_forensics.result import ScanProgress, ScanResult
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

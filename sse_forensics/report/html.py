@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -25,14 +26,16 @@ from sse_forensics.coverage import coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.incidents import Incident, group_incidents, incident_of, summarize
-from sse_forensics.engine.registry import RuleSet
 from sse_forensics.facts.build import build_facts
 from sse_forensics.facts.front import Front
-from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.report.html_plot import VERDICT_COLOUR, session_figure
 from sse_forensics.report.timeline import SessionLadder, session_ladders
+from sse_forensics.result import ScanResult
 from sse_forensics.verdicts import CLASSIFICATIONS
+
+if TYPE_CHECKING:
+    from sse_forensics.engine.registry import RuleSet
 
 # Reads the figures from the JSON block and draws them; a fixed text, so its hash is too.
 PLOT_BOOTSTRAP = """
