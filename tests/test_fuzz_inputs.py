@@ -33,7 +33,8 @@ from sse_forensics.report.html import render_report
 from sse_forensics.report.jsonout import findings_jsonl, scan_document
 from sse_forensics.report.ocsf import findings_ocsf
 from sse_forensics.report.terminal import render_scan
-from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
+from sse_forensics.report.timeline import render_timeline
+from sse_forensics.report.timeline_records import timeline_jsonl, timeline_records
 from sse_forensics.result import ScanResult
 
 sys.path.insert(0, str(SAMPLES))  # samples/ is not a package

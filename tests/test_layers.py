@@ -26,18 +26,8 @@ NOT_FOR_RENDERERS = (
 )
 
 
-# Still reach the facts through the timeline module until its view model stands alone.
-PENDING = {
-    "sse_forensics.report.html",
-    "sse_forensics.report.html_plot",
-    "sse_forensics.report.timeline",
-}
-
-
 @pytest.mark.parametrize("module", [*REPORT_MODULES, "sse_forensics.result"])
 def test_report_modules_do_not_import_the_layers_they_render(module: str) -> None:
-    if module in PENDING:
-        pytest.xfail("the timeline still imports the fact records")
     probe = (
         f"import sys, {module}\n"
         f"bad = sorted(m for m in sys.modules if m.startswith({NOT_FOR_RENDERERS!r}))\n"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from sse_forensics.report.escape import printable
-from sse_forensics.report.timeline import gap_label, zero_window_periods
+from sse_forensics.report.ladder import gap_label, zero_window_periods
 from sse_forensics.verdicts import (
     CONTRACT_VIOLATION,
     EXPECTED_GAP,
