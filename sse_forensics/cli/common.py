@@ -226,7 +226,7 @@ def analysis_config(
     for name, pattern, groups in (
         ("--session-path-regex", session_path_regex, ("session",)),
         # Without `stream`, every prefix would share one counter: IDs of two streams would
-        # read as one stream's gaps (PROFILE.md, "Event IDs").
+        # read as one stream's gaps (docs/profile.md, "Event IDs").
         ("--prefixed-regex", prefixed_regex, ("stream", "seq")),
     ):
         try:

@@ -165,7 +165,7 @@ class EventRecord:
 
 @dataclass(slots=True)
 class StreamRecord:
-    """One ``text/event-stream`` response (PROFILE.md, "Sessions and streams")."""
+    """One ``text/event-stream`` response (docs/profile.md, "Sessions and streams")."""
 
     key: str
     label: str
