@@ -42,7 +42,7 @@ MIN_STREAMS = 3  # tools/call streams every other connection completes before cl
 WRAPPING_CONNECTIONS = 8  # connections whose server ISN sits just below 2^32
 SERVER_PORT = 8000
 PROTOCOL_VERSION = "2025-06-18"
-EVENT_BYTES = (150, 400)  # size of one SSE event on the wire (PROFILE.md: progress events)
+EVENT_BYTES = (150, 400)  # size of one SSE event on the wire (JSON-RPC progress notifications)
 EVENTS_PER_STREAM = (15, 60)
 SEGMENT_BYTES = (300, 1448)  # per-connection server segment size; 1448 = 1500 MTU - headers
 START_TS = 1_760_000_000.0  # fixed, so the output is deterministic
@@ -293,7 +293,8 @@ class Connection:
             request_id = stream_index + 1
             token = f"c{self.index}-r{request_id}"
             # Every call asks for a different job: the same call again would read as the
-            # client re-issuing it after a loss (PROFILE.md, "expected gap").
+            # client re-issuing it after a loss (docs/profile.md, "What counts as what": an
+            # expected gap).
             call = {
                 "jsonrpc": "2.0",
                 "id": request_id,

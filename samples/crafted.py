@@ -716,7 +716,8 @@ def odd_id_live_jump(incident: Incident) -> Capture:
     capture = incident.capture(LINKTYPE_ETHERNET)
     conn = _ethernet_connection(capture, incident)
     _open_call(conn, incident)
-    priming = sse_event(ODD_ID, b"", event=None)  # PROFILE.md: an ID, empty data
+    # docs/profile.md, "Events that are not data": a priming event is an ID with empty data
+    priming = sse_event(ODD_ID, b"", event=None)
     events = [priming, *call_events([*range(1, 8), *range(13, 21)], 20)]
     _stream_chunks(conn, [chunk(e) for e in events] + [LAST_CHUNK])
     conn.close()

@@ -1142,7 +1142,7 @@ everything (as root: tcpdump records `lo`) with
     python samples/make_samples.py --expected-only    # expectations and this README only
 
 Loopback samples come from real servers and clients over 127.0.0.1: `profile_server.py`
-(Starlette on uvicorn, speaking shared/PROFILE.md, each misbehaviour a knob),
+(Starlette on uvicorn, speaking the wire profile of docs/profile.md, each misbehaviour a knob),
 `profile_client.py` (httpx) and `mcp_sdk_capture.py` (the official MCP Python SDK, server
 and client). Crafted samples are built packet by packet by `crafted.py` (scapy; see
 CRAFTED.md). Content is the same on every run (seeded session and event IDs); timestamps,

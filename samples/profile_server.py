@@ -1,4 +1,4 @@
-"""A real Starlette/uvicorn server speaking the PROFILE wire contract (shared/PROFILE.md).
+"""A real Starlette/uvicorn server speaking the wire contract of docs/profile.md.
 
 MCP streamable-HTTP style at ``/mcp``: ``initialize`` is answered with JSON and an
 ``Mcp-Session-Id``; ``tools/call`` with a ``text/event-stream`` of progress notifications and
@@ -333,7 +333,7 @@ class ProfileServer:
         return chunk
 
     def signal(self, stream: EventStream, event: dict, **to: str | None) -> bytes:
-        """A control event (PROFILE.md signals), noted as the log's style says (the
+        """A control event (docs/profile.md, "Gap signalling"), noted as the log's style says (the
         decision, the event written, or both), as it goes on the wire."""
         fields = {k: v for k, v in event.items() if k != "type"}
         data = json.dumps(fields)

@@ -1,4 +1,4 @@
-"""What a scan could not judge (PROFILE.md, "What counts as what": never call capture loss
+"""What a scan could not judge (docs/profile.md, "What counts as what": never call capture loss
 server loss — and never call what could not be seen "all clear").
 
 A finding says what went wrong in what the inputs show. This module says what they do not
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
-    from sse_forensics.pipeline import ScanResult
+    from sse_forensics.result import ScanResult
 
 # Connections listed one by one when nothing could be judged; the rest are counted.
 MAX_CONNECTIONS_LISTED = 10

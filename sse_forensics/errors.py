@@ -1,4 +1,4 @@
-"""Problems with user input are values, not exceptions (STYLE.md, "Everyday habits").
+"""Problems with user input are values, not exceptions (docs/exit-codes.md: exit code 3).
 
 A reader that cannot read part of its input records a :class:`ReadError` and goes on; the
 scan reports them under ``errors``. Only input that is not a capture or log at all raises

@@ -14,7 +14,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,22 +39,17 @@ from sse_forensics.facts.tables import TABLE_SCHEMAS
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames, resolve_inputs
 from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
-from sse_forensics.limits import CapHit, Limits, cap_hits, fold_caps
+from sse_forensics.limits import fold_caps
 from sse_forensics.memory import return_freed_memory
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
-from sse_forensics.reassembly.flows import Connection
-from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
+from sse_forensics.result import ScanProgress, ScanResult, ScanStats
 from sse_forensics.verdicts import PROVIDED_BY
 
 if TYPE_CHECKING:
     from sse_forensics.evidence.log_partitions import LogIngest
 
-ScanProgress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
-frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
-start."""
 # Evidence bytes (file size) per partition: the objects of one partition are built at once,
 # so this bounds the judging's memory (benchmarks/scale.py: 64 MB gave a 590 MB peak on a
 # 52 MB log set judged as one partition, 32 MB 476 MB, 16 MB 375 MB but more overhead; on
@@ -95,46 +90,6 @@ class LogOptions:
         from sse_forensics.ingest.logs import load_log_map
 
         return load_log_map(self.log_map).access_format
-
-
-@dataclass(slots=True)
-class ScanStats:
-    frames: int = 0
-    tcp_segments: int = 0
-    connections: int = 0
-    tcp_connections: int = 0  # of them, from captures (the rest: log pseudo-connections)
-    http_exchanges: int = 0
-    streams: int = 0
-    events: int = 0
-    resumes: int = 0
-    partitions: int = 0
-
-
-@dataclass(slots=True)
-class ScanResult:
-    """What one scan found. ``tables``: the fact tables of every partition, concatenated
-    (``keep_tables``); ``sessions`` always. ``facts``: the records behind them, for the
-    per-session views (``keep_records``: one partition)."""
-
-    paths: list[str]  # as the user gave them
-    inputs: list[str]  # the capture and log files they expanded to
-    stats: ScanStats
-    loss: CaptureLoss
-    log_stats: dict[str, object]
-    errors: list[ReadError]
-    connections: list[Connection]  # the capture's TCP connections
-    tables: dict[str, pl.DataFrame]
-    findings: list[Finding] = field(default_factory=list)
-    rule_errors: list[str] = field(default_factory=list)
-    not_judged: list[dict[str, object]] = field(default_factory=list)
-    facts: Facts | None = None
-    ignored: list[str] = field(default_factory=list)  # documents in a scanned directory
-    limits: Limits = field(default_factory=Limits)  # the caps this scan ran under
-
-    @property
-    def caps(self) -> list[CapHit]:
-        """The caps that fired (each also an input problem in ``errors``)."""
-        return cap_hits(self.errors)
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""The three verdicts on a gap (PROFILE.md, "What counts as what"), the classification of
+"""The three verdicts on a gap (docs/profile.md, "What counts as what"), the classification of
 findings that broke the contract but lost nothing, and rule severities."""
 
 from __future__ import annotations

@@ -189,14 +189,15 @@ def _fired() -> dict[str, list[tuple[str, str]]]:
 
 def _prose(text: str) -> str:
     """A rule's rationale or remediation as doc prose: its ruff-style "What it does:" and
-    "Why is this bad?" lead-ins in bold, PROFILE.md named in words."""
-    text = re.sub(r"(^|[.!?]\s+)PROFILE\.md", r"\1The wire profile", text)
-    text = text.replace("PROFILE.md", "the wire profile")
+    "Why is this bad?" lead-ins in bold, each followed by a capital."""
     text = re.sub(
         r"What it does: (\w)", lambda m: "**What it detects.** " + m.group(1).upper(), text
     )
-    text = text.replace("Why is this bad?", "**Why it matters.**")
-    text = text.replace("Why it matters:", "**Why it matters.**")
+    text = re.sub(
+        r"(?:Why is this bad\?|Why it matters:) (\S)",
+        lambda m: "**Why it matters.** " + m.group(1).upper(),
+        text,
+    )
     return text.strip()
 
 

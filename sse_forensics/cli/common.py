@@ -28,8 +28,9 @@ from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
     from sse_forensics.engine.registry import RuleSet
-    from sse_forensics.pipeline import LogOptions, ScanProgress, ScanResult
+    from sse_forensics.pipeline import LogOptions
     from sse_forensics.report.selection import Selection
+    from sse_forensics.result import ScanProgress, ScanResult
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -225,7 +226,7 @@ def analysis_config(
     for name, pattern, groups in (
         ("--session-path-regex", session_path_regex, ("session",)),
         # Without `stream`, every prefix would share one counter: IDs of two streams would
-        # read as one stream's gaps (PROFILE.md, "Event IDs").
+        # read as one stream's gaps (docs/profile.md, "Event IDs").
         ("--prefixed-regex", prefixed_regex, ("stream", "seq")),
     ):
         try:

@@ -71,7 +71,8 @@ def timeline(
     from rich.console import Console
 
     from sse_forensics.pipeline import scan_paths
-    from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
+    from sse_forensics.report.timeline import render_timeline
+    from sse_forensics.report.timeline_records import timeline_jsonl, timeline_records
 
     config = analysis_config(
         session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
 
 if TYPE_CHECKING:
-    from sse_forensics.pipeline import ScanResult
+    from sse_forensics.result import ScanResult
 
 __all__ = ["ClusterSpec", "ClusterUnavailable", "parse_cluster", "scan_on_cluster"]
 

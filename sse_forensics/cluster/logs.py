@@ -59,7 +59,8 @@ from sse_forensics.ingest.logs.model import FileStats
 from sse_forensics.ingest.logs.read import log_stats
 
 if TYPE_CHECKING:
-    from sse_forensics.pipeline import LogOptions, ScanProgress
+    from sse_forensics.pipeline import LogOptions
+    from sse_forensics.result import ScanProgress
 
 SpillFiles = dict[tuple[str, int], list[Path]]
 """(table, partition) → Parquet files, as :meth:`Spill.files` gives them."""

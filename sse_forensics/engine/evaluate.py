@@ -7,7 +7,6 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 
-import orjson
 import polars as pl
 
 from sse_forensics.engine.finding import Finding
@@ -75,10 +74,8 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
         if cost_nothing:
             classification = CONTRACT_VIOLATION
         evidence: list[dict] = []
-        for column in rule.evidence:
+        for column in rule.evidence:  # list-of-struct columns (facts.tables.EVIDENCE)
             value = row.get(column)
-            if isinstance(value, str) and value.startswith("["):
-                value = orjson.loads(value)  # evidence columns hold JSON arrays
             if isinstance(value, list):
                 evidence.extend(e for e in value if isinstance(e, dict))
         evidence = _distinct([{k: v for k, v in e.items() if v is not None} for e in evidence])

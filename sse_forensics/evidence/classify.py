@@ -1,4 +1,4 @@
-"""What each SSE event is (PROFILE.md, "Events that are not data"), decided once at ingest:
+"""What each SSE event is (docs/profile.md, "Events that are not data"), decided once at ingest:
 data events carry a JSON-RPC message; priming events are an ``id`` with empty data;
 ``event: close`` and the gap signals are control events; anything else is ``other``."""
 

@@ -36,7 +36,7 @@ _VERSION_KEY = "protocolVersion"
 
 
 def exchange_protocol_version(bodies: list[bytes | str], version_header: str | None) -> str | None:
-    """The session era an exchange shows (PROFILE.md, "Protocol era"): the server's answer to
+    """The session era an exchange shows (docs/profile.md, "Protocol era"): the server's answer to
     ``initialize`` first (it may downgrade the client's proposal), then the request, then
     the ``MCP-Protocol-Version`` header."""
     for body in bodies:

@@ -1,4 +1,4 @@
-"""Which MCP session each exchange belongs to (PROFILE.md, "Sessions and streams"), decided
+"""Which MCP session each exchange belongs to (docs/profile.md, "Sessions and streams"), decided
 once at ingest because the session is the key the scan is partitioned by.
 
 1. the ``Mcp-Session-Id`` header (set on the ``initialize`` response, echoed on every later

@@ -1,5 +1,5 @@
 """The evidence tables: what reassembly (captures) and the log readers hand to the fact layer,
-as columnar batches (STYLE.md, "Columns declared where they are filled").
+as columnar batches, each column declared where it is filled.
 
 Each table's row is declared once, as a class of annotated columns; its polars schema is
 derived from that declaration and a batch built from anything else (a misspelled column, a
@@ -150,7 +150,7 @@ class ConnectionColumns(Columns):
 
 
 class ExchangeColumns(Columns):
-    """One HTTP exchange. ``session`` is the MCP session it belongs to (PROFILE.md,
+    """One HTTP exchange. ``session`` is the MCP session it belongs to (docs/profile.md,
     "Sessions and streams"), attributed once at ingest; the partition key."""
 
     name: ClassVar[str] = "exchanges"
@@ -217,7 +217,8 @@ class EventColumns(Columns):
     start: int
     end: int
     dispatched: bool
-    kind: str  # data | priming | signal | close | other (PROFILE.md, "Events that are not data")
+    # data | priming | signal | close | other (docs/profile.md, "Events that are not data")
+    kind: str
     rpc_kind: str | None  # the first JSON-RPC message of a data event: request | ... | error
     rpc_method: str | None
     rpc_id: str | None

@@ -39,7 +39,6 @@ from sse_forensics.facts.model import (
     SessionRecord,
     StreamRecord,
     evidence,
-    evidence_json,
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
@@ -384,7 +383,7 @@ def _session_row(
         "ts": silent[0].before.origin.ts
         if silent and silent[0].before and silent[0].before.origin
         else None,
-        "evidence": evidence_json(ev),
+        "evidence": ev,
         **_endpoints(silent[0].stream if silent else (mine[0] if mine else None)),
     }
 
@@ -508,7 +507,7 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
         "trailing_bytes": ex.trailing_bytes,
         "id_outliers": mine.outliers,
         "first_outlier": mine.first_outlier,
-        "evidence": evidence_json(_outlier_evidence(s, mine)),
+        "evidence": _outlier_evidence(s, mine),
     }
 
 
@@ -610,7 +609,7 @@ def _resume_row(
         "adjusted_count": replay.adjusted_count,
         "request_frame": s.request_origin.number if s.request_origin else None,
         "ts": s.first_ts,
-        "evidence": evidence_json(ev),
+        "evidence": ev,
     }
 
 
@@ -660,7 +659,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
         "verdict": g.verdict,
         "ts": before_ts or sig_ts or s.first_ts,
         "ts_after": after_ts,
-        "evidence": evidence_json(g.evidence()),
+        "evidence": g.evidence(),
     }
 
 
@@ -713,7 +712,7 @@ def _disagreement_rows(
                 "kind": d.kind,
                 "evidence_complete": not s.exchange.holes,
                 "ts": d.origin.ts if d.origin else s.first_ts,
-                "evidence": evidence_json(ev),
+                "evidence": ev,
             }
         )
     return rows

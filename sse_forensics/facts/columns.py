@@ -16,10 +16,10 @@ import polars as pl
 
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
-from sse_forensics.facts.model import StreamRecord, evidence
+from sse_forensics.facts.model import StreamRecord
 from sse_forensics.facts.signals import STREAM_GAP
 from sse_forensics.facts.streams import opened_by
-from sse_forensics.facts.tables import TABLE_SCHEMAS
+from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]
@@ -215,9 +215,18 @@ def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _cite(src: str | None, num: int | None, ts: float | None, kind: str | None, what: str):
-    origin = Origin(src, num, ts, kind) if src is not None else None  # type: ignore[arg-type]
-    return evidence(origin, what)
+def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
+    """An ``evidence`` entry (:func:`sse_forensics.facts.model.evidence`) of the event whose
+    origin is in the ``{prefix}_src``/``_num``/``_ts``/``_kind`` columns."""
+    src, num, kind = pl.col(f"{prefix}_src"), pl.col(f"{prefix}_num"), pl.col(f"{prefix}_kind")
+    known = src.is_not_null()
+    return pl.struct(
+        src.alias("source"),
+        pl.when(known & (kind == "frame")).then(num).alias("frame"),
+        pl.when(known & (kind == "line")).then(num).alias("line"),
+        pl.when(known).then(pl.col(f"{prefix}_ts")).alias("ts"),
+        what.alias("what"),
+    )
 
 
 def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
@@ -267,32 +276,18 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("first_kind").alias("p_kind"),
     )
     ev = ev.join(prev, on="prev_row", how="left")
-    texts: dict[int, str] = {}
-    for row in ev.filter(pl.col("prev_row").is_not_null()).iter_rows(named=True):
-        texts[row["row"]] = orjson.dumps(
-            [
-                _cite(
-                    row["p_src"],
-                    row["p_num"],
-                    row["p_ts"],
-                    row["p_kind"],
-                    f"earlier event id {row['previous_id']}",
-                ),
-                _cite(
-                    row["first_src"],
-                    row["first_num"],
-                    row["first_ts"],
-                    row["first_kind"],
-                    f"then id {row['id_field']} ({row['id_order']})",
-                ),
-            ]
-        ).decode()
     evidence_col = (
-        pl.col("row").replace_strict(
-            list(texts), list(texts.values()), default="[]", return_dtype=pl.String
+        pl.when(pl.col("prev_row").is_not_null())
+        .then(
+            pl.concat_list(
+                _cite("p", pl.format("earlier event id {}", pl.col("previous_id"))),
+                _cite(
+                    "first",
+                    pl.format("then id {} ({})", pl.col("id_field"), pl.col("id_order")),
+                ),
+            )
         )
-        if texts
-        else pl.lit("[]")
+        .otherwise(pl.lit([], dtype=EVIDENCE))
     )
     out = ev.join(
         frame.drop("rank", "root_conn", "root_index"), on=["conn_id", "ex_index"], how="left"

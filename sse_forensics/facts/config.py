@@ -1,5 +1,5 @@
-"""What a user can tell the analyzer about their servers (PROFILE.md: "every name here is
-the default; each one is configurable")."""
+"""What a user can tell the analyzer about their servers (docs/profile.md: "every name
+here is the default; each one is configurable")."""
 
 from __future__ import annotations
 

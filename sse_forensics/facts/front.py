@@ -6,13 +6,13 @@ another session's events).
 - **Folds** (``facts.join``): an event-log stream that a captured response also carries, and
   an access-log line a captured exchange also shows, are not counted twice.
 - **Stream order**: streams in time order (``facts.streams._time_order``), as a rank.
-- **Links** (PROFILE.md, "Sessions and streams"): a resume continues the latest earlier
+- **Links** (docs/profile.md, "Sessions and streams"): a resume continues the latest earlier
   stream of its session on which its ``Last-Event-ID`` was seen; of any session only when
   its own session is inferred (no ``Mcp-Session-Id``). The *root* of a stream is the
   original stream a chain of resumes continues.
 - **ID schemes** (``facts.ids.detect_scheme``'s rule, per logical stream, outliers
   tolerated; a session's default for streams that carried no ID) and each ID's key.
-- **Counter scope** (PROFILE.md, "Event IDs"): whether a counter is shared by the streams of
+- **Counter scope** (docs/profile.md, "Event IDs"): whether a counter is shared by the streams of
   a session or of a whole server, decided on every root of the session or server; the
   server's values (for the partitions to exclude from gaps).
 - **First sightings** of replayed events: a resume that replays an event first sent in

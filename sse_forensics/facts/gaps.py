@@ -1,5 +1,5 @@
 """Every discontinuity in a stream's event IDs, the signal that covers it (if any) and
-whether the capture holds all the bytes between its two ends (PROFILE.md, "Gap signalling"
+whether the capture holds all the bytes between its two ends (docs/profile.md, "Gap signalling"
 and "What counts as what").
 
 - A **live** gap: two consecutive ID-carrying events of one response whose counters jump.
@@ -411,8 +411,9 @@ def observed_order(stream: StreamRecord, index: StreamIndex) -> list[EventRecord
 def resume_gap(
     resume: StreamRecord, codec: IdCodec, taken: TakenKeys, index: StreamIndex
 ) -> GapRecord | None:
-    """Judge a resume's answer against its ``Last-Event-ID`` (PROFILE.md: a resume whose first
-    event is not the successor of ``Last-Event-ID`` is silent corruption unless signalled)."""
+    """Judge a resume's answer against its ``Last-Event-ID`` (docs/profile.md, "What counts as
+    what": a resume whose first event is not the successor of ``Last-Event-ID`` is silent
+    corruption unless signalled)."""
     leid = resume.last_event_id
     status = resume.status
     if leid is None or status is None or leid == "":
@@ -485,14 +486,15 @@ def _cover_resume(
             gap.signal_late = sig.position > first.position
             return
     # A stream-gap on the stream before the resume that already declared the range dropped
-    # (PROFILE.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
+    # (docs/profile.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
     # is no such signal: it names the last event written and so promises the successor.
     for s in index.logical_before(resume):
         for sig in s.events:
             if sig.kind == "signal" and sig.sse.event == STREAM_GAP and sig.signal is not None:
                 if gap.keys is not None:
                     # A Last-Event-ID inside the declared range is no cursor before it: a 2xx
-                    # to that resume stays silent corruption (PROFILE.md).
+                    # to that resume stays silent corruption (docs/profile.md, "What counts
+                    # as what").
                     lk, fk = (
                         codec.key(resume.last_event_id or ""),
                         codec.key(sig.signal.first or ""),

@@ -1,4 +1,4 @@
-"""Event-ID schemes (PROFILE.md, "Event IDs").
+"""Event-ID schemes (docs/profile.md, "Event IDs").
 
 ``int`` IDs are decimal integers; ``prefixed`` IDs are a stream/epoch prefix plus a counter
 (matched by a regex with a named group ``seq``); ``opaque`` IDs allow no arithmetic, so

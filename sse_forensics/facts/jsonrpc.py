@@ -1,5 +1,6 @@
 """Reading JSON-RPC 2.0 messages out of request bodies and SSE ``data`` (MCP: every message
-is JSON-RPC; PROFILE.md: "only events whose data carries a JSON-RPC message count as data")."""
+is JSON-RPC; docs/profile.md, "Events that are not data": only events whose ``data`` carries
+a JSON-RPC message count as data events)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import orjson
-
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.signals import SignalPayload
@@ -24,13 +22,9 @@ StreamKind = Literal["post", "get", "resume", "unknown"]  # unknown: request not
 Evidence = dict[str, object]
 
 
-def evidence_json(entries: list[Evidence]) -> str:
-    """The ``evidence`` column value (see ``facts.tables.EVIDENCE``)."""
-    return orjson.dumps(entries).decode()
-
-
 def evidence(origin: Origin | None, what: str) -> Evidence:
-    """One evidence entry with every key present (a fixed schema for the tables)."""
+    """One evidence entry with every key present: an element of the ``evidence`` columns
+    (``facts.tables.EVIDENCE``)."""
     if origin is None:
         return {"source": None, "frame": None, "line": None, "ts": None, "what": what}
     return {
@@ -171,7 +165,7 @@ class EventRecord:
 
 @dataclass(slots=True)
 class StreamRecord:
-    """One ``text/event-stream`` response (PROFILE.md, "Sessions and streams")."""
+    """One ``text/event-stream`` response (docs/profile.md, "Sessions and streams")."""
 
     key: str
     label: str

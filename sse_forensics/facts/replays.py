@@ -1,4 +1,4 @@
-"""What a resume's answer did with ``Last-Event-ID`` (PROFILE.md, "Gap signalling": the
+"""What a resume's answer did with ``Last-Event-ID`` (docs/profile.md, "Gap signalling": the
 silent answers seen in real servers) and what the client did around it.
 
 Each function judges one resume against the streams observed before it; the fact builder
@@ -19,7 +19,8 @@ from sse_forensics.facts.requests import RequestIndex
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
 
 # A 200 that only sends keep-alive comments "stays open" once it has sent this many of them
-# or lasted this long without a data event (PROFILE.md: both seen in official SDKs).
+# or lasted this long without a data event (docs/profile.md, "Gap signalling": a silent
+# answer seen in real servers).
 KEEPALIVE_ONLY_COMMENTS = 2
 KEEPALIVE_ONLY_SECONDS = 5.0
 # Same stream, same Last-Event-ID, no progress: a reconnect loop from this many attempts.

@@ -1,4 +1,4 @@
-"""JSON-RPC requests the clients sent, and whether a client re-issued one (PROFILE.md,
+"""JSON-RPC requests the clients sent, and whether a client re-issued one (docs/profile.md,
 "What counts as what": a gap after which the client aborted and re-issued the originating
 request is an expected gap)."""
 

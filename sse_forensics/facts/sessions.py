@@ -1,4 +1,4 @@
-"""The sessions of a partition (PROFILE.md, "Sessions and streams"): each exchange names its
+"""The sessions of a partition (docs/profile.md, "Sessions and streams"): each exchange names its
 session at ingest (:mod:`sse_forensics.evidence.sessions`); here they become one
 :class:`~.model.SessionRecord` each, with the protocol era the session negotiated — from
 the exchanges table with polars, whatever the number of exchanges."""

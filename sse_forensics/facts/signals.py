@@ -1,4 +1,4 @@
-"""The server's gap signals (PROFILE.md, "Gap signalling") read from SSE events.
+"""The server's gap signals (docs/profile.md, "Gap signalling") read from SSE events.
 
 | event type                | JSON form                                  | text form |
 |---------------------------|--------------------------------------------|-----------|

@@ -1,4 +1,4 @@
-"""Streams, their events, and the resumes that continue them (PROFILE.md, "Sessions and
+"""Streams, their events, and the resumes that continue them (docs/profile.md, "Sessions and
 streams", "Event IDs", "Events that are not data").
 
 A resume is linked to its stream by event ID, never by URL: it continues the stream on which
@@ -225,7 +225,7 @@ class CounterExclusions:
 
 
 def counter_scopes(streams: list[StreamRecord], scopes: dict[str, str]) -> None:
-    """Each session's counter scope (PROFILE.md, "Event IDs": with a shared counter a value
+    """Each session's counter scope (docs/profile.md, "Event IDs": with a shared counter a value
     is missing only if it appears on no stream of the capture), as decided over every stream
     of the scan (:mod:`.front`)."""
     for s in streams:

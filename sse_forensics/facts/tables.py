@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import polars as pl
 
-EVIDENCE = pl.String
-"""A finding's evidence as a JSON array of ``{"source", "frame"|"line", "ts", "what"}``.
-Kept as JSON text: a polars list-of-struct column is built per element in Python, which
-costs seconds on the events table; rules only decode the few rows they match."""
+EVIDENCE_ENTRY = pl.Struct(
+    {
+        "source": pl.String,
+        "frame": pl.Int64,
+        "line": pl.Int64,
+        "ts": pl.Float64,
+        "what": pl.String,
+    }
+)
+"""One piece of evidence: the file, its frame or log line, the timestamp, and what it shows
+(``facts.model.evidence``)."""
+EVIDENCE = pl.List(EVIDENCE_ENTRY)
+"""A row's evidence, in reading order: a list column from the facts to the findings (the
+``events`` table builds it with polars expressions, the other tables from their rows)."""
 
 # ECS-style flow columns (network.community_id, source.*, destination.*), on every table a
 # rule can report from, so findings carry them.

@@ -1,4 +1,4 @@
-"""Counter values other streams took (PROFILE.md, "Event IDs": with a shared counter a
+"""Counter values other streams took (docs/profile.md, "Event IDs": with a shared counter a
 value is missing only if it appears on no stream of the capture).
 
 One index per counter group (a session or a server), shared by its streams: each stream

@@ -262,21 +262,31 @@ def _rename_string(value: str, names: dict[str, str]) -> str:
     return value
 
 
+def _renamed(expr: Any, names: dict[str, str], marker: str) -> Any:
+    """``expr`` (a string column) with every spooled copy's name replaced."""
+    import polars as pl
+
+    out = expr
+    for copy, shown in names.items():
+        out = out.str.replace_all(copy, shown, literal=True)
+    return pl.when(expr.str.contains(marker, literal=True)).then(out).otherwise(expr)
+
+
 def _rename_frame(df: Any, names: dict[str, str], marker: str) -> Any:
+    """String columns, and the string fields of list-of-struct columns (the fact tables'
+    ``evidence``), renamed."""
     import polars as pl
 
     exprs = []
     for column, dtype in df.schema.items():
         if dtype == pl.String:
-            col = pl.col(column)
-            for copy, shown in names.items():
-                col = col.str.replace_all(copy, shown, literal=True)
-            exprs.append(
-                pl.when(pl.col(column).str.contains(marker, literal=True))
-                .then(col)
-                .otherwise(pl.col(column))
-                .alias(column)
-            )
+            exprs.append(_renamed(pl.col(column), names, marker).alias(column))
+        elif isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+            texts = [f.name for f in dtype.inner.fields if f.dtype == pl.String]
+            if texts:
+                fields = [_renamed(pl.field(t), names, marker).alias(t) for t in texts]
+                element = pl.element().struct.with_fields(fields)
+                exprs.append(pl.col(column).list.eval(element).alias(column))
     return df.with_columns(exprs) if exprs else df
 
 

@@ -4,6 +4,7 @@ Rich renders these strings as :class:`rich.text.Text`, never as markup."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 
@@ -24,6 +25,13 @@ def printable(value: object, limit: int | None = 200) -> str:
     text = text.replace("\\", "\\\\") if _UNSAFE.search(text) else text
     text = text.replace("\n", "\\n").replace("\t", "\\t")
     return _UNSAFE.sub(_escape_char, text)
+
+
+def html_text(value: object, limit: int | None = None) -> str:
+    """``value`` for an HTML page: :func:`printable`, then HTML-escaped (quotes too, so it
+    may stand in an attribute). Text already made printable passes through unchanged but
+    for the HTML escaping."""
+    return html.escape(printable(value, limit), quote=True)
 
 
 def find_session(requested: str, sessions: Iterable[str]) -> str | None:

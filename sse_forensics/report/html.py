@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -25,14 +26,17 @@ from sse_forensics.coverage import coverage
 from sse_forensics.coverage import summary as unjudged_summary
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.incidents import Incident, group_incidents, incident_of, summarize
-from sse_forensics.engine.registry import RuleSet
-from sse_forensics.facts.build import build_facts
-from sse_forensics.facts.front import Front
-from sse_forensics.pipeline import ScanResult
-from sse_forensics.report.escape import printable
+from sse_forensics.report.escape import html_text
 from sse_forensics.report.html_plot import VERDICT_COLOUR, session_figure
-from sse_forensics.report.timeline import SessionLadder, session_ladders
+from sse_forensics.report.ladder import SessionLadder, session_ladders
+from sse_forensics.result import ScanResult
 from sse_forensics.verdicts import CLASSIFICATIONS
+
+if TYPE_CHECKING:
+    from sse_forensics.engine.registry import RuleSet
+    from sse_forensics.facts.build import Facts
+    from sse_forensics.facts.gaps import GapRecord
+    from sse_forensics.facts.model import SessionRecord, StreamRecord
 
 # Reads the figures from the JSON block and draws them; a fixed text, so its hash is too.
 PLOT_BOOTSTRAP = """
@@ -65,7 +69,7 @@ details > summary { cursor: pointer; font-weight: 600; }
 
 def text(value: object, limit: int | None = 300) -> str:
     """A captured string for HTML: control characters escaped, then HTML-escaped."""
-    return html.escape(printable(value, limit), quote=True)
+    return html_text(value, limit)
 
 
 def _inline(value: str) -> str:
@@ -266,7 +270,7 @@ def _ladder_table(ladder: SessionLadder | None) -> str:
     rows = "".join(
         f"<tr><td>{'' if r.ts is None else f'+{r.ts - t0:.3f}s'}</td><td>{r.connection}</td>"
         f"<td>{'' if r.origin is None else r.origin.number}</td>"
-        f"<td class=mono>{html.escape(r.text.plain)}</td></tr>"
+        f"<td class=mono>{html_text(r.text.plain)}</td></tr>"
         for r in ladder.rungs
     )
     return (
@@ -294,13 +298,26 @@ def _errors(result: ScanResult) -> str:
     )
 
 
+def _records_of(
+    facts: Facts | None, session_id: str
+) -> tuple[list[StreamRecord], list[GapRecord], SessionRecord | None]:
+    """A session's streams, gaps and record (none when the scan kept no records)."""
+    if facts is None:
+        return [], [], None
+    streams = [s for s in facts.streams if s.session.session_id == session_id]
+    gaps = [g for g in facts.gaps if g.stream.session.session_id == session_id]
+    return streams, gaps, facts.sessions.get(session_id)
+
+
 def render_report(result: ScanResult, rules: RuleSet) -> str:
     """The whole report as one HTML document (deterministic: no wall-clock time in it)."""
     affected = list(dict.fromkeys(f.session_id for f in result.findings if f.session_id))
     numbers = {sid: n for n, sid in enumerate(affected, 1)}
-    facts = result.facts or build_facts([], {}, Front())
-    connections = facts.connections
-    ladders = {lad.session.session_id: lad for lad in session_ladders(facts)}
+    facts = result.facts  # None: a scan that kept no records shows no plots and no ladders
+    connections = facts.connections if facts is not None else {}
+    ladders = (
+        {lad.session.session_id: lad for lad in session_ladders(facts)} if facts is not None else {}
+    )
     figures: dict[str, dict] = {}
     sections: list[str] = []
     index = {id(f): n for n, f in enumerate(result.findings, 1)}  # numbered most severe first
@@ -316,8 +333,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
         body: list[str] = []
         if session_id is not None:
             number = numbers[session_id]
-            streams = [s for s in facts.streams if s.session.session_id == session_id]
-            gaps = [g for g in facts.gaps if g.stream.session.session_id == session_id]
+            streams, gaps, record = _records_of(facts, session_id)
             conns = sorted({s.connection.id for s in streams})
             if streams:
                 plot_id = f"plot-{number}"
@@ -325,7 +341,6 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
                     streams, gaps, [connections[c] for c in conns if c in connections]
                 )
                 body.append(f'<div class="plot" id="{plot_id}"></div>')
-            record = facts.sessions.get(session_id)
             detail = (
                 f"{record.id_scheme} IDs, {record.counter_scope} counter"
                 + (", inferred from the TCP connections" if record.inferred else "")

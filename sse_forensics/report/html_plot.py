@@ -13,20 +13,23 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from sse_forensics.facts.gaps import GapRecord
-from sse_forensics.facts.model import EventRecord, StreamRecord
-from sse_forensics.reassembly.flows import Connection
 from sse_forensics.report.escape import printable
-from sse_forensics.report.timeline import gap_label, zero_window_periods
+from sse_forensics.report.ladder import gap_label, zero_window_periods
 from sse_forensics.verdicts import (
     CONTRACT_VIOLATION,
     EXPECTED_GAP,
     INDETERMINATE,
     SILENT_CORRUPTION,
 )
+
+if TYPE_CHECKING:
+    from sse_forensics.facts.gaps import GapRecord
+    from sse_forensics.facts.model import EventRecord, StreamRecord
+    from sse_forensics.reassembly.flows import Connection
 
 VERDICT_COLOUR = {
     SILENT_CORRUPTION: "#c0392b",

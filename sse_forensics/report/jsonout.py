@@ -18,7 +18,6 @@ from sse_forensics import __version__
 from sse_forensics.coverage import coverage
 from sse_forensics.engine.finding import Finding, iso_time
 from sse_forensics.engine.incidents import Incident, group_incidents, incident_of, summarize
-from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.siem import (
     SEVERITY_ID,
     compact,
@@ -27,6 +26,7 @@ from sse_forensics.report.siem import (
     observed_flow,
     rule_reference,
 )
+from sse_forensics.result import ScanResult
 
 ECS_VERSION = "9.4.0"
 """The ECS release the findings are checked against (tests/data/ecs/)."""

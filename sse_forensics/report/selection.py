@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sse_forensics.engine.finding import Finding
-    from sse_forensics.pipeline import ScanResult
+    from sse_forensics.result import ScanResult
 
 MAX_NAMED = 10  # session IDs listed when a prefix matches none or several
 

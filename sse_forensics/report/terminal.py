@@ -24,8 +24,8 @@ from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.incidents import group_incidents, summarize
 from sse_forensics.errors import ReadError
 from sse_forensics.limits import CapHit, describe
-from sse_forensics.pipeline import ScanProgress, ScanResult
 from sse_forensics.report.escape import printable
+from sse_forensics.result import ScanProgress, ScanResult
 from sse_forensics.verdicts import (
     CONTRACT_VIOLATION,
     EXPECTED_GAP,

@@ -16,17 +16,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import orjson
 
 from sse_forensics import __version__
 from sse_forensics.engine.incidents import Incident, group_incidents
-from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.pipeline import ScanResult
 from sse_forensics.report.escape import printable
 from sse_forensics.report.siem import ip_or_none, port_or_none, rule_reference
 from sse_forensics.report.terminal import shell_word
+from sse_forensics.result import ScanResult
 from sse_forensics.verdicts import CONTRACT_VIOLATION, EXPECTED_GAP, INDETERMINATE
+
+if TYPE_CHECKING:
+    from sse_forensics.facts.config import AnalysisConfig
 
 LABEL = "sse-forensics"
 MAX_EVIDENCE_ROWS = 50  # a ticket cites this many; --format json has them all
@@ -125,7 +128,7 @@ def scan_options(
 ) -> list[str]:
     """The scan's options that ``timeline`` must repeat to see the same sessions and IDs
     (those that differ from their defaults), as shell words."""
-    default = AnalysisConfig()
+    default = type(config)()  # the defaults, without importing the facts layer
     out: list[str] = []
     for option, value, usual in (
         ("--session-header", config.session_header, default.session_header),

@@ -22,8 +22,9 @@ from conftest import SAMPLES
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
 from sse_forensics.cluster.spec import ClusterSpec
 from sse_forensics.errors import UnreadableInput
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
+from sse_forensics.result import ScanResult
 
 LOG_SAMPLES = SAMPLES / "logs"
 LOG_DIRS = sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir())

@@ -22,7 +22,8 @@ from types import ModuleType
 
 import pytest
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "samples"
 PROFILE_SCENARIOS = ["clean-resume-int", "resume-jump-unsignalled"]

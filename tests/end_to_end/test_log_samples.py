@@ -129,7 +129,7 @@ def test_rotated_access_log_is_read_whole() -> None:
 def test_rotated_access_log_lines_come_first() -> None:
     result = scan_paths([str(LOGS / "resume-storm")])
     resumes = result.tables["resumes"].sort("cursor_attempt")
-    first = json.loads(resumes["evidence"][0])[0]
+    first = resumes["evidence"][0][0]
     assert Path(first["source"]).name == "access.log.1.gz"
 
 

@@ -15,7 +15,8 @@ import dpkt
 import pytest
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 BACKPRESSURE_SAMPLES = sorted(SAMPLES.glob("backpressure-eviction*.pcap"))
 GAP_RULES = ("missing-stream-gap", "client-accepted-gap")  # findings that carry the gap's cause
@@ -47,7 +48,7 @@ def test_every_designed_gap_is_attributed_to_backpressure_eviction(
         assert gap["location"] == "live" and gap["signal"] is None
         assert gap["cause"] == "backpressure-eviction", gap
         # The cause cites the client's closed or full receive window on the wire.
-        whats = [e["what"] for e in json.loads(gap["evidence"])]
+        whats = [e["what"] for e in gap["evidence"]]
         assert any(w.startswith("client ") and "window" in w for w in whats), whats
     for finding in result.findings:
         if finding.rule in GAP_RULES:

@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 NAMES = ["ts-sdk-clean", "ts-sdk-resume"]
 STEPS = 8  # samples/ts_sdk/server.js: progress notifications per tools/call

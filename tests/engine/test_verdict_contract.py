@@ -67,7 +67,8 @@ def run(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 def test_resume_from_w_that_skips_is_silent_corruption() -> None:
     """W = 3 named, the resume from 3 is answered 200 from 6: 4 and 5 were discarded and
-    nothing said so (PROFILE.md: a backpressure-disconnect promises W's successor)."""
+    nothing said so (docs/profile.md, "What counts as what": a backpressure-disconnect
+    promises W's successor)."""
     cap = HandCapture()
     cap.add("".join(progress_event(str(i)) for i in (1, 2, 3)) + BD.format(w=3), method="POST")
     cap.add(progress_event("6") + progress_event("7"), leid="3")

@@ -1,4 +1,4 @@
-"""Adversarial review of the fact layer against PROFILE.md: servers that follow the wire
+"""Adversarial review of the fact layer against docs/profile.md: servers that follow the wire
 contract must not be judged silent_corruption, and ones that break it must be."""
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def test_uuid_range_in_text_form_splits_between_the_two_ids() -> None:
 
 
 def test_uuid_resume_gap_in_text_form_is_an_expected_gap() -> None:
-    """PROFILE.md: plain text `F-L` must be accepted; the Python SDK's IDs are UUIDs."""
+    """docs/profile.md, "Gap signalling": plain text `F-L` must be accepted; the Python SDK's
+    IDs are UUIDs."""
     ids = uuids(7)
     cap = HandCapture()
     cap.add("".join(progress_event(i) for i in ids[:5]), method="POST")
@@ -111,7 +112,7 @@ def test_polling_stream_closed_after_priming_is_no_empty_replay_fault() -> None:
 
 def test_empty_replay_while_events_waited_is_still_flagged() -> None:
     """The live stream carried 3..5 after the client's cursor 2 before it resumed: a 200
-    that ends with no event is a silent answer (PROFILE.md)."""
+    that ends with no event is a silent answer (docs/profile.md, "Gap signalling")."""
     cap = HandCapture()
     cap.add("".join(progress_event(str(i)) for i in range(1, 6)), method="POST")
     cap.add(": ping\n\n", leid="2")
@@ -140,7 +141,7 @@ def test_cursor_moved_past_what_the_stream_carried_is_still_flagged() -> None:
 
 def test_resume_past_a_range_the_live_stream_declared_dropped_is_expected() -> None:
     """`stream-gap` 8-12 reached the wire, then the stream broke; the resume from 7 goes on
-    at 13. The server signalled exactly that range (PROFILE.md, "What counts as what")."""
+    at 13. The server signalled exactly that range (docs/profile.md, "What counts as what")."""
     cap = HandCapture()
     body = "".join(progress_event(str(i)) for i in (5, 6, 7)) + "event: stream-gap\ndata: 8-12\n\n"
     cap.add(body, method="POST")
@@ -161,8 +162,8 @@ def test_resume_past_an_undeclared_range_is_still_silent() -> None:
 
 
 def test_resume_from_inside_a_declared_range_answered_200_is_silent() -> None:
-    """PROFILE.md: a 2xx answer to a resume whose Last-Event-ID lies inside a dropped range
-    is silent corruption, whatever the live stream declared."""
+    """docs/profile.md, "What counts as what": a 2xx answer to a resume whose Last-Event-ID
+    lies inside a dropped range is silent corruption, whatever the live stream declared."""
     cap = HandCapture()
     body = "".join(progress_event(str(i)) for i in (5, 6, 7)) + "event: stream-gap\ndata: 8-12\n\n"
     cap.add(body, method="POST")

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
+from sse_forensics.result import ScanResult
 
 LOG_SAMPLES = SAMPLES / "logs"
 

@@ -20,13 +20,14 @@ from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.packet_index import index_captures
 from sse_forensics.ingest.packets import TCP_SYN, TCPSegment
 from sse_forensics.limits import Limits, MiB
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.content_coding import DecodeCapped, make_decoder
 from sse_forensics.reassembly.fast import reassemble_fast
 from sse_forensics.reassembly.fast.tcp import R_INCONSISTENT
 from sse_forensics.reassembly.flows import ConnectionTracker
 from sse_forensics.reassembly.sse import SSEParser
+from sse_forensics.result import ScanResult
 
 
 def _load_hostile():

@@ -28,12 +28,14 @@ from rich.console import Console
 from sse_forensics.engine.registry import load_rules
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.ingest.logs import load_log_map
-from sse_forensics.pipeline import LogOptions, ScanResult, scan_paths
+from sse_forensics.pipeline import LogOptions, scan_paths
 from sse_forensics.report.html import render_report
 from sse_forensics.report.jsonout import findings_jsonl, scan_document
 from sse_forensics.report.ocsf import findings_ocsf
 from sse_forensics.report.terminal import render_scan
-from sse_forensics.report.timeline import render_timeline, timeline_jsonl, timeline_records
+from sse_forensics.report.timeline import render_timeline
+from sse_forensics.report.timeline_records import timeline_jsonl, timeline_records
+from sse_forensics.result import ScanResult
 
 sys.path.insert(0, str(SAMPLES))  # samples/ is not a package
 import crafted as c

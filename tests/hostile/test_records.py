@@ -22,7 +22,8 @@ from sse_forensics.errors import ReadError
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs.files import iter_chunks
 from sse_forensics.limits import CapHit, Limits, parse_limits
-from sse_forensics.pipeline import LogOptions, ScanResult, scan_paths
+from sse_forensics.pipeline import LogOptions, scan_paths
+from sse_forensics.result import ScanResult
 
 sys.path.insert(0, str(SAMPLES))  # samples/ is not a package
 import hostile_records as hostile

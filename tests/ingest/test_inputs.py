@@ -182,3 +182,17 @@ def test_compressed_log_is_left_to_the_log_reader(tmp_path):
     with Spool(str(tmp_path)) as spool:
         found = resolve_inputs([str(packed)], spool=spool)
         assert found.logs == [str(packed)] and not spool.names
+
+
+def test_fact_table_evidence_names_the_compressed_capture_not_its_copy(tmp_path) -> None:
+    packed = tmp_path / "silent.pcap.gz"
+    packed.write_bytes(gzip.compress(SILENT.read_bytes()))
+    result = scan_paths([str(packed)])
+    cited = {
+        e["source"]
+        for table in result.tables.values()
+        if "evidence" in table.columns
+        for row in table.get_column("evidence").to_list()
+        for e in row or []
+    }
+    assert cited == {str(packed)}

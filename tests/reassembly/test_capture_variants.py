@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import scapy.all as scapy
 
-from sse_forensics.pipeline import ScanResult, scan_paths
+from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.http import CODING_CUT
+from sse_forensics.result import ScanResult
 
 CLIENT, SERVER = ("10.0.0.1", 40001), ("10.0.0.2", 8080)
 C_ISN, S_ISN = 100, 500

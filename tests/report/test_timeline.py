@@ -12,22 +12,23 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, sample_captures
 from rich.console import Console
-from rich.text import Text
 
 from sse_forensics.facts.build import Facts
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.provenance import Origin
-from sse_forensics.report import terminal, timeline
-from sse_forensics.report.selection import Selection
-from sse_forensics.report.terminal import render_scan, scan_progress, shell_word
-from sse_forensics.report.timeline import (
+from sse_forensics.report import ladder, terminal
+from sse_forensics.report.ladder import (
+    Line,
     Rung,
     ZeroWindowPeriod,
     _collapse_plain,
     gap_label,
-    render_timeline,
     session_ladders,
 )
+from sse_forensics.report.selection import Selection
+from sse_forensics.report.terminal import render_scan, scan_progress, shell_word
+from sse_forensics.report.timeline import render_timeline
+from sse_forensics.report.timeline_records import timeline_records
 
 LIVE_JUMP = SAMPLES / "live-jump-unsignalled.pcap"
 RESUME_410 = SAMPLES / "resume-410.pcap"
@@ -119,21 +120,21 @@ def test_session_filter_shows_only_that_session() -> None:
 
 def test_zero_window_hook_is_empty_and_drawn_when_filled(monkeypatch) -> None:
     facts = records([str(LIVE_JUMP)])
-    assert all(timeline.zero_window_periods(c) == [] for c in facts.connections.values())
+    assert all(ladder.zero_window_periods(c) == [] for c in facts.connections.values())
     start = Origin(str(LIVE_JUMP), 25, facts.streams[0].first_ts + 0.01)
     period = ZeroWindowPeriod(1, "client", start, None)
-    monkeypatch.setattr(timeline, "zero_window_periods", lambda conn: [period])
+    monkeypatch.setattr(ladder, "zero_window_periods", lambda conn: [period])
     assert "⏸ zero window on the client side until the capture ended" in ladder_text(LIVE_JUMP)
 
 
 def test_long_stretches_of_plain_exchanges_fold() -> None:
     def plain(n: int) -> Rung:
-        return Rung("exchange", float(n), 1, None, Text(f"→ POST /mcp {n}  ← 202 Accepted"))
+        return Rung("exchange", float(n), 1, None, Line.of(f"→ POST /mcp {n}  ← 202 Accepted"))
 
-    gap = Rung("gap", 9.0, 1, None, Text("✗ 8–12 dropped"))
-    short = [plain(n) for n in range(timeline.MAX_PLAIN_EXCHANGES_SHOWN)]
+    gap = Rung("gap", 9.0, 1, None, Line.of("✗ 8–12 dropped"))
+    short = [plain(n) for n in range(ladder.MAX_PLAIN_EXCHANGES_SHOWN)]
     assert _collapse_plain([*short, gap]) == [*short, gap]
-    long = [plain(n) for n in range(timeline.MAX_PLAIN_EXCHANGES_SHOWN + 3)]
+    long = [plain(n) for n in range(ladder.MAX_PLAIN_EXCHANGES_SHOWN + 3)]
     folded = _collapse_plain([*long, gap, *long])
     kinds = [r.kind for r in folded]
     assert kinds == [
@@ -145,7 +146,7 @@ def test_long_stretches_of_plain_exchanges_fold() -> None:
         "collapsed",
         "exchange",
     ]
-    hidden = timeline.MAX_PLAIN_EXCHANGES_SHOWN + 1
+    hidden = ladder.MAX_PLAIN_EXCHANGES_SHOWN + 1
     assert folded[1].text.plain == f"… {hidden} more plain exchanges (--all-events shows them)"
     assert folded[0] is long[0] and folded[2] is long[-1]
 
@@ -252,7 +253,7 @@ def test_the_request_that_opened_a_stream_shows_its_json_rpc_method() -> None:
     text = ladder_text(LIVE_JUMP)
     assert "→ POST /mcp  tools/call" in text and "→ POST /mcp  initialize" in text
     facts = records([str(LIVE_JUMP)])
-    methods = [r.get("rpc_methods") for r in timeline.timeline_records(facts)]
+    methods = [r.get("rpc_methods") for r in timeline_records(facts)]
     assert ["tools/call"] in methods and ["initialize"] in methods
 
 
@@ -285,14 +286,14 @@ def test_identical_consecutive_lines_fold_with_a_count_and_a_frame_range(tmp_pat
 def test_fold_repeats_keeps_different_lines_and_connections_apart() -> None:
     def rung(text: str, frame: int, conn: int = 1) -> Rung:
         return Rung(
-            "missing-bytes", float(frame), conn, Origin("x", frame, float(frame)), Text(text)
+            "missing-bytes", float(frame), conn, Origin("x", frame, float(frame)), Line.of(text)
         )
 
     same = [rung("⚠ 441 server bytes missing (snaplen)", n) for n in range(10, 70)]
-    (one,) = timeline.fold_repeats(same)
-    assert one.text.plain.endswith(" ×60") and timeline.frame_label(one, False) == "10–69"
+    (one,) = ladder.fold_repeats(same)
+    assert one.text.plain.endswith(" ×60") and ladder.frame_label(one, False) == "10–69"
     mixed = [rung("a", 1), rung("a", 2, conn=2), rung("b", 3), rung("b", 4)]
-    assert [r.text.plain for r in timeline.fold_repeats(mixed)] == ["a", "a", "b ×2"]
+    assert [r.text.plain for r in ladder.fold_repeats(mixed)] == ["a", "a", "b ×2"]
     assert same[0].text.plain == "⚠ 441 server bytes missing (snaplen)"  # inputs untouched
 
 
@@ -300,11 +301,11 @@ def test_the_middle_of_a_resume_storm_folds_into_one_line() -> None:
     rungs = []
     for n in range(8):
         key = (n + 2, 0)
-        rungs.append(Rung("request", float(n), n + 2, None, Text(f"→ GET {n}"), key))
-        rungs.append(Rung("response", float(n), n + 2, None, Text("← 200 OK"), key))
-        rungs.append(Rung("disconnect", float(n) + 0.5, n + 2, None, Text("⏏ FIN from client")))
+        rungs.append(Rung("request", float(n), n + 2, None, Line.of(f"→ GET {n}"), key))
+        rungs.append(Rung("response", float(n), n + 2, None, Line.of("← 200 OK"), key))
+        rungs.append(Rung("disconnect", float(n) + 0.5, n + 2, None, Line.of("⏏ FIN from client")))
     storm = [(n + 2, 0) for n in range(8)]
-    folded = timeline._collapse_storms(rungs, [storm])
+    folded = ladder._collapse_storms(rungs, [storm])
     shown = [r.text.plain for r in folded if r.kind == "request"]
     assert shown == ["→ GET 0", "→ GET 1", "→ GET 2", "→ GET 7"]
     (line,) = [r.text.plain for r in folded if r.kind == "collapsed"]
@@ -333,7 +334,7 @@ def test_timeline_selection_by_time_and_port() -> None:
     assert cut.rungs and all(r.ts is None or r.ts >= t0 + 0.005 for r in cut.rungs)
     assert len(cut.rungs) < len(ladder.rungs)
     assert session_ladders(facts, selection=Selection(port=1)) == []
-    recs = list(timeline.timeline_records(facts, selection=later))
+    recs = list(timeline_records(facts, selection=later))
     assert recs and all(r["ts"] >= t0 + 0.005 for r in recs)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import SAMPLES
 
-from sse_forensics.pipeline import ScanResult
+from sse_forensics.result import ScanResult
 
 LOGS = SAMPLES / "logs"
 

@@ -49,11 +49,12 @@ ACCESS_SCHEMA: dict[str, pl.DataType] = {
 
 EVENT_KINDS = ("emitted", "written", "evicted", "control")
 """``kind`` of a server event-log record: the producer created the event, it was handed to
-the socket, it was dropped before being written, or it is a signal (PROFILE.md, "Gap
+the socket, it was dropped before being written, or it is a signal (docs/profile.md, "Gap
 signalling")."""
 
 SIGNAL_TYPES = ("stream-gap", "resume-gap", "backpressure-disconnect")
-"""The PROFILE.md gap signals (``facts.signals``), as an event log names them."""
+"""The gap signals (docs/profile.md, "Gap signalling"; ``facts.signals``), as an event log
+names them."""
 RESUME_REFUSED = "resume-refused"
 INITIALIZE = "initialize"
 KEEPALIVE = "keepalive"

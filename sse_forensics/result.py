@@ -1,0 +1,68 @@
+"""What a scan hands to the renderers: :class:`ScanResult` and its counters, and the
+progress callback's type. Kept apart from :mod:`sse_forensics.pipeline` so that ``report/``
+depends on what it shows, not on every layer that produced it (CONTRIBUTING.md, "Layout"):
+the types of the records it carries are imported for type checking only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sse_forensics.engine.finding import Finding
+from sse_forensics.errors import ReadError
+from sse_forensics.limits import CapHit, Limits, cap_hits
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from sse_forensics.facts.build import Facts
+    from sse_forensics.reassembly.flows import Connection
+    from sse_forensics.reassembly.loss import CaptureLoss
+
+ScanProgress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
+frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
+start."""
+
+
+@dataclass(slots=True)
+class ScanStats:
+    """How much a scan read and reassembled."""
+
+    frames: int = 0
+    tcp_segments: int = 0
+    connections: int = 0
+    tcp_connections: int = 0  # of them, from captures (the rest: log pseudo-connections)
+    http_exchanges: int = 0
+    streams: int = 0
+    events: int = 0
+    resumes: int = 0
+    partitions: int = 0
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What one scan found. ``tables``: the fact tables of every partition, concatenated
+    (``keep_tables``); ``sessions`` always. ``facts``: the records behind them, for the
+    per-session views (``keep_records``: one partition)."""
+
+    paths: list[str]  # as the user gave them
+    inputs: list[str]  # the capture and log files they expanded to
+    stats: ScanStats
+    loss: CaptureLoss
+    log_stats: dict[str, object]
+    errors: list[ReadError]
+    connections: list[Connection]  # the capture's TCP connections
+    tables: dict[str, pl.DataFrame]
+    findings: list[Finding] = field(default_factory=list)
+    rule_errors: list[str] = field(default_factory=list)
+    not_judged: list[dict[str, object]] = field(default_factory=list)
+    facts: Facts | None = None
+    ignored: list[str] = field(default_factory=list)  # documents in a scanned directory
+    limits: Limits = field(default_factory=Limits)  # the caps this scan ran under
+
+    @property
+    def caps(self) -> list[CapHit]:
+        """The caps that fired (each also an input problem in ``errors``)."""
+        return cap_hits(self.errors)
