@@ -40,8 +40,17 @@ DEFAULT_EVENT_TYPE = "message"
 RETRY_MAX = (1 << 63) - 1
 RETRY_DIGITS = 19
 _COLON = 0x3A  # b":"; a line starting with it is a comment
-# A line that can only be the start of a line: a comment or a known field name and colon.
-_FIELD_START = re.compile(rb"(?::|(?:data|id|event|retry):)")
+
+# The line grammar of WHATWG §9.2.6, shared with the HTTP parser's event-stream pickup.
+FIELD_NAMES = rb"data|id|event|retry"
+"""The field names the format gives a meaning to (any other field is ignored)."""
+FIELD_START = re.compile(rb"(?::|(?:" + FIELD_NAMES + rb"):)")
+"""A line that can only be the start of a line: a comment, or a known field name and colon."""
+FIELD_OR_COMMENT = re.compile(rb"(" + FIELD_NAMES + rb")(?::|\Z)|:")
+"""A line's content that is a known field (a bare name is one, with an empty value) or a
+comment; group 1 is the field name."""
+LINE = re.compile(rb"([^\r\n]*)(\r\n|\n|\r)")
+"""One line and its end: CRLF, LF or CR alone ends a line."""
 
 
 def _span_ts(origins: tuple[Origin, ...], pick: Callable[[Iterable[float]], float]) -> float | None:
@@ -415,7 +424,7 @@ class SSEParser:
             return
         if self._after_hole:
             self._after_hole = False
-            if not _FIELD_START.match(content):
+            if not FIELD_START.match(content):
                 return  # the tail of a line whose start is in the hole: unreadable
             # The hole ended at a line start (a chunked body resynchronises at a chunk
             # header, and servers write one event per chunk): the cut block ends here and
