@@ -23,7 +23,14 @@ from sse_forensics.reassembly.http.asks import (
 from sse_forensics.reassembly.http.fields import applied_codings, field_values
 from sse_forensics.reassembly.http.framing import request_framing, response_framing
 from sse_forensics.reassembly.http.reader import DirectionReader
-from sse_forensics.reassembly.http.state import AWAIT_TUNNEL, IDLE, Framing
+from sse_forensics.reassembly.http.state import (
+    AWAIT_TUNNEL,
+    CHUNKED,
+    IDLE,
+    NO_BODY,
+    TUNNEL,
+    UNTIL_CLOSE,
+)
 from sse_forensics.reassembly.http_events import (
     BodyGap,
     Headers,
@@ -94,7 +101,7 @@ class HTTPConnection:
         out: list[HTTPEvent] = []
         reader = self._server if direction == "server" else self._client
         try:
-            if not reader.closed:
+            if reader.state < TUNNEL:  # not closed
                 self._run(reader, reader.take_input(data, origin), out)
         except Exception as exc:  # a parser bug must not lose the rest of the capture
             self._internal_error(reader, exc, origin, out)
@@ -140,10 +147,12 @@ class HTTPConnection:
 
     def _run(self, reader: DirectionReader, buf: bytes, out: list[HTTPEvent]) -> None:
         """Let ``reader`` parse ``buf``, answering each question it stops at."""
+        n = len(buf)
         pos = reader.run(buf, 0, out)
         while reader.ask is not None:
             self._answer(reader, out)
-            pos = reader.run(buf, pos, out)
+            if pos < n:
+                pos = reader.run(buf, pos, out)
 
     def _answer(self, reader: DirectionReader, out: list[HTTPEvent]) -> None:
         ask: Ask | None = reader.ask
@@ -217,8 +226,10 @@ class HTTPConnection:
             self._next_exchange += 1
             self._unanswered.append(_Request(exchange, method, wants_tunnel))
         out.append(RequestHead(exchange, method, target, line.group(3).decode(), headers, origin))
-        framing, length, problem = request_framing(headers)
-        body = Body(exchange, chunked=framing is Framing.CHUNKED, wants_tunnel=wants_tunnel)
+        framing, length, problem = request_framing(
+            field_values(headers, "transfer-encoding"), field_values(headers, "content-length")
+        )
+        body = Body(exchange, chunked=framing is CHUNKED, wants_tunnel=wants_tunnel)
         body.remaining = length
         if problem is not None:
             reader.body = body
@@ -262,15 +273,15 @@ class HTTPConnection:
         body = Body(request.exchange, chunked=False)
         # RFC 9112 §6.3 rule 1: no body after HEAD, 1xx, 204 or 304, whatever the fields say.
         if request.method == "HEAD" or status in (204, 304):
-            reader.start_body(body, Framing.NONE, end_origin, out)
+            reader.start_body(body, NO_BODY, end_origin, out)
         else:
-            framing, body.remaining, problem = response_framing(headers)
-            body.chunked = framing is Framing.CHUNKED
+            transfer_encoding = field_values(headers, "transfer-encoding")
+            framing, body.remaining, problem = response_framing(
+                transfer_encoding, field_values(headers, "content-length")
+            )
+            body.chunked = framing is CHUNKED
             body.decoder = make_decoder(
-                applied_codings(
-                    field_values(headers, "content-encoding"),
-                    field_values(headers, "transfer-encoding"),
-                ),
+                applied_codings(field_values(headers, "content-encoding"), transfer_encoding),
                 self.limits,
             )
             reader.body = body
@@ -318,7 +329,7 @@ class HTTPConnection:
                 request.exchange, 0, HEAD_NOT_CAPTURED, "", headers, origin, head_captured=False
             )
         )
-        framing = Framing.CHUNKED if chunked else Framing.UNTIL_CLOSE
+        framing = CHUNKED if chunked else UNTIL_CLOSE
         reader.start_body(Body(request.exchange, chunked=chunked), framing, None, out)
         self._release_client(out)
         span = MissingSpan(reader.direction, hole.offset, None, hole.reason, hole.after, origin)

@@ -54,6 +54,7 @@ def read_head(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPEvent
         reader.error(INVALID_FIELD_LINE, head_origin, out)
     reader.quiet = False
     reader.ask = ParsedHead(line_match, headers, head_origin, reader.origin_at(match.end() - 1))
+    reader.wait = True  # stop for the connection's answer
     return match.end()
 
 

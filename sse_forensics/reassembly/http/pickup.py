@@ -86,6 +86,7 @@ def _pick_up(reader: DirectionReader, at: int, chunked: bool) -> int:
     hole, reader.pickup = reader.pickup, None
     assert hole is not None
     reader.ask = HeadlessBody(chunked, reader.origin_at(at), hole)
+    reader.wait = True  # stop for the connection's answer
     reader.at_hole = False
     reader.quiet = False
     return at

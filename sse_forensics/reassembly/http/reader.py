@@ -27,8 +27,10 @@ from sse_forensics.reassembly.http.state import (
     CHUNK_DATA_END,
     CHUNK_SIZE,
     CLOSED,
+    CONTENT_LENGTH,
     FIRST_STATE,
     IDLE,
+    NO_BODY,
     RESYNC_CHUNK,
     RESYNC_MESSAGE,
     TUNNEL,
@@ -91,7 +93,9 @@ class DirectionReader:
         self.last_origin: Origin | None = None
         self.quiet = False  # a ProtocolError was reported; resyncing without more noise
         self.at_hole = False  # the next byte is the first after a missing-bytes span
-        self.wait = False  # set by a step: stash the rest and wait for more bytes
+        # Set by a step to stop the run: to hold the rest until more bytes come, or (with
+        # ``ask``) for the connection's answer.
+        self.wait = False
         # Server: the hole after which an event-stream body may be picked up headless.
         self.pickup: MissingSpan | None = None
         self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
@@ -145,14 +149,18 @@ class DirectionReader:
     # -- driving -------------------------------------------------------------------------
 
     def run(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
-        """Parse ``buf`` from ``pos`` until it is all read (or held: ``wait``) or a step
-        asks the connection something (``ask``); return where it stopped."""
+        """Parse ``buf`` from ``pos`` until it is all read (or the rest held for more
+        bytes) or a step asks the connection something (``ask``); return where it stopped.
+        A step sets ``wait`` to stop the loop (one flag checked per step, for both)."""
         n = len(buf)
         steps = STEPS  # one table for every reader: a dict of bound methods each cost ~1 KiB
-        while pos < n and self.ask is None:
+        self.wait = False  # an ask made outside a run (end, missing) left it set
+        while pos < n:
             pos = steps[self.state](self, buf, pos, out)
             if self.wait:
                 self.wait = False
+                if self.ask is not None:
+                    return pos
                 self.stash(buf, pos)
                 return n
         return pos
@@ -162,7 +170,7 @@ class DirectionReader:
     ) -> None:
         """Read ``body`` with the reader of its framing (RFC 9112 §6.3)."""
         self.body = body
-        if framing is Framing.NONE or (framing is Framing.CONTENT_LENGTH and not body.remaining):
+        if framing is NO_BODY or (framing is CONTENT_LENGTH and not body.remaining):
             self.end_message(out, end_origin, True, "complete")
             return
         self.state = FIRST_STATE[framing]
@@ -270,6 +278,7 @@ class DirectionReader:
                 # Held until the server answers, unless it already has (the connection says).
                 self.state = AWAIT_TUNNEL
                 self.ask = TunnelRequestEnded(body.exchange)
+                self.wait = True  # stop for the connection's answer
             return
         if body.decoder is not None:
             try:

@@ -7,7 +7,7 @@ indexed by state: a hot-path lookup that costs no hashing.
 
 from __future__ import annotations
 
-from enum import Enum, IntEnum
+from enum import IntEnum
 
 
 class ReadState(IntEnum):
@@ -61,18 +61,19 @@ BODY_STATES = frozenset(
 """States inside a message body: a hole there is a :class:`~..http_events.BodyGap`."""
 
 
-class Framing(Enum):
+class Framing(IntEnum):
     """How a message body is delimited (RFC 9112 §6.3)."""
 
-    NONE = "none"  # rule 1 (and a request without framing fields, rule 7)
-    CHUNKED = "chunked"  # rules 3-4
-    CONTENT_LENGTH = "content-length"  # rules 5-6
-    UNTIL_CLOSE = "close-delimited"  # rule 8 (responses only)
+    NO_BODY = 0  # rule 1 (and a request without framing fields, rule 7)
+    CHUNKED = 1  # rules 3-4
+    CONTENT_LENGTH = 2  # rules 5-6
+    UNTIL_CLOSE = 3  # rule 8 (responses only)
 
 
-FIRST_STATE = {
-    Framing.CHUNKED: CHUNK_SIZE,
-    Framing.CONTENT_LENGTH: BODY_LENGTH,
-    Framing.UNTIL_CLOSE: BODY_UNTIL_CLOSE,
-}
+NO_BODY = Framing.NO_BODY
+CHUNKED = Framing.CHUNKED
+CONTENT_LENGTH = Framing.CONTENT_LENGTH
+UNTIL_CLOSE = Framing.UNTIL_CLOSE
+
+FIRST_STATE = {CHUNKED: CHUNK_SIZE, CONTENT_LENGTH: BODY_LENGTH, UNTIL_CLOSE: BODY_UNTIL_CLOSE}
 """The reader a body of each framing starts with."""
