@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.receive_buffer import Marks, origin_at, runs
 
 UTF8_BOM = b"\xef\xbb\xbf"
 """WHATWG "UTF-8 decode" strips one leading byte order mark, at the start of the stream only."""
@@ -148,8 +149,8 @@ class SSEPartialBlock:
     terminated: bool = True
 
 
-Chunk = tuple[int, bytes, Origin | None]
-"""``(offset, bytes, origin)`` of one ``feed()``, kept until its bytes' block is done."""
+Chunk = tuple[int, bytes]
+"""``(offset, bytes)`` of one ``feed()``, kept until its bytes' block is done."""
 
 
 class SSEParser:
@@ -185,7 +186,9 @@ class SSEParser:
         self._pending: list[bytes] = []  # that line's bytes so far
         self._held_cr = False  # the line ended in CR at the end of a feed: is LF next?
         self._bom_head: bytes | None = b""  # stream-start bytes that may still be a BOM
-        # Provenance and evidence.
+        # Provenance (receive_buffer marks: the frame of each run of bytes, None for a
+        # hole) and the bytes still needed for ``trailing``.
+        self._marks: Marks[Origin | None] = []
         self._chunks: list[Chunk] = []
         self._comments: list[SSEComment] = []
         self._anomalies: list[SSEAnomaly] = []
@@ -205,12 +208,14 @@ class SSEParser:
         if not data:
             return []
         data = bytes(data)
-        self._chunks.append((self._end, data, origin))
+        self._chunks.append((self._end, data))
+        self._marks.append((self._end, origin))
         self._end += len(data)
         if self._bom_head is not None:
-            data = self._strip_bom(data)
-            if data is None:
+            stripped = self._strip_bom(data)
+            if stripped is None:
                 return []
+            data = stripped
         events: list[SSEEvent] = []
         self._scan(data, events)
         if self.max_event_bytes is not None and not self._discarding:
@@ -223,17 +228,17 @@ class SSEParser:
         it, keep it as a partial block, and drop its bytes up to its blank line."""
         open_at = [
             at
-            for at, is_open in (
-                (self._partial_start, self._partial_start is not None),
-                (self._block_start, self._block_start is not None),
-                (self._line_start, bool(self._pending)),
+            for at in (
+                self._partial_start,
+                self._block_start,
+                self._line_start if self._pending else None,
             )
-            if is_open
+            if at is not None
         ]
-        if not open_at:
+        if not open_at or self.max_event_bytes is None:
             return
-        start = min(open_at)  # type: ignore[type-var]
-        if self._end - start <= self.max_event_bytes:  # type: ignore[operator]
+        start = min(open_at)
+        if self._end - start <= self.max_event_bytes:
             return
         self._note("event-over-cap", start, self._end, f"{self._end - start} bytes so far")
         if self._partial_start is None:
@@ -291,6 +296,7 @@ class SSEParser:
             self._partial_start = self._keep_from()
         self._pending.clear()
         self._holes.append((self._end, length))
+        self._marks.append((self._end, None))  # no frame carried the hole's bytes
         if length is None:
             self._offsets_exact = False
         else:
@@ -346,7 +352,7 @@ class SSEParser:
         none yet. Bytes of a skipped hole are absent.
         """
         keep_from = self._keep_from()
-        return b"".join(d[max(0, keep_from - off) :] for off, d, _ in self._chunks)
+        return b"".join(d[max(0, keep_from - off) :] for off, d in self._chunks)
 
     @property
     def trailing_origins(self) -> tuple[Origin, ...]:
@@ -357,7 +363,7 @@ class SSEParser:
 
     def _strip_bom(self, data: bytes) -> bytes | None:
         """Drop a leading UTF-8 BOM, even split across feeds; None while undecided."""
-        head = self._bom_head + data  # type: ignore[operator]
+        head = (self._bom_head or b"") + data
         if len(head) < len(UTF8_BOM) and UTF8_BOM.startswith(head):
             self._bom_head = head
             return None
@@ -556,39 +562,44 @@ class SSEParser:
         return self._line_start
 
     def _origins(self, start: int, end: int) -> tuple[Origin, ...]:
-        chunks = self._chunks
-        if len(chunks) == 1:
-            # The common case: the block sits in one feed (chunks before it are pruned,
-            # and the last chunk reaches the current end).
-            origin = chunks[0][2]
+        marks = self._marks
+        if len(marks) == 1:
+            # The common case: the block sits in one feed (marks before it are pruned,
+            # and the last one reaches the current end).
+            origin = marks[0][1]
             return () if origin is None or start >= end else (origin,)
         found: dict[Origin, None] = {}
-        for off, d, o in chunks:
-            if off >= end:
-                break
-            if o is not None and off + len(d) > start:
-                found[o] = None
+        for _, _, origin in runs(marks, start, end):
+            if origin is not None:
+                found[origin] = None
         return tuple(found)
 
     def _origin_at(self, offset: int) -> Origin | None:
-        for off, d, origin in self._chunks:
-            if off <= offset < off + len(d):
-                return origin
-        return None
+        return origin_at(self._marks, offset) if offset < self._end else None
 
     def _prune(self, keep_from: int) -> None:
-        """Forget chunks that end before ``keep_from``: their blocks are done."""
+        """Forget bytes (and their marks) that end before ``keep_from``: their blocks are
+        done."""
         chunks = self._chunks
         done = 0
         while done < len(chunks) and chunks[done][0] + len(chunks[done][1]) <= keep_from:
             done += 1
         if done:
             del chunks[:done]
+        marks = self._marks
+        last = len(marks) - 1
+        done = 0
+        while done <= last and (marks[done + 1][0] if done < last else self._end) <= keep_from:
+            done += 1
+        if done:
+            del marks[:done]
 
     def _trim_chunks(self) -> None:
         """After a feed, keep only the bytes still needed (a feed may be megabytes)."""
         keep_from = self._keep_from()
         self._prune(keep_from)
         if self._chunks and self._chunks[0][0] < keep_from:
-            off, d, origin = self._chunks[0]
-            self._chunks[0] = (keep_from, d[keep_from - off :], origin)
+            off, d = self._chunks[0]
+            self._chunks[0] = (keep_from, d[keep_from - off :])
+        if self._marks and self._marks[0][0] < keep_from:
+            self._marks[0] = (keep_from, self._marks[0][1])
