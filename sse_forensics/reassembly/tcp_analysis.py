@@ -298,9 +298,7 @@ class TCPAnalyzer:
         elif receiver.full is not None:
             reason = "window-full"
         elif (
-            side.nxt is not None
-            and receiver.ack is not None
-            and seq_after(side.nxt, receiver.ack)
+            side.nxt is not None and receiver.ack is not None and seq_after(side.nxt, receiver.ack)
         ):
             reason = "unacknowledged"
         if reason is not None:

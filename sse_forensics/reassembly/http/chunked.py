@@ -30,7 +30,7 @@ def read_chunk_size(reader: DirectionReader, buf: bytes, pos: int, out: list[HTT
     if eol < 0:
         if len(buf) - pos > MAX_CHUNK_LINE:
             return bad_chunk(reader, pos, "chunk-size line too long", out)
-        reader.wait = True
+        reader.stop = True
         return pos
     size_field = buf[pos:eol].split(b";", 1)[0].strip(b" \t\r")
     if CHUNK_SIZE_DIGITS.fullmatch(size_field) is None:
@@ -72,7 +72,7 @@ def read_chunk_data_end(reader: DirectionReader, buf: bytes, pos: int, out: list
         return pos + 1
     if first == 13:
         if pos + 1 == len(buf):
-            reader.wait = True
+            reader.stop = True
             return pos
         if buf[pos + 1] == 10:
             reader.state = CHUNK_SIZE
@@ -86,7 +86,7 @@ def read_trailers(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPE
     if eol < 0:
         if len(buf) - pos > MAX_HEAD:
             return bad_chunk(reader, pos, "trailer section too long", out)
-        reader.wait = True
+        reader.stop = True
         return pos
     if eol == pos or (eol == pos + 1 and buf[pos] == 13):
         reader.end_message(out, reader.origin_at(eol), True, "complete")
@@ -131,7 +131,7 @@ def resync_chunk(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPEv
         reader.end_message(out, reader.origin_at(keep), False, "missing-bytes")
         reader.lose_track(out, None, None)
         return keep
-    reader.wait = True
+    reader.stop = True
     return keep
 
 

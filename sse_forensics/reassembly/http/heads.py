@@ -39,7 +39,7 @@ def read_head(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPEvent
     if match is None:
         if n - pos > MAX_HEAD:
             return head_too_large(reader, pos, n, out)
-        reader.wait = True
+        reader.stop = True
         return pos
     if match.start() - pos > MAX_HEAD:
         return head_too_large(reader, pos, match.end(), out)
@@ -54,7 +54,7 @@ def read_head(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPEvent
         reader.error(INVALID_FIELD_LINE, head_origin, out)
     reader.quiet = False
     reader.ask = ParsedHead(line_match, headers, head_origin, reader.origin_at(match.end() - 1))
-    reader.wait = True  # stop for the connection's answer
+    reader.stop = True  # stop for the connection's answer
     return match.end()
 
 

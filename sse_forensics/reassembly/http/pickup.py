@@ -71,7 +71,7 @@ def pick_up_event_stream(
             return _pick_up(reader, pos, False)
     if found != BINARY and not final:
         # Undecided (a chunk or a block runs past the bytes held): wait for more.
-        reader.wait = True
+        reader.stop = True
         return pos
     # No event stream where one could be: resynchronise at message starts only.
     reader.pickup = None
@@ -86,7 +86,7 @@ def _pick_up(reader: DirectionReader, at: int, chunked: bool) -> int:
     hole, reader.pickup = reader.pickup, None
     assert hole is not None
     reader.ask = HeadlessBody(chunked, reader.origin_at(at), hole)
-    reader.wait = True  # stop for the connection's answer
+    reader.stop = True  # stop for the connection's answer
     reader.at_hole = False
     reader.quiet = False
     return at

@@ -73,8 +73,8 @@ class DirectionReader:
         "pickup",
         "quiet",
         "state",
+        "stop",
         "tunnel_bytes",
-        "wait",
     )
 
     def __init__(self, direction: Direction) -> None:
@@ -95,7 +95,7 @@ class DirectionReader:
         self.at_hole = False  # the next byte is the first after a missing-bytes span
         # Set by a step to stop the run: to hold the rest until more bytes come, or (with
         # ``ask``) for the connection's answer.
-        self.wait = False
+        self.stop = False
         # Server: the hole after which an event-stream body may be picked up headless.
         self.pickup: MissingSpan | None = None
         self.final = False  # no bytes will follow the ones being parsed (a hole, the end)
@@ -151,14 +151,14 @@ class DirectionReader:
     def run(self, buf: bytes, pos: int, out: list[HTTPEvent]) -> int:
         """Parse ``buf`` from ``pos`` until it is all read (or the rest held for more
         bytes) or a step asks the connection something (``ask``); return where it stopped.
-        A step sets ``wait`` to stop the loop (one flag checked per step, for both)."""
+        A step sets ``stop`` to end the loop (one flag checked per step, for both)."""
         n = len(buf)
         steps = STEPS  # one table for every reader: a dict of bound methods each cost ~1 KiB
-        self.wait = False  # an ask made outside a run (end, missing) left it set
+        self.stop = False  # an ask made outside a run (end, missing) left it set
         while pos < n:
             pos = steps[self.state](self, buf, pos, out)
-            if self.wait:
-                self.wait = False
+            if self.stop:
+                self.stop = False
                 if self.ask is not None:
                     return pos
                 self.stash(buf, pos)
@@ -278,7 +278,7 @@ class DirectionReader:
                 # Held until the server answers, unless it already has (the connection says).
                 self.state = AWAIT_TUNNEL
                 self.ask = TunnelRequestEnded(body.exchange)
-                self.wait = True  # stop for the connection's answer
+                self.stop = True  # stop for the connection's answer
             return
         if body.decoder is not None:
             try:

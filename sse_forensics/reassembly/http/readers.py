@@ -4,7 +4,7 @@ content-length, chunked, close-delimited; tunnel and closed directions read noth
 HTTP.
 
 Each step takes ``(reader, buf, pos, out)``, appends the events the bytes give, and returns
-the next position; it sets ``reader.wait`` to hold the rest until more bytes come, or
+the next position; it sets ``reader.stop`` to hold the rest until more bytes come, or
 ``reader.ask`` to let the connection decide something first.
 """
 

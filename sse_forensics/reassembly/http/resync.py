@@ -31,5 +31,5 @@ def find_message_start(reader: DirectionReader, buf: bytes, pos: int, out: list[
     keep = max(pos, len(buf) - RESYNC_TAIL)
     if keep > pos:
         reader.at_hole = False
-    reader.wait = True
+    reader.stop = True
     return keep

@@ -20,7 +20,7 @@ def await_tunnel(reader: DirectionReader, buf: bytes, pos: int, out: list[HTTPEv
         # The server never answered: stop holding and parse as HTTP again.
         reader.state = IDLE
         return pos
-    reader.wait = True
+    reader.stop = True
     return pos
 
 
