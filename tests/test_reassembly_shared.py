@@ -8,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.receive_buffer import ReceiveBuffer, marks_from, origin_at, runs
+from sse_forensics.reassembly.receive_buffer import (
+    ReceiveBuffer,
+    marks_from,
+    origin_at,
+    origins_in,
+    runs,
+)
 from sse_forensics.reassembly.seq import SEQ_HALF, SEQ_MOD, seq_add, seq_after, seq_diff
 
 SEQ = st.integers(0, SEQ_MOD - 1)
@@ -50,6 +56,7 @@ def test_marks_cite_the_frame_of_every_byte(frames: list[bytes], data: st.DataOb
     assert [i for lo, hi, _ in pieces for i in range(lo, hi)] == list(range(start, end))
     assert all(owner[i] == origin for lo, hi, origin in pieces for i in range(lo, hi))
     assert all(origin_at(buf.marks, i) == owner[i] for i in range(size))
+    assert origins_in(buf.marks, start, end) == tuple(dict.fromkeys(owner[start:end]))
     kept = marks_from(buf.marks, start, size)  # the marks once bytes before start are gone
     assert all(origin_at(kept, i - start) == owner[i] for i in range(start, size))
     taken = buf.take(start)

@@ -49,6 +49,19 @@ def runs(marks: Marks[OriginT], start: int, end: int) -> list[tuple[int, int, Or
     return out
 
 
+def origins_in(marks: Marks[Origin | None], start: int, end: int) -> tuple[Origin, ...]:
+    """The distinct frames that carried bytes ``start`` to ``end``, in order (:func:`runs`
+    without the spans: a hole's ``None`` is left out)."""
+    found: dict[Origin, None] = {}
+    last = len(marks) - 1
+    for k, (at, origin) in enumerate(marks):
+        if at >= end:
+            break
+        if origin is not None and min(end, marks[k + 1][0] if k < last else end) > max(start, at):
+            found[origin] = None
+    return tuple(found)
+
+
 def marks_from(marks: Marks[OriginT], pos: int, size: int) -> Marks[OriginT]:
     """The marks of bytes ``pos`` to ``size`` once the bytes before ``pos`` are dropped
     (offsets shifted down by ``pos``; a run wholly before it is gone)."""
@@ -165,6 +178,7 @@ __all__ = [
     "ReceiveBuffer",
     "marks_from",
     "origin_at",
+    "origins_in",
     "runs",
     "slice_pieces",
     "spread",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.receive_buffer import Marks, origin_at, runs
+from sse_forensics.reassembly.receive_buffer import Marks, origin_at, origins_in
 
 UTF8_BOM = b"\xef\xbb\xbf"
 """WHATWG "UTF-8 decode" strips one leading byte order mark, at the start of the stream only."""
@@ -568,11 +568,7 @@ class SSEParser:
             # and the last one reaches the current end).
             origin = marks[0][1]
             return () if origin is None or start >= end else (origin,)
-        found: dict[Origin, None] = {}
-        for _, _, origin in runs(marks, start, end):
-            if origin is not None:
-                found[origin] = None
-        return tuple(found)
+        return origins_in(marks, start, end)
 
     def _origin_at(self, offset: int) -> Origin | None:
         return origin_at(self._marks, offset) if offset < self._end else None
@@ -580,13 +576,18 @@ class SSEParser:
     def _prune(self, keep_from: int) -> None:
         """Forget bytes (and their marks) that end before ``keep_from``: their blocks are
         done."""
-        chunks = self._chunks
+        chunks, marks = self._chunks, self._marks
         done = 0
         while done < len(chunks) and chunks[done][0] + len(chunks[done][1]) <= keep_from:
             done += 1
+        if len(marks) == len(chunks):
+            # No hole marks: one mark per chunk, each run ending where its chunk ends.
+            if done:
+                del chunks[:done]
+                del marks[:done]
+            return
         if done:
             del chunks[:done]
-        marks = self._marks
         last = len(marks) - 1
         done = 0
         while done <= last and (marks[done + 1][0] if done < last else self._end) <= keep_from:
