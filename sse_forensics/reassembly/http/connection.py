@@ -209,7 +209,7 @@ class HTTPConnection:
         self, reader: DirectionReader, head: ParsedHead, out: list[HTTPEvent]
     ) -> None:
         """Number the request, then read its body with the framing RFC 9112 §6.3 gives."""
-        line, headers, origin, end_origin = head
+        line, headers, origin, end_origin = head.line, head.headers, head.origin, head.end_origin
         assert origin is not None
         method = line.group(1).decode("latin-1")
         target = line.group(2).decode("latin-1")
@@ -243,7 +243,7 @@ class HTTPConnection:
         self, reader: DirectionReader, head: ParsedHead, out: list[HTTPEvent]
     ) -> None:
         """Pair the response with its request and pick its framing (RFC 9112 §6.3)."""
-        line, headers, origin, end_origin = head
+        line, headers, origin, end_origin = head.line, head.headers, head.origin, head.end_origin
         assert origin is not None
         status = int(line.group(2))
         reason = (line.group(3) or b"").strip(b" \t").decode("latin-1")
@@ -316,7 +316,7 @@ class HTTPConnection:
         """An event-stream body whose head the capture lacks: infer the head from what the
         body showed, pair it like any response (RFC 9112 §9.3), give the gap before it, and
         read it (chunked, or until the close)."""
-        chunked, origin, hole = found
+        chunked, origin, hole = found.chunked, found.origin, found.hole
         request = self._take_request(origin, out)
         self._current = None
         self._last_final = max(self._last_final, request.exchange)
