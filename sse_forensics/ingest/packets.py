@@ -55,10 +55,6 @@ class TCPSegment:
     def rst(self) -> bool:
         return bool(self.flags & TCP_RST)
 
-    @property
-    def has_ack(self) -> bool:
-        return bool(self.flags & TCP_ACK)
-
 
 # RFC 9293 §3.1 control bits.
 TCP_FIN = 0x01

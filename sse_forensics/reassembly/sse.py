@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.receive_buffer import Marks, origin_at, origins_in
 
 UTF8_BOM = b"\xef\xbb\xbf"
 """WHATWG "UTF-8 decode" strips one leading byte order mark, at the start of the stream only."""
@@ -40,8 +41,17 @@ DEFAULT_EVENT_TYPE = "message"
 RETRY_MAX = (1 << 63) - 1
 RETRY_DIGITS = 19
 _COLON = 0x3A  # b":"; a line starting with it is a comment
-# A line that can only be the start of a line: a comment or a known field name and colon.
-_FIELD_START = re.compile(rb"(?::|(?:data|id|event|retry):)")
+
+# The line grammar of WHATWG §9.2.6, shared with the HTTP parser's event-stream pickup.
+FIELD_NAMES = rb"data|id|event|retry"
+"""The field names the format gives a meaning to (any other field is ignored)."""
+FIELD_START = re.compile(rb"(?::|(?:" + FIELD_NAMES + rb"):)")
+"""A line that can only be the start of a line: a comment, or a known field name and colon."""
+FIELD_OR_COMMENT = re.compile(rb"(" + FIELD_NAMES + rb")(?::|\Z)|:")
+"""A line's content that is a known field (a bare name is one, with an empty value) or a
+comment; group 1 is the field name."""
+LINE = re.compile(rb"([^\r\n]*)(\r\n|\n|\r)")
+"""One line and its end: CRLF, LF or CR alone ends a line."""
 
 
 def _span_ts(origins: tuple[Origin, ...], pick: Callable[[Iterable[float]], float]) -> float | None:
@@ -139,8 +149,8 @@ class SSEPartialBlock:
     terminated: bool = True
 
 
-Chunk = tuple[int, bytes, Origin | None]
-"""``(offset, bytes, origin)`` of one ``feed()``, kept until its bytes' block is done."""
+Chunk = tuple[int, bytes]
+"""``(offset, bytes)`` of one ``feed()``, kept until its bytes' block is done."""
 
 
 class SSEParser:
@@ -176,7 +186,9 @@ class SSEParser:
         self._pending: list[bytes] = []  # that line's bytes so far
         self._held_cr = False  # the line ended in CR at the end of a feed: is LF next?
         self._bom_head: bytes | None = b""  # stream-start bytes that may still be a BOM
-        # Provenance and evidence.
+        # Provenance (receive_buffer marks: the frame of each run of bytes, None for a
+        # hole) and the bytes still needed for ``trailing``.
+        self._marks: Marks[Origin | None] = []
         self._chunks: list[Chunk] = []
         self._comments: list[SSEComment] = []
         self._anomalies: list[SSEAnomaly] = []
@@ -196,12 +208,14 @@ class SSEParser:
         if not data:
             return []
         data = bytes(data)
-        self._chunks.append((self._end, data, origin))
+        self._chunks.append((self._end, data))
+        self._marks.append((self._end, origin))
         self._end += len(data)
         if self._bom_head is not None:
-            data = self._strip_bom(data)
-            if data is None:
+            stripped = self._strip_bom(data)
+            if stripped is None:
                 return []
+            data = stripped
         events: list[SSEEvent] = []
         self._scan(data, events)
         if self.max_event_bytes is not None and not self._discarding:
@@ -214,17 +228,17 @@ class SSEParser:
         it, keep it as a partial block, and drop its bytes up to its blank line."""
         open_at = [
             at
-            for at, is_open in (
-                (self._partial_start, self._partial_start is not None),
-                (self._block_start, self._block_start is not None),
-                (self._line_start, bool(self._pending)),
+            for at in (
+                self._partial_start,
+                self._block_start,
+                self._line_start if self._pending else None,
             )
-            if is_open
+            if at is not None
         ]
-        if not open_at:
+        if not open_at or self.max_event_bytes is None:
             return
-        start = min(open_at)  # type: ignore[type-var]
-        if self._end - start <= self.max_event_bytes:  # type: ignore[operator]
+        start = min(open_at)
+        if self._end - start <= self.max_event_bytes:
             return
         self._note("event-over-cap", start, self._end, f"{self._end - start} bytes so far")
         if self._partial_start is None:
@@ -282,6 +296,7 @@ class SSEParser:
             self._partial_start = self._keep_from()
         self._pending.clear()
         self._holes.append((self._end, length))
+        self._marks.append((self._end, None))  # no frame carried the hole's bytes
         if length is None:
             self._offsets_exact = False
         else:
@@ -337,7 +352,7 @@ class SSEParser:
         none yet. Bytes of a skipped hole are absent.
         """
         keep_from = self._keep_from()
-        return b"".join(d[max(0, keep_from - off) :] for off, d, _ in self._chunks)
+        return b"".join(d[max(0, keep_from - off) :] for off, d in self._chunks)
 
     @property
     def trailing_origins(self) -> tuple[Origin, ...]:
@@ -348,7 +363,7 @@ class SSEParser:
 
     def _strip_bom(self, data: bytes) -> bytes | None:
         """Drop a leading UTF-8 BOM, even split across feeds; None while undecided."""
-        head = self._bom_head + data  # type: ignore[operator]
+        head = (self._bom_head or b"") + data
         if len(head) < len(UTF8_BOM) and UTF8_BOM.startswith(head):
             self._bom_head = head
             return None
@@ -415,7 +430,7 @@ class SSEParser:
             return
         if self._after_hole:
             self._after_hole = False
-            if not _FIELD_START.match(content):
+            if not FIELD_START.match(content):
                 return  # the tail of a line whose start is in the hole: unreadable
             # The hole ended at a line start (a chunked body resynchronises at a chunk
             # header, and servers write one event per chunk): the cut block ends here and
@@ -547,39 +562,45 @@ class SSEParser:
         return self._line_start
 
     def _origins(self, start: int, end: int) -> tuple[Origin, ...]:
-        chunks = self._chunks
-        if len(chunks) == 1:
-            # The common case: the block sits in one feed (chunks before it are pruned,
-            # and the last chunk reaches the current end).
-            origin = chunks[0][2]
+        marks = self._marks
+        if len(marks) == 1:
+            # The common case: the block sits in one feed (marks before it are pruned,
+            # and the last one reaches the current end).
+            origin = marks[0][1]
             return () if origin is None or start >= end else (origin,)
-        found: dict[Origin, None] = {}
-        for off, d, o in chunks:
-            if off >= end:
-                break
-            if o is not None and off + len(d) > start:
-                found[o] = None
-        return tuple(found)
+        return origins_in(marks, start, end)
 
     def _origin_at(self, offset: int) -> Origin | None:
-        for off, d, origin in self._chunks:
-            if off <= offset < off + len(d):
-                return origin
-        return None
+        return origin_at(self._marks, offset) if offset < self._end else None
 
     def _prune(self, keep_from: int) -> None:
-        """Forget chunks that end before ``keep_from``: their blocks are done."""
-        chunks = self._chunks
+        """Forget bytes (and their marks) that end before ``keep_from``: their blocks are
+        done."""
+        chunks, marks = self._chunks, self._marks
         done = 0
         while done < len(chunks) and chunks[done][0] + len(chunks[done][1]) <= keep_from:
             done += 1
+        if len(marks) == len(chunks):
+            # No hole marks: one mark per chunk, each run ending where its chunk ends.
+            if done:
+                del chunks[:done]
+                del marks[:done]
+            return
         if done:
             del chunks[:done]
+        last = len(marks) - 1
+        done = 0
+        while done <= last and (marks[done + 1][0] if done < last else self._end) <= keep_from:
+            done += 1
+        if done:
+            del marks[:done]
 
     def _trim_chunks(self) -> None:
         """After a feed, keep only the bytes still needed (a feed may be megabytes)."""
         keep_from = self._keep_from()
         self._prune(keep_from)
         if self._chunks and self._chunks[0][0] < keep_from:
-            off, d, origin = self._chunks[0]
-            self._chunks[0] = (keep_from, d[keep_from - off :], origin)
+            off, d = self._chunks[0]
+            self._chunks[0] = (keep_from, d[keep_from - off :])
+        if self._marks and self._marks[0][0] < keep_from:
+            self._marks[0] = (keep_from, self._marks[0][1])

@@ -92,6 +92,3 @@ class Inconsistency:
             f"between frame {self.first.number} ({self.first_bytes!r}) and frame "
             f"{self.second.number} ({self.second_bytes!r})"
         )
-
-
-StreamPiece = StreamData | MissingSpan | Inconsistency

@@ -22,6 +22,7 @@ from bisect import insort
 from collections import deque
 
 from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.seq import seq_add, seq_diff
 from sse_forensics.reassembly.stream import (
     INCONSISTENT_SHOWN,
     Direction,
@@ -30,8 +31,6 @@ from sse_forensics.reassembly.stream import (
     StreamData,
 )
 
-_SEQ_MOD = 1 << 32
-_SEQ_HALF = 1 << 31
 RST_WINDOW = 1 << 20
 """How far from the bytes seen an RST's sequence number may lie and still be believed.
 RFC 9293 §3.10.7.4 (and RFC 5961 §3.2): a receiver ignores a reset outside its receive
@@ -110,7 +109,7 @@ class TCPStreamReassembler:
     @property
     def isn(self) -> int | None:
         """The initial sequence number of this direction, if its SYN was seen."""
-        return (self._base - 1) % _SEQ_MOD if self.syn_seen and self._base is not None else None
+        return seq_add(self._base, -1) if self.syn_seen and self._base is not None else None
 
     @property
     def buffered(self) -> int:
@@ -136,10 +135,7 @@ class TCPStreamReassembler:
         base = self._base
         assert base is not None
         ref = base + self.delivered
-        delta = (seq - ref) % _SEQ_MOD
-        if delta >= _SEQ_HALF:
-            delta -= _SEQ_MOD
-        return ref + delta - base
+        return ref + seq_diff(seq, ref) - base
 
     def segment(
         self,

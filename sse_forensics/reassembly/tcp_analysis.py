@@ -2,7 +2,8 @@
 (``tcp.analysis.*``): receive windows, zero-window and window-full periods, probes,
 keep-alives, FIN/RST, and the sender's stalls. Sans-I/O: segments in, plain records out.
 
-Sequence arithmetic is modulo 2**32 (RFC 9293 §3.4); "a after b" means ``0 < a - b < 2**31``.
+Sequence arithmetic is modulo 2**32 (RFC 9293 §3.4; :mod:`.seq`): "a after b" means
+``0 < a - b < 2**31``.
 
 Window scale (RFC 7323 §2.2-2.3): the shift a side applies to the windows it advertises is
 the one it offered in its SYN, and only when *both* SYNs carried the option; windows in SYN
@@ -18,10 +19,8 @@ from typing import Literal
 
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
 from sse_forensics.provenance import Origin
+from sse_forensics.reassembly.seq import seq_add, seq_after
 from sse_forensics.reassembly.stream import Direction
-
-_SEQ_MOD = 1 << 32
-_SEQ_HALF = 1 << 31
 
 TCPOPT_EOL = 0
 TCPOPT_NOP = 1
@@ -36,11 +35,6 @@ unacknowledged retransmits within it."""
 WindowKind = Literal["zero-window", "window-full"]
 NoteKind = Literal["zero-window-probe", "keep-alive", "fin", "rst"]
 StallReason = Literal["zero-window", "window-full", "unacknowledged"]
-
-
-def _after(a: int, b: int) -> bool:
-    """Sequence number ``a`` is after ``b`` (RFC 9293 §3.4)."""
-    return 0 < (a - b) % _SEQ_MOD < _SEQ_HALF
 
 
 def window_scale_offer(options: bytes) -> int | None:
@@ -213,17 +207,17 @@ class TCPAnalyzer:
             if flags & TCP_RST:
                 return  # RFC 9293 §3.10.7: an RST's window and ack say nothing
         else:
-            end = (seq + length) % _SEQ_MOD
+            end = seq_add(seq, length)
             if nxt is not None and length <= 1:
                 # Probes and keep-alives, judged against what this side had sent before.
                 if peer.zero is not None and (
-                    (length == 1 and seq == nxt) or (length == 0 and seq == (nxt - 1) % _SEQ_MOD)
+                    (length == 1 and seq == nxt) or (length == 0 and seq == seq_add(nxt, -1))
                 ):
                     peer.zero.probes += 1
                     state.tcp_notes.append(TCPNote("zero-window-probe", direction, origin))
-                elif seq == (nxt - 1) % _SEQ_MOD:
+                elif seq == seq_add(nxt, -1):
                     state.tcp_notes.append(TCPNote("keep-alive", direction, origin))
-        if nxt is None or 0 < (end - nxt) % _SEQ_MOD < _SEQ_HALF:
+        if nxt is None or seq_after(end, nxt):
             me.nxt = end
 
         # This side as receiver: its window and ack.
@@ -247,7 +241,7 @@ class TCPAnalyzer:
                     full is not None
                     and peer.nxt is not None
                     and me.window is not None
-                    and _after((seg.ack + me.window) % _SEQ_MOD, peer.nxt)
+                    and seq_after(seq_add(seg.ack, me.window), peer.nxt)
                 ):
                     full.end, me.full = origin, None
 
@@ -257,13 +251,13 @@ class TCPAnalyzer:
                 peer.window
                 and peer.full is None
                 and peer.ack is not None
-                and not _after((peer.ack + peer.window) % _SEQ_MOD, end)
+                and not seq_after(seq_add(peer.ack, peer.window), end)
             ):
                 peer.full = WindowPeriod(peer_dir, "window-full", origin)  # type: ignore[arg-type]
                 state.windows.append(peer.full)
             if me.stall is not None:
                 me.stall.end = origin
-                me.stall.retransmission = nxt is not None and _after(nxt, seq)
+                me.stall.retransmission = nxt is not None and seq_after(nxt, seq)
                 me.stall = None
             me.last_data = origin
             me.checked = False
@@ -287,7 +281,7 @@ class TCPAnalyzer:
         if flags & TCP_RST and not me.rst_noted:
             me.rst_noted = True
             notes.append(TCPNote("rst", direction, seg.origin))
-        return (seg.seq + length) % _SEQ_MOD
+        return seq_add(seg.seq, length)
 
     def close(self, end_ts: float) -> None:
         """The connection (or the capture) ended at ``end_ts``: judge silences up to it."""
@@ -303,7 +297,9 @@ class TCPAnalyzer:
             reason = "zero-window"
         elif receiver.full is not None:
             reason = "window-full"
-        elif side.nxt is not None and receiver.ack is not None and _after(side.nxt, receiver.ack):
+        elif (
+            side.nxt is not None and receiver.ack is not None and seq_after(side.nxt, receiver.ack)
+        ):
             reason = "unacknowledged"
         if reason is not None:
             assert side.last_data is not None

@@ -324,11 +324,11 @@ def test_reassemble_of_random_frames_never_raises():
 def test_a_parser_exception_is_visible_to_the_fuzz_test(monkeypatch) -> None:
     """The fuzz test above fails on a parser crash: HTTPConnection turns the exception into
     an ``internal parser error`` event (the scan goes on), which that test rejects."""
-    from sse_forensics.reassembly import http as http_module
+    from sse_forensics.reassembly.http.reader import DirectionReader
 
-    def crash(self, data, origin, out):
+    def crash(self, buf, pos, out):
         raise ValueError("boom")
 
-    monkeypatch.setattr(http_module._Reader, "feed", crash)
+    monkeypatch.setattr(DirectionReader, "run", crash)
     events = HTTPConnection().feed("client", b"GET / HTTP/1.1\r\n\r\n", Origin("h.pcap", 1, 1.0))
     assert any("internal parser error" in str(getattr(ev, "what", "")) for ev in events)

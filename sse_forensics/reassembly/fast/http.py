@@ -20,7 +20,7 @@ Chunked bodies: every chunk-size line starts after a LF, so the canonical ones
 where its successor must start; a body whose chunks chain from one candidate to the next up
 to the last chunk is framed without a Python step per chunk. Elsewhere (chunk extensions, a
 lone LF, a candidate inside chunk data, the end of the stream) :func:`walk_chunks` walks on
-exactly as ``_Reader.step_chunk_size`` and friends would.
+exactly as the exact path's chunked reader (``http.chunked``) would.
 """
 
 from __future__ import annotations
@@ -31,21 +31,22 @@ import numpy as np
 
 from sse_forensics.reassembly.content_coding import make_decoder
 from sse_forensics.reassembly.exchange import MAX_KEPT_BODY
-from sse_forensics.reassembly.http import (
-    _CHUNK_SIZE,
-    _HEAD_END,
-    _METHOD_PREFIX,
-    _REQUEST_LINE,
-    _STATUS_LINE,
-    _VERSION_PREFIX,
+from sse_forensics.reassembly.http.fields import (
+    applied_codings,
+    content_length,
+    field_values,
+    last_coding_is_chunked,
+)
+from sse_forensics.reassembly.http.fields import parse_fields as parse_field_lines
+from sse_forensics.reassembly.http.grammar import (
+    CHUNK_SIZE_DIGITS,
+    HEAD_END,
     MAX_CHUNK_LINE,
     MAX_HEAD,
-    HTTPConnection,
-    _applied_codings,
-    _content_length,
-    _field_values,
-    _last_coding_is_chunked,
-    _Reader,
+    METHOD_PREFIX,
+    REQUEST_LINE,
+    STATUS_LINE,
+    VERSION_PREFIX,
 )
 from sse_forensics.reassembly.http_events import Headers, header
 
@@ -66,7 +67,7 @@ for _i, _c in enumerate(b"0123456789abcdef"):
 for _i, _c in enumerate(b"ABCDEF"):
     _HEX[_c] = 10 + _i
 _LF, _CR = 10, 13
-_WIDTH = 16  # hex digits of a canonical chunk-size line (_CHUNK_SIZE allows 16)
+_WIDTH = 16  # hex digits of a canonical chunk-size line (CHUNK_SIZE_DIGITS allows 16)
 
 
 class Fallback(Exception):
@@ -77,21 +78,18 @@ class Fallback(Exception):
         self.reason = reason
 
 
-# A reader only for its field-line parser (``parse_fields`` reports through ``error``).
-_FIELDS_READER = _Reader(HTTPConnection(), "client")
 _FIELDS_CACHE: dict[str, Headers] = {}
 _FIELDS_CACHE_SIZE = 4096
 
 
 def parse_fields(section: str) -> Headers:
-    """``_Reader.parse_fields``; a section seen before gives the same (shared, read-only)
-    list: a connection's heads repeat."""
+    """:func:`~sse_forensics.reassembly.http.fields.parse_fields`; a section seen before
+    gives the same (shared, read-only) list: a connection's heads repeat."""
     headers = _FIELDS_CACHE.get(section)
     if headers is not None:
         return headers
-    out: list = []
-    headers = _FIELDS_READER.parse_fields(section, None, out)
-    if out:
+    headers, bad = parse_field_lines(section)
+    if bad:
         raise Fallback(R_FIELDS)
     if len(_FIELDS_CACHE) >= _FIELDS_CACHE_SIZE:
         _FIELDS_CACHE.clear()
@@ -119,11 +117,11 @@ def framing(headers: Headers) -> Framing:
     got = _FRAMING.get(id(headers))
     if got is not None and got[0] is headers:
         return got[1]
-    te = _field_values(headers, "transfer-encoding")
-    coded = make_decoder(_applied_codings(_field_values(headers, "content-encoding"), te))
+    te = field_values(headers, "transfer-encoding")
+    coded = make_decoder(applied_codings(field_values(headers, "content-encoding"), te))
     info = Framing(
         te,
-        _field_values(headers, "content-length"),
+        field_values(headers, "content-length"),
         coded is not None,
         any(k.lower() == "upgrade" for k, _ in headers),
         is_event_stream(headers),
@@ -262,7 +260,7 @@ def _one_range(pos: int, size: int) -> Chunks:
 
 
 def walk_chunks(buf: bytes, pos: int, hi: int, chunks: Chunks) -> tuple[int, int]:
-    """Chunked framing from the chunk-size line at ``pos`` (``_Reader`` step by step).
+    """Chunked framing from the chunk-size line at ``pos`` (``http.chunked`` step by step).
     Returns ``(end_lf, next_pos)`` of a complete body (``end_lf``: the LF of its final
     empty line), or ``(-1, hi)`` when the stream ends first. Raises :class:`Fallback` where
     the parser would report an error."""
@@ -276,7 +274,7 @@ def walk_chunks(buf: bytes, pos: int, hi: int, chunks: Chunks) -> tuple[int, int
         if eol - pos > MAX_CHUNK_LINE:
             raise Fallback(R_CHUNK)
         size_field = buf[pos:eol].split(b";", 1)[0].strip(b" \t\r")
-        if _CHUNK_SIZE.fullmatch(size_field) is None:
+        if CHUNK_SIZE_DIGITS.fullmatch(size_field) is None:
             raise Fallback(R_CHUNK)
         size = int(size_field, 16)
         pos = eol + 1
@@ -304,7 +302,7 @@ def walk_chunks(buf: bytes, pos: int, hi: int, chunks: Chunks) -> tuple[int, int
 
 
 def trailers(buf: bytes, pos: int, hi: int) -> tuple[int, int]:
-    """RFC 9112 §7.1.2 as ``_Reader.step_trailers``: lines up to an empty one."""
+    """RFC 9112 §7.1.2 as ``http.chunked.read_trailers``: lines up to an empty one."""
     while True:
         eol = buf.find(b"\n", pos, hi)
         if eol < 0:
@@ -358,9 +356,9 @@ _HEADS: dict[tuple[bool, bytes], tuple[tuple[str, str, str], Headers]] = {}
 
 
 def _head(buf: bytes, pos: int, hi: int, server: bool) -> tuple[Message, int]:
-    """The head at ``pos`` (after CR/LF are skipped by the caller) as ``_Reader.step_idle``
+    """The head at ``pos`` (after CR/LF are skipped by the caller) as ``http.heads.read_head``
     reads it; a head seen before (a connection's responses repeat theirs) is looked up."""
-    m = _HEAD_END.search(buf, pos, hi)
+    m = HEAD_END.search(buf, pos, hi)
     if m is None:
         raise Fallback(R_LEFTOVER)
     end = m.end()
@@ -371,14 +369,14 @@ def _head(buf: bytes, pos: int, hi: int, server: bool) -> tuple[Message, int]:
     if known is not None:
         return Message(pos, end, known[0], known[1]), end
     if server:
-        plausible = _VERSION_PREFIX.startswith(buf[pos : pos + 5])
+        plausible = VERSION_PREFIX.startswith(buf[pos : pos + 5])
     else:
-        plausible = _METHOD_PREFIX.match(buf, pos, pos + 33) is not None
+        plausible = METHOD_PREFIX.match(buf, pos, pos + 33) is not None
     if not plausible:
         raise Fallback(R_HEAD)
     eol = buf.find(b"\n", pos, hi)
     start_line = buf[pos : eol - 1 if buf[eol - 1] == _CR else eol]
-    line = (_STATUS_LINE if server else _REQUEST_LINE).fullmatch(start_line)
+    line = (STATUS_LINE if server else REQUEST_LINE).fullmatch(start_line)
     if line is None:
         raise Fallback(R_HEAD)
     headers = parse_fields(buf[eol + 1 : m.start()].decode("latin-1"))
@@ -416,13 +414,13 @@ def parse_requests(buf: bytes, lo: int, hi: int) -> list[Message]:
             raise Fallback(R_TUNNEL)
         te, cl = info.transfer_encoding, info.content_length
         if te is not None:
-            if not _last_coding_is_chunked(te):
+            if not last_coding_is_chunked(te):
                 raise Fallback(R_LENGTH)
             msg.body = Chunks()
             end_lf, pos = walk_chunks(buf, pos, hi, msg.body)
             msg.complete = end_lf >= 0
         elif cl is not None:
-            length = _content_length(cl)
+            length = content_length(cl)
             if length is None:
                 raise Fallback(R_LENGTH)
             if length:
@@ -464,13 +462,13 @@ def parse_responses(
         if info.coded:
             raise Fallback(R_CODING)
         if te is not None:
-            if not _last_coding_is_chunked(te):
+            if not last_coding_is_chunked(te):
                 raise Fallback(R_CLOSE)
             msg.body = Chunks()
             end_lf, pos = chunked_body(buf, pos, hi, index, msg.body)
             msg.complete, msg.end_pos = end_lf >= 0, end_lf
         elif cl is not None:
-            length = _content_length(cl)
+            length = content_length(cl)
             if length is None:
                 raise Fallback(R_LENGTH)
             if length:

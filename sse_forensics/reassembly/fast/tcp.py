@@ -42,6 +42,7 @@ from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.flows import Connection, community_id
 from sse_forensics.reassembly.loss import DirectionLoss
+from sse_forensics.reassembly.seq import SEQ_HALF, seq_add, seq_diff
 from sse_forensics.reassembly.stream import Direction
 from sse_forensics.reassembly.tcp import RST_WINDOW
 from sse_forensics.reassembly.tcp_analysis import (
@@ -51,8 +52,6 @@ from sse_forensics.reassembly.tcp_analysis import (
     TCPState,
 )
 
-SEQ_MOD = 1 << 32
-_HALF = 1 << 31
 _CONTROL = TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN
 
 # Fallback reasons of the TCP layer, in the order they are checked.
@@ -123,10 +122,6 @@ def _group_cummax(values: np.ndarray, g: np.ndarray) -> np.ndarray:
         out[lo:hi] = np.maximum.accumulate(values[lo:hi] + 1 + shift) - shift - 1
         lo = hi
     return out
-
-
-def _signed32(x: np.ndarray) -> np.ndarray:
-    return ((x + _HALF) % SEQ_MOD) - _HALF
 
 
 @dataclass(slots=True)
@@ -207,8 +202,8 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
 
     # Sequence numbers unwrapped per direction (offsets from ISN + 1), each from the one
     # before it in that direction; RSTs stay out of the chain (they are judged apart).
-    base_c = (seq[gs] + 1) % SEQ_MOD
-    base_s = (seq[second] + 1) % SEQ_MOD
+    base_c = seq_add(seq[gs], 1)
+    base_s = seq_add(seq[second], 1)
     base_own = np.where(server, base_s[g], base_c[g])
     base_peer = np.where(server, base_c[g], base_s[g])
     idx = np.arange(n, dtype=np.int64)
@@ -220,7 +215,7 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         lane_first = np.ones(len(pos), dtype=bool)
         lane_first[1:] = g[pos[1:]] != g[pos[:-1]]
         step = np.zeros(len(pos), dtype=np.int64)
-        step[1:] = _signed32(seq[pos[1:]] - seq[pos[:-1]])
+        step[1:] = seq_diff(seq[pos[1:]], seq[pos[:-1]])
         step[lane_first] = 0
         total = np.cumsum(step)
         lane_start = np.maximum.accumulate(np.where(lane_first, np.arange(len(pos)), 0))
@@ -257,19 +252,19 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
     first_rst = first[:, 2]
     by_rst = first_rst <= fin_final  # (equal: FIN and RST on one segment, judged as an RST)
     at = np.minimum(first_rst, n - 1)
-    delta = _signed32(seq[at] - base_own[at] - got_own[at])
+    delta = seq_diff(seq[at], base_own[at] + got_own[at])
     mark(by_rst & (np.abs(delta) > RST_WINDOW), R_RST)
     final_at = np.minimum(fin_final, first_rst)
     final = np.where(final_at < n, final_at, -1)
     read = ~rst & ((final[g] < 0) | (idx <= final[g]))  # rows the reassembler reads
 
     live = ~syn & ~rst
-    mark(any_per_group(live & (np.abs(off - got_own) >= _HALF >> 1)), R_SEQUENCE)
+    mark(any_per_group(live & (np.abs(off - got_own) >= SEQ_HALF >> 1)), R_SEQUENCE)
     carries = live & read & (idx <= own_fin) & ((plen > 0) | fin)
     hole = carries & (off > got_own)
     hole |= live & read & fin & (idx == own_fin) & (off + plen < got_own)
     mark(any_per_group(hole), R_SEQUENCE)
-    unseen = has_ack & read & (idx <= peer_fin) & (_signed32(ack - base_peer - got_peer) > 0)
+    unseen = has_ack & read & (idx <= peer_fin) & (seq_diff(ack, base_peer + got_peer) > 0)
     mark(any_per_group(unseen), R_ACKED_UNSEEN)
     fresh = np.where(carries & ~hole, np.maximum(off + plen - got_own, 0), 0)
     fresh = np.minimum(fresh, plen)
@@ -316,9 +311,9 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         known = prev >= gstart
         j = np.where(known, prev, 0)
         win = np.where(syn[j], window[j], window[j] << shift[g, peer_col])
-        end = (seq + plen + fin) % SEQ_MOD
-        d = (ack[j] + win - end) % SEQ_MOD
-        full = data & side_mask & known & (win != 0) & ((d == 0) | (d >= _HALF))
+        end = seq_add(seq, plen + fin)
+        # The segment reaches the right edge of the window the peer last advertised.
+        full = data & side_mask & known & (win != 0) & (seq_diff(ack[j] + win, end) <= 0)
         exact_tcp |= any_per_group(full)
     # Stall judgement: a later row STALL_SECONDS after a payload row of a side, before that
     # side's next payload row (or the end). Exact with timestamps ascending in the group.
@@ -334,12 +329,12 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         if not len(dpos):
             continue
         dg = g[dpos]
-        nxt = np.empty(len(dpos), dtype=np.int64)
-        nxt[:-1] = dpos[1:]
+        next_row = np.empty(len(dpos), dtype=np.int64)
+        next_row[:-1] = dpos[1:]
         last_of_side = np.ones(len(dpos), dtype=bool)
         last_of_side[:-1] = dg[1:] != dg[:-1]
-        nxt[last_of_side] = gend[dg[last_of_side]]
-        judged = (ts[nxt] - ts[dpos]) >= STALL_SECONDS
+        next_row[last_of_side] = gend[dg[last_of_side]]
+        judged = (ts[next_row] - ts[dpos]) >= STALL_SECONDS
         judged |= last_of_side & ((end_ts[dg] - ts[dpos]) >= STALL_SECONDS)
         exact_tcp |= np.bincount(dg[judged], minlength=n_groups) > 0
 
