@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -37,6 +38,9 @@ from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 
 class Spill:
@@ -318,7 +322,7 @@ def client_rows(
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]
 
 
-def _access_schema() -> dict[str, pl.DataType]:
+def _access_schema() -> dict[str, PolarsDataType]:
     from sse_forensics.ingest.logs.model import ACCESS_SCHEMA
 
     schema = {c: ACCESS_SCHEMA[c] for c in F.ACCESS_LOG_COLUMNS}

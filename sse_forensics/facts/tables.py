@@ -3,7 +3,12 @@ types on every capture — even an empty one. Documented in ``docs/facts.md``.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 EVIDENCE = pl.String
 """A finding's evidence as a JSON array of ``{"source", "frame"|"line", "ts", "what"}``.
@@ -31,7 +36,7 @@ _STREAM_COMMON = {
     **_FLOW,
 }
 
-TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+TABLE_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
     "sessions": {
         "session_id": pl.String,
         "session_inferred": pl.Boolean,

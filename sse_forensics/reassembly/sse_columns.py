@@ -43,11 +43,15 @@ from __future__ import annotations
 import codecs
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from sse_forensics.reassembly.sse import DEFAULT_EVENT_TYPE, UTF8_BOM
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 __all__ = [
     "ANOMALY_SCHEMA",
@@ -59,7 +63,7 @@ __all__ = [
     "parse_body",
 ]
 
-EVENT_SCHEMA: dict[str, pl.DataType] = {
+EVENT_SCHEMA: dict[str, PolarsDataType] = {
     "start": pl.Int64(),
     "end": pl.Int64(),
     "id": pl.String(),
@@ -69,12 +73,12 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "retry": pl.Int64(),
     "dispatched": pl.Boolean(),
 }
-COMMENT_SCHEMA: dict[str, pl.DataType] = {
+COMMENT_SCHEMA: dict[str, PolarsDataType] = {
     "start": pl.Int64(),
     "end": pl.Int64(),
     "text": pl.String(),
 }
-ANOMALY_SCHEMA: dict[str, pl.DataType] = {
+ANOMALY_SCHEMA: dict[str, PolarsDataType] = {
     "kind": pl.String(),
     "start": pl.Int64(),
     "end": pl.Int64(),

@@ -35,12 +35,16 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import orjson
 import polars as pl
 
 from sse_forensics.ingest.logs.lines import split_lines
 from sse_forensics.ingest.logs.model import valid_epoch
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 Path = tuple[str | int, ...]
 
@@ -335,7 +339,7 @@ def decode_json_lines(
     first_line: int,
     rows: int | None = None,
     fmap: FieldMap | None = None,
-    schema: Mapping[str, pl.DataType] | None = None,
+    schema: Mapping[str, PolarsDataType] | None = None,
 ) -> DecodedChunk:
     """Decode every line of ``data`` that is a JSON object. ``rows``: the number of lines
     in ``data`` (blank ones and a last one without newline included), when known.
@@ -366,7 +370,7 @@ def decode_json_lines(
     return DecodedChunk(out, int((~blank).sum()), sorted(bad))
 
 
-def dtype_depth(dtype: pl.DataType) -> int:
+def dtype_depth(dtype: PolarsDataType) -> int:
     """Nesting of a decoded JSON value's type: 0 for a scalar, 1 + its deepest member's
     for a struct or list."""
     if isinstance(dtype, pl.Struct):
@@ -472,7 +476,7 @@ class _PlainShape:
     objects: dict[str, tuple[str, ...]]
 
     def dtype(self) -> pl.Struct:
-        fields: dict[str, pl.DataType] = {}
+        fields: dict[str, PolarsDataType] = {}
         for key, number in self.leaves.items():
             fields[key] = pl.Float64 if number else pl.String
         for key, subkeys in self.objects.items():
@@ -480,7 +484,7 @@ class _PlainShape:
         return pl.Struct(fields)
 
 
-def _plain_shape(fmap: FieldMap, schema: Mapping[str, pl.DataType]) -> _PlainShape | None:
+def _plain_shape(fmap: FieldMap, schema: Mapping[str, PolarsDataType]) -> _PlainShape | None:
     leaves: dict[str, bool] = {}
     objects: dict[str, list[str]] = {}
     for column, rule in fmap.fields.items():
@@ -552,7 +556,7 @@ def _plain_regex(shape: _PlainShape, top: list[str], subs: dict[str, list[str]])
 
 
 def _decode_plain(
-    text: pl.Series, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+    text: pl.Series, fmap: FieldMap, schema: Mapping[str, PolarsDataType]
 ) -> pl.Series | None:
     """The lines of ``text`` (nulls: blank lines) decoded with the schema of ``fmap``'s
     keys, when every line is a plain record (see above): the result is then, field by
@@ -599,7 +603,7 @@ def _decode_plain(
         return None
 
 
-def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | None:
+def _path_expr(dtype: PolarsDataType, path: Path) -> tuple[pl.Expr, PolarsDataType] | None:
     """``__rec``'s value at ``path``, or None when the chunk's schema has no such path."""
     expr = pl.col("__rec")
     for step in path:
@@ -615,7 +619,7 @@ def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | 
     return expr, dtype
 
 
-def _as_string(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _as_string(expr: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
     if isinstance(dtype, pl.Struct | pl.List):
         return (
             expr.struct.json_encode()
@@ -651,7 +655,7 @@ _TEXT_AS_IS = frozenset({"data"})
 
 
 def apply_map(
-    records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+    records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, PolarsDataType]
 ) -> tuple[pl.DataFrame, list[str]]:
     """The canonical columns of ``schema`` that ``fmap`` maps, plus ``extra`` (the JSON of
     the top-level fields no used path reaches into). Returns the frame and the canonical

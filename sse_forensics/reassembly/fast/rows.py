@@ -10,7 +10,7 @@ everything else (signals, ``close``, empty data, batches, non-objects) goes thro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -20,7 +20,10 @@ from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.facts.jsonrpc import _rpc_id
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES
 
-CLASS_DTYPES: dict[str, pl.DataType] = {
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
+
+CLASS_DTYPES: dict[str, PolarsDataType] = {
     "kind": pl.String(),
     "rpc_kind": pl.String(),
     "rpc_method": pl.String(),
