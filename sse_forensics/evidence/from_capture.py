@@ -175,7 +175,7 @@ def _exchange_row(
     buf["req_rpc"].append(request_calls(request_body) if req else None)
     answers: list[bytes | str] = [bytes(ex.response_body)]
     if ex.is_event_stream:
-        answers.extend(sse.data for sse in ex.events if sse.data)
+        answers.extend(data for data in ex.event_data() if data)
     answers.append(request_body)
     version_header = header(ex.request_headers, config.protocol_version_header)
     buf["protocol_version"].append(exchange_protocol_version(answers, version_header))
@@ -194,7 +194,7 @@ def _exchange_row(
     put_origin(buf, "body", ex.last_body_origin)
     buf["body_bytes"].append(ex.body_bytes)
     buf["trailing"].append(bytes(ex.trailing))
-    buf["comments"].append(len(ex.comments))
+    buf["comments"].append(ex.comment_count())
     buf["holes"].append(holes_json(ex.holes))
     buf["log_info"].append(None)
 
