@@ -112,23 +112,23 @@ def build_facts(
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        gaps.extend(live_gaps(s, _codec(s), taken.get(id(s.logical))))
+        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical)))
     for s in streams:
         if s.kind != "resume":
             continue
-        gap = resume_gap(s, _codec(s), taken.get(id(s.logical)), index)
+        gap = resume_gap(s, _codec(s), taken.get(s.logical), index)
         if gap is not None:
             gaps.append(gap)
         resumes.append((s, gap))
-    live_by_stream: dict[int, list[GapRecord]] = defaultdict(list)
-    live_by_logical: dict[int, list[GapRecord]] = defaultdict(list)
+    live_by_stream: dict[StreamRecord, list[GapRecord]] = defaultdict(list)
+    live_by_logical: dict[StreamRecord, list[GapRecord]] = defaultdict(list)
     gaps_by_session: dict[str, list[GapRecord]] = defaultdict(list)
     for g in gaps:
         gaps_by_session[g.stream.session.session_id].append(g)
         if g.location == "live":
-            live_by_stream[id(g.stream)].append(g)
-            live_by_logical[id(g.stream.logical)].append(g)
-    resume_gaps = {id(s): gap for s, gap in resumes if gap is not None}
+            live_by_stream[g.stream].append(g)
+            live_by_logical[g.stream.logical].append(g)
+    resume_gaps = {s: gap for s, gap in resumes if gap is not None}
     for g in gaps:
         g.codec = _codec(g.stream)
         _client_reaction(g, index, requests)
@@ -137,9 +137,9 @@ def build_facts(
         _resume_row(
             s,
             _codec(s),
-            taken.get(id(s.logical)),
+            taken.get(s.logical),
             index,
-            live_by_logical[id(s.logical)],
+            live_by_logical[s.logical],
             gap,
             judge.judge(s, gap),
         )
@@ -696,10 +696,10 @@ def _disagreement_rows(
     disagreements: list[Disagreement], streams: list[StreamRecord], connections: dict
 ) -> list[dict]:
     """Where the event log and the capture of the same stream tell different stories."""
-    by_exchange = {id(s.exchange): s for s in streams}
+    by_exchange = {s.exchange: s for s in streams}
     rows = []
     for d in disagreements:
-        s = by_exchange.get(id(d.capture))
+        s = by_exchange.get(d.capture)
         if s is None:
             continue
         ev = [evidence(d.origin, d.what)]

@@ -81,7 +81,9 @@ def _backpressure(gap: GapRecord) -> list[Evidence]:
     return out
 
 
-def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> list[Evidence]:
+def _replay_handoff(
+    gap: GapRecord, live_by_stream: dict[StreamRecord, list[GapRecord]]
+) -> list[Evidence]:
     """Evidence that a live gap on a resume's response came right after a whole replay:
     the replay's first data event is the successor of ``Last-Event-ID`` and no break comes
     before this one (see the module docstring)."""
@@ -92,7 +94,7 @@ def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) 
     before = gap.before.position
     if any(
         g.before is not None and g.before.position < before
-        for g in live_by_stream.get(id(s), [])
+        for g in live_by_stream.get(s, [])
         if g is not gap
     ):
         return []
@@ -111,13 +113,13 @@ def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) 
 
 
 def _live_contiguous_until_close(
-    gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]
+    gap: GapRecord, live_by_stream: dict[StreamRecord, list[GapRecord]]
 ) -> StreamRecord | None:
     """The stream the resume continues, if it showed no live gap of its own."""
     origin = gap.stream.resumed_from
     if origin is None:
         return None
-    if any(g.keys is not None for g in live_by_stream.get(id(origin), [])):
+    if any(g.keys is not None for g in live_by_stream.get(origin, [])):
         return None
     return origin
 
@@ -163,11 +165,11 @@ def _from_event_log(gap: GapRecord) -> str | None:
 
 def attribute(
     gap: GapRecord,
-    live_by_stream: dict[int, list[GapRecord]],
-    resume_gaps: dict[int, GapRecord] | None = None,
+    live_by_stream: dict[StreamRecord, list[GapRecord]],
+    resume_gaps: dict[StreamRecord, GapRecord] | None = None,
 ) -> None:
     """Set ``gap.cause`` and ``gap.cause_evidence``. ``live_by_stream``: the live gaps of
-    each stream (by ``id`` of its record); ``resume_gaps``: each resume's own gap."""
+    each stream; ``resume_gaps``: each resume's own gap."""
     if gap.holes:
         reasons = {h.span.reason for h in gap.holes}
         if reasons == {"inconsistent"}:
@@ -187,7 +189,7 @@ def attribute(
         if found:
             gap.cause, gap.cause_evidence = BACKPRESSURE_EVICTION, found
             return
-        whole_replay = id(gap.stream) not in (resume_gaps or {})
+        whole_replay = gap.stream not in (resume_gaps or {})
         handoff = _replay_handoff(gap, live_by_stream) if whole_replay else []
         gap.cause, gap.cause_evidence = (REPLAY_HANDOFF, handoff) if handoff else (UNKNOWN, [])
         return

@@ -61,7 +61,8 @@ class RpcCall:
     signature: str  # method and params without ``_meta`` (facts.requests.call_signature)
 
 
-@dataclass(slots=True)
+# Records compare and hash by identity (eq=False): look-ups key dicts by the record itself.
+@dataclass(slots=True, eq=False)
 class ExchangeRecord:
     """One HTTP exchange as the fact layer sees it, read back from the ``exchanges`` and
     ``events`` evidence tables (:mod:`sse_forensics.evidence.tables`): the heads, the SSE
@@ -131,7 +132,7 @@ class ExchangeRecord:
         return self.response.headers if self.response else []
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SessionRecord:
     session_id: str
     inferred: bool
@@ -169,7 +170,7 @@ class EventRecord:
         return evidence(self.origin, label)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class StreamRecord:
     """One ``text/event-stream`` response (PROFILE.md, "Sessions and streams")."""
 

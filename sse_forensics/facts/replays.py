@@ -208,10 +208,9 @@ class ReplayJudge:
             return unlinked and s.session is r.session and s.last_event_id == r.last_event_id
 
         # Only streams of the same logical stream or the same session can be the same stream.
-        earlier = {id(s): s for s in index.logical_before(r)}
-        earlier.update((id(s), s) for s in index.session_before(r))
+        earlier = {*index.logical_before(r), *index.session_before(r)}
         attempt = 1
-        for s in sorted(earlier.values(), key=index.rank, reverse=True):
+        for s in sorted(earlier, key=index.rank, reverse=True):
             if not same_stream(s):
                 continue
             if s.data_events():

@@ -153,7 +153,7 @@ def assign_ids(
 
 
 class CounterExclusions:
-    """Per logical stream (by ``id`` of its root), the keys other streams took: built on
+    """Per logical stream (by its root), the keys other streams took: built on
     first use from the keyed event columns (:mod:`.columns`), since only the streams that
     are judged one by one ask."""
 
@@ -166,16 +166,14 @@ class CounterExclusions:
     ) -> None:
         """``keyed``: ``session_id, root_conn, root_index, prefix, seq`` of every keyed
         ID-carrying event of the partition."""
-        self._roots: dict[int, StreamRecord] = {}
-        for s in streams:
-            self._roots.setdefault(id(s.logical), s.logical)
+        self._roots = {s.logical for s in streams}
         self._shared_sessions = shared_sessions
         self._server_groups = server_groups
         self._keyed = keyed
         self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
         self._own_keys: dict[str, dict[tuple[int, int], frozenset]] = {}
-        self._taken: dict[int, TakenKeys] = {}
+        self._taken: dict[StreamRecord, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
         if self._by_session is None:
@@ -199,12 +197,11 @@ class CounterExclusions:
             own = self._own_keys[session_id] = {k: frozenset(v) for k, v in grouped.items()}
         return own.get((root.exchange.connection_id, root.exchange.index), frozenset())
 
-    def get(self, root_id: int, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
-        taken = self._taken.get(root_id)
+    def get(self, root: StreamRecord, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
+        taken = self._taken.get(root)
         if taken is not None:
             return taken
-        root = self._roots.get(root_id)
-        if root is None:
+        if root not in self._roots:
             return default
         session_id = root.session.session_id
         server_group = self._server_groups.get(root.connection.server)
@@ -220,7 +217,7 @@ class CounterExclusions:
             taken = TakenKeys(group, self._own(root))
         else:
             taken = NOTHING_TAKEN
-        self._taken[root_id] = taken
+        self._taken[root] = taken
         return taken
 
 
