@@ -14,7 +14,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -391,14 +391,18 @@ class _StoreSource:
     def buckets(self) -> int:
         return self.store.buckets
 
-    def exchanges(self, columns: list[str | pl.Expr], where: pl.Expr | None = None) -> pl.DataFrame:
+    def exchanges(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
         return self.store.columns(ExchangeColumns, columns, where)
 
-    def events(self, columns: list[str | pl.Expr], where: pl.Expr | None = None) -> pl.DataFrame:
+    def events(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
         return self.store.columns(EventColumns, columns, where)
 
     def bucket_events(
-        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(EventColumns, columns, where)
 

@@ -11,6 +11,7 @@ import polars as pl
 
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.causes import REPLAY_HANDOFF, attribute
+from sse_forensics.facts.columns import EventColumns as KeyedEvents
 from sse_forensics.facts.columns import (
     Key,
     StreamCounts,
@@ -179,7 +180,7 @@ def _codec(s: StreamRecord) -> IdCodec:
     return s.codec
 
 
-def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key]]:
+def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]]:
     """The streams holding the first data event (in time order) with one of the given (ID,
     data) pairs: where a replayed event was sent first (:class:`.replays.ReplayJudge`)."""
 
@@ -199,7 +200,7 @@ def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key
     return holders
 
 
-def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFrame) -> pl.DataFrame:
+def _signals(streams: list[StreamRecord], cols: KeyedEvents, frame_: pl.DataFrame) -> pl.DataFrame:
     """The ``signals`` table: gap signals the events carried, 410 answers to resumes and
     streams offered with ``Cache-Control: no-store``, per stream in time order."""
     extra: list[dict] = []
@@ -225,7 +226,7 @@ def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFra
         cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
         if s.exchange.is_event_stream and "no-store" in cache_control:
             extra.append({**base, **where, "kind": "no-store", "order": 2})
-    schema = {**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64}
+    schema = pl.Schema({**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64})
     carried = signal_rows(cols, frame_).with_columns(pl.lit(0, pl.Int64).alias("order"))
     added = pl.DataFrame(extra, schema=schema, orient="row")
     rows = pl.concat([carried.select(list(schema)).cast(schema), added])
@@ -283,10 +284,10 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
     shows events produced for it afterwards that it never wrote nor evicted; else None."""
     log = stream.exchange.log
     written = [e for e in stream.events if e.carries_id and e.kind == "data"]
-    if log is None or not written or written[-1].sse.id_field not in log.emitted:
+    if log is None or not written or written[-1].id_field not in log.emitted:
         return None
     last = written[-1]
-    after = log.emitted[log.emitted.index(last.sse.id_field) + 1 :]
+    after = log.emitted[log.emitted.index(last.id_field) + 1 :]
     if not any(i not in log.evicted for i in after):
         return None
     return last.origin.ts if last.origin is not None else stream.first_ts

@@ -158,6 +158,17 @@ class EventRecord:
         self.carries_id = bool(self.sse.id_field)
 
     @property
+    def id_field(self) -> str:
+        """The ``id`` this block set; ``""`` when none did (``carries_id`` is False)."""
+        return self.sse.id_field or ""
+
+    @property
+    def counter(self) -> IdKey:
+        """``key`` of an event known to have one (its codec read its ID)."""
+        assert self.key is not None, "counter of an event whose ID has no key"
+        return self.key
+
+    @property
     def origin(self) -> Origin | None:
         return self.sse.origins[0] if self.sse.origins else None
 

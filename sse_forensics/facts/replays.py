@@ -92,13 +92,13 @@ class ReplayJudge:
             candidates = self.streams
             if self._first_seen_in is not None:
                 pairs = {
-                    (e.sse.id_field, e.sse.data)
+                    (e.id_field, e.sse.data)
                     for s in self.streams
                     if s.kind == "resume" and s.resumed_from is not None
                     for e in s.data_events()
                     if e.carries_id
                 }
-                holders = self._first_seen_in(pairs)  # type: ignore[arg-type]
+                holders = self._first_seen_in(pairs)
                 candidates = [
                     s
                     for s in self.streams
@@ -107,7 +107,7 @@ class ReplayJudge:
             for s in candidates:
                 for e in s.events:
                     if e.kind == "data" and e.carries_id:
-                        self._first_seen.setdefault((e.sse.id_field, e.sse.data), e)
+                        self._first_seen.setdefault((e.id_field, e.sse.data), e)
         return self._first_seen
 
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
@@ -116,7 +116,7 @@ class ReplayJudge:
         same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None
-        order = [e.sse.id_field for e in observed_order(r, self.index)]
+        order = [e.id_field for e in observed_order(r, self.index)]
         li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
 
         facts.bd_last_written = self._backpressure_w(same_logical)
@@ -307,7 +307,7 @@ class ReplayJudge:
                     facts, r, e, evidence(elsewhere.origin, ""), elsewhere.label, elsewhere.session
                 )
                 continue
-            pair = (e.sse.id_field, e.sse.data)
+            pair = (e.id_field, e.sse.data)
             first = self.first_seen.get(pair)
             if first is None or first is e or first.stream.logical is r.logical:
                 continue
@@ -367,7 +367,7 @@ class ReplayJudge:
             for e in s.id_events()
             if e.key is not None and e.key.prefix == lk.prefix
         ]
-        last = max(seen, key=lambda e: e.key.seq)
+        last = max(seen, key=lambda e: e.counter.seq)
         # A cursor moved to the end of a range the server declared dropped (`stream-gap`
         # F..L, then Last-Event-ID L) skips nothing the server still had.
         declared = [
@@ -376,11 +376,11 @@ class ReplayJudge:
             for e in s.events
             if e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid
             for k in [codec.key(e.signal.last or "")]
-            if k is not None and k.prefix == lk.prefix and k.seq >= last.key.seq
+            if k is not None and k.prefix == lk.prefix and k.seq >= last.counter.seq
         ]
         if declared and lk.seq <= max(declared):
             return False, last.sse.id_field
-        return lk.seq > last.key.seq, last.sse.id_field
+        return lk.seq > last.counter.seq, last.sse.id_field
 
     def _cursor_lost(self, r: StreamRecord) -> bool:
         """After this resume failed, the client's next stream request in the session came

@@ -17,6 +17,7 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import (
     ExchangeRecord,
     SessionRecord,
+    StreamKind,
     StreamRecord,
 )
 from sse_forensics.facts.sessions import ExchangeKey
@@ -68,10 +69,13 @@ def build_streams(
             continue
         conn = connections[ex.connection_id]
         method = ex.request.method.upper() if ex.request else ""
+        kind: StreamKind
         if leid is not None:
             kind = "resume"
+        elif method in ("POST", "GET"):
+            kind = "post" if method == "POST" else "get"
         else:
-            kind = {"POST": "post", "GET": "get"}.get(method, "unknown")
+            kind = "unknown"
         rec = StreamRecord(
             key=stream_key(conn, ex),
             label=stream_label(conn, ex),
