@@ -71,7 +71,7 @@ class Spill:
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)
-            self._bytes += part.estimated_size()
+            self._bytes += int(part.estimated_size())  # bytes: an int
         if self._bytes > self.budget:
             self.flush()
 
@@ -115,7 +115,7 @@ class Spill:
         for p in self._files.pop((name, bucket), []):
             p.unlink(missing_ok=True)
         for df in self._held.pop((name, bucket), []):
-            self._bytes -= df.estimated_size()
+            self._bytes -= int(df.estimated_size())
 
 
 @dataclass(slots=True)
