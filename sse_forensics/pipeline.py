@@ -660,7 +660,8 @@ def evidence_provided(reassembly: Reassembly) -> frozenset[str]:
     provided: set[str] = set()
     if reassembly.frames:
         provided |= PROVIDED_BY["capture"]
-    for file in reassembly.log_stats.get("files", []):  # type: ignore[union-attr]
+    files = reassembly.log_stats.get("files", [])  # ingest.logs.read.log_stats: a list
+    for file in files if isinstance(files, list) else []:
         kind = file.get("kind", "")
         provided |= PROVIDED_BY["event-log" if kind == "event-log" else "access-log"]
         if INITIALIZE in {canonical_control_type(t) for t in file.get("control_types", {})}:

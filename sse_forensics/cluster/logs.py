@@ -355,14 +355,19 @@ def _track_bytes(
     done = [0]
     lock = threading.Lock()
 
-    def finished(size: int) -> None:
-        with lock:
-            done[0] += size
-            now = done[0]
-        progress("logs", min(now, total), total)
+    def finished(size: int) -> Callable[[Future[FileRead]], None]:
+        """The callback of a future that read ``size`` bytes."""
+
+        def callback(_future: Future[FileRead]) -> None:
+            with lock:
+                done[0] += size
+                now = done[0]
+            progress("logs", min(now, total), total)
+
+        return callback
 
     for future, size in zip(futures, sizes, strict=True):
-        future.add_done_callback(lambda _f, size=size: finished(size))
+        future.add_done_callback(finished(size))
 
 
 def _raise_refused(read: list[FileRead]) -> None:

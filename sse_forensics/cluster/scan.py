@@ -341,7 +341,7 @@ def restore_sources(result: ScanResult, staged: StagedInputs) -> ScanResult:
     source = staged.source
     for finding in result.findings:
         finding.evidence = [
-            {**e, "source": source(e["source"])} if isinstance(e.get("source"), str) else e
+            {**e, "source": source(name)} if isinstance(name := e.get("source"), str) else e
             for e in finding.evidence
         ]
     result.paths = list(staged.given)

@@ -536,16 +536,18 @@ class _ConnectionAnalyzer:
             elif isinstance(ev, ProtocolError) and ev.cap is not None:
                 self._capped(ev)
             elif isinstance(ev, ProtocolError):
-                parser = self.parsers.get(ev.exchange) if ev.exchange is not None else None
+                key = ev.exchange
+                parser = self.parsers.get(key) if key is not None else None
                 if (
-                    parser is not None
+                    key is not None
+                    and parser is not None
                     and ev.direction == "server"
                     and ev.what.startswith(CODING_CUT)
                 ):
                     # What follows cannot be read: the rest of the stream is one hole of
                     # unknown decoded length (the BodyGap counted coded bytes).
-                    self.coded.add(ev.exchange)
-                    ex = self._exchange(ev.exchange)
+                    self.coded.add(key)
+                    ex = self._exchange(key)
                     ex.events.extend(parser.skip(None))
                     self._drain(ex, parser)
                 origin = ev.origin
@@ -634,7 +636,9 @@ def reassemble(
     errors = result.errors
     last_ts: float | None = None
 
-    def route(pieces: list[tuple[Connection, Direction, StreamData | MissingSpan]]) -> None:
+    def route(
+        pieces: list[tuple[Connection, Direction, StreamData | MissingSpan | Inconsistency]],
+    ) -> None:
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:

@@ -199,9 +199,10 @@ class SSEParser:
         self._chunks.append((self._end, data, origin))
         self._end += len(data)
         if self._bom_head is not None:
-            data = self._strip_bom(data)
-            if data is None:
+            stripped = self._strip_bom(data)
+            if stripped is None:
                 return []
+            data = stripped
         events: list[SSEEvent] = []
         self._scan(data, events)
         if self.max_event_bytes is not None and not self._discarding:
@@ -212,19 +213,20 @@ class SSEParser:
     def _check_size(self) -> None:
         """A block (or a line before its first field) longer than ``max_event_bytes``: note
         it, keep it as a partial block, and drop its bytes up to its blank line."""
+        cap = self.max_event_bytes
         open_at = [
             at
-            for at, is_open in (
-                (self._partial_start, self._partial_start is not None),
-                (self._block_start, self._block_start is not None),
-                (self._line_start, bool(self._pending)),
+            for at in (
+                self._partial_start,
+                self._block_start,
+                self._line_start if self._pending else None,
             )
-            if is_open
+            if at is not None
         ]
-        if not open_at:
+        if cap is None or not open_at:
             return
-        start = min(open_at)  # type: ignore[type-var]
-        if self._end - start <= self.max_event_bytes:  # type: ignore[operator]
+        start = min(open_at)
+        if self._end - start <= cap:
             return
         self._note("event-over-cap", start, self._end, f"{self._end - start} bytes so far")
         if self._partial_start is None:
@@ -348,7 +350,7 @@ class SSEParser:
 
     def _strip_bom(self, data: bytes) -> bytes | None:
         """Drop a leading UTF-8 BOM, even split across feeds; None while undecided."""
-        head = self._bom_head + data  # type: ignore[operator]
+        head = (self._bom_head or b"") + data
         if len(head) < len(UTF8_BOM) and UTF8_BOM.startswith(head):
             self._bom_head = head
             return None

@@ -608,4 +608,4 @@ def _anomalies(
             "order": line * 2 + np.repeat([0, 1], [len(bad_lines), len(field_lines)]),
         }
     )
-    return frame.sort("order").drop("order").cast(ANOMALY_SCHEMA)
+    return frame.sort("order").drop("order").cast(pl.Schema(ANOMALY_SCHEMA))

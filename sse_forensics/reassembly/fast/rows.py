@@ -64,14 +64,14 @@ def classify_events(events: pl.DataFrame) -> tuple[dict[str, pl.Series], list[in
     json_mask = flags["marked"].to_numpy() & ~slow_mask
     everything = bool(json_mask.all())
     json_rows = None if everything else np.flatnonzero(json_mask)
-    data = events["data"] if everything else events["data"].gather(json_rows)
+    data = events["data"] if json_rows is None else events["data"].gather(json_rows)
     datas = data.to_list()
     kinds, methods, ids, odd, versions = _json_rpc(datas)
     if json_rows is not None:
         versions = json_rows[versions].tolist() if versions else []
         odd = json_rows[odd].tolist() if odd else []
     cols: dict[str, pl.Series] = {}
-    if everything:
+    if json_rows is None:
         cols["rpc_kind"] = pl.Series("rpc_kind", kinds, dtype=pl.String)
         cols["rpc_method"] = pl.Series("rpc_method", methods, dtype=pl.String)
         cols["rpc_id"] = pl.Series("rpc_id", ids, dtype=pl.String)

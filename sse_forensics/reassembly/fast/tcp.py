@@ -334,12 +334,12 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         if not len(dpos):
             continue
         dg = g[dpos]
-        nxt = np.empty(len(dpos), dtype=np.int64)
-        nxt[:-1] = dpos[1:]
+        next_pos = np.empty(len(dpos), dtype=np.int64)
+        next_pos[:-1] = dpos[1:]
         last_of_side = np.ones(len(dpos), dtype=bool)
         last_of_side[:-1] = dg[1:] != dg[:-1]
-        nxt[last_of_side] = gend[dg[last_of_side]]
-        judged = (ts[nxt] - ts[dpos]) >= STALL_SECONDS
+        next_pos[last_of_side] = gend[dg[last_of_side]]
+        judged = (ts[next_pos] - ts[dpos]) >= STALL_SECONDS
         judged |= last_of_side & ((end_ts[dg] - ts[dpos]) >= STALL_SECONDS)
         exact_tcp |= np.bincount(dg[judged], minlength=n_groups) > 0
 
