@@ -163,7 +163,7 @@ def event_columns(
             la,
             o,
             oid,
-            Origin(src, num, ts, kind) if o and src is not None else None,  # type: ignore[arg-type]
+            Origin(src, num, ts, kind) if o and src is not None else None,
         )
         for c, i, n, d, f, la, o, oid, src, num, ts, kind in counts_df.iter_rows()
     }

@@ -182,7 +182,7 @@ class CounterExclusions:
     def _session_keys(self, session_id: str) -> pl.DataFrame:
         if self._by_session is None:
             self._by_session = {
-                key[0]: df  # type: ignore[misc]
+                key[0]: df
                 for key, df in self._keyed.partition_by("session_id", as_dict=True).items()
             }
         return self._by_session.get(session_id, self._keyed.clear())

@@ -294,15 +294,15 @@ class _ConnectionAnalyzer:
                 span = MissingSpan("server", parser.offset, None, "cap", conn.evicted, None)
                 self._exchange(index).holes.append(BodyHole(parser.offset, span))
         for direction in ("client", "server"):
-            fin = conn.fin.get(direction)  # type: ignore[call-overload]
+            fin = conn.fin.get(direction)
             if fin is not None:
-                self.end(direction, fin, "fin")  # type: ignore[arg-type]
+                self.end(direction, fin, "fin")
             elif conn.rst is not None:
-                self.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+                self.end(direction, conn.rst, "rst")
             elif conn.evicted is not None:
-                self.end(direction, conn.last, "evicted")  # type: ignore[arg-type]
+                self.end(direction, conn.last, "evicted")
             else:
-                self.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+                self.end(direction, conn.last, "capture-end")
         self.finish()
 
     def finish(self) -> None:
@@ -465,9 +465,9 @@ class _ConnectionAnalyzer:
         self.app = "h2"
         self.connection.application = "h2"
         for direction in ("client", "server"):  # bytes held or fed after the switch
-            pieces = self.http.take_tunnel_bytes(direction)  # type: ignore[arg-type]
+            pieces = self.http.take_tunnel_bytes(direction)
             if pieces:
-                self._handle(self.h2.feed(direction, pieces))  # type: ignore[arg-type]
+                self._handle(self.h2.feed(direction, pieces))
 
     def _handle(self, events: list[HTTPEvent]) -> None:
         self._handle_events(events)

@@ -191,9 +191,9 @@ def _apply(streams: H2Streams, conn_id: int, events: list[HTTPEvent]) -> str | N
     for ev in events:
         if isinstance(ev, ProtocolError | ResponseBody):
             return R_H2_FRAME
-        ex = exchanges.get(ev.exchange)  # type: ignore[union-attr]
+        ex = exchanges.get(ev.exchange)
         if ex is None:
-            ex = exchanges[ev.exchange] = Exchange(connection_id=conn_id, index=ev.exchange)  # type: ignore[union-attr]
+            ex = exchanges[ev.exchange] = Exchange(connection_id=conn_id, index=ev.exchange)
         if isinstance(ev, RequestHead):
             ex.request = ev
         elif isinstance(ev, RequestBody):
@@ -228,13 +228,13 @@ def finish(
     the caller's (columnar)."""
     h2 = streams.h2
     for direction in ("client", "server"):
-        fin = conn.fin.get(direction)  # type: ignore[call-overload]
+        fin = conn.fin.get(direction)
         if fin is not None:
-            events = h2.end(direction, fin, "fin")  # type: ignore[arg-type]
+            events = h2.end(direction, fin, "fin")
         elif conn.rst is not None:
-            events = h2.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+            events = h2.end(direction, conn.rst, "rst")
         else:
-            events = h2.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+            events = h2.end(direction, conn.last, "capture-end")
         _apply(streams, conn.id, events)
 
     def real(origin: Origin | None) -> Origin | None:
