@@ -373,10 +373,10 @@ def _track_bytes(
 def _raise_refused(read: list[FileRead]) -> None:
     """A local scan detects every file before it reads any: a file that is no log wins
     over one whose first lines are not in its format; the first in reading order."""
-    refused = [r for r in read if r.refused is not None and r.detected]
-    refused = refused or [r for r in read if r.refused is not None]
+    refused = [r.refused for r in read if r.refused is not None and r.detected]
+    refused = refused or [r.refused for r in read if r.refused is not None]
     if refused:
-        source, reason = refused[0].refused  # type: ignore[misc]
+        source, reason = refused[0]
         raise UnreadableInput(source, reason)
 
 

@@ -34,9 +34,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from sse_forensics.evidence.tables import EVIDENCE_TABLES
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # The evidence store's spill files (``EvidenceStore.spill``): what the client reads itself.
 CLIENT_READS = re.compile(
@@ -168,12 +171,12 @@ def paths_in(value: object, root: str, found: list[str] | None = None) -> list[s
             paths_in(key, root, found)
             paths_in(item, root, found)
     elif _carries_paths(value):
-        for f in dataclasses.fields(value):  # type: ignore[arg-type]
+        for f in dataclasses.fields(value):
             paths_in(getattr(value, f.name), root, found)
     return found
 
 
-def _carries_paths(value: object) -> bool:
+def _carries_paths(value: object) -> TypeGuard[DataclassInstance]:
     """The cluster's own task arguments and results (not the rules, the cross-session
     front or a partition's findings, which name no scratch file and can be large)."""
     return (

@@ -10,13 +10,13 @@ answers, the negotiated protocol version) is read here.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
+import polars as pl
 
 from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
-from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
     EventColumns,
@@ -42,8 +42,10 @@ def exchange_protocol_version(bodies: list[bytes | str], version_header: str | N
     for body in bodies:
         if not body:
             continue
-        marker = _VERSION_KEY if isinstance(body, str) else _VERSION_KEY.encode()
-        if marker not in body:  # type: ignore[operator]
+        if isinstance(body, str):
+            if _VERSION_KEY not in body:
+                continue
+        elif _VERSION_KEY.encode() not in body:
             continue
         messages = parse_messages(body)
         if messages:
@@ -229,11 +231,19 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
 FLUSH_ROWS = 50_000
 
 
+class BatchStore(Protocol):
+    """Where :class:`CaptureEvidence` hands its batches (an ``EvidenceStore``)."""
+
+    def add(
+        self, connections: pl.DataFrame, exchanges: pl.DataFrame, events: pl.DataFrame
+    ) -> None: ...
+
+
 class CaptureEvidence:
     """Collects finalised connections' rows and hands them to ``store`` in batches (the
     ``sink`` of :func:`~sse_forensics.reassembly.capture.reassemble`)."""
 
-    def __init__(self, store: EvidenceStore, config: AnalysisConfig) -> None:
+    def __init__(self, store: BatchStore, config: AnalysisConfig) -> None:
         self.store = store
         self.config = config
         self.exchanges = 0

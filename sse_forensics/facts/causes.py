@@ -50,9 +50,12 @@ def _overlaps(start: Origin, end: Origin | None, lo: float, hi: float) -> bool:
 def _stretch(gap: GapRecord) -> tuple[float, float] | None:
     before = gap.before.origin if gap.before else None
     after = gap.after.origin if gap.after else None
-    if before is None and after is None:
+    if before is not None:
+        lo = before.ts
+    elif after is not None:
+        lo = after.ts
+    else:
         return None
-    lo = before.ts if before else after.ts  # type: ignore[union-attr]
     hi = after.ts if after else lo
     return lo, hi
 

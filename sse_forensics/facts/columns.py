@@ -10,13 +10,15 @@ with a producer order to check) and the resumes are judged record by record
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import polars as pl
 
+from sse_forensics.evidence.tables import get_origin
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
-from sse_forensics.facts.model import StreamRecord, evidence
+from sse_forensics.facts.model import Evidence, StreamRecord, evidence
 from sse_forensics.facts.signals import STREAM_GAP
 from sse_forensics.facts.streams import opened_by
 from sse_forensics.facts.tables import TABLE_SCHEMAS
@@ -215,9 +217,9 @@ def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _cite(src: str | None, num: int | None, ts: float | None, kind: str | None, what: str):
-    origin = Origin(src, num, ts, kind) if src is not None else None  # type: ignore[arg-type]
-    return evidence(origin, what)
+def _cite(row: dict[str, Any], prefix: str, what: str) -> Evidence:
+    """Evidence citing the origin in ``row``'s ``prefix_src``/``_num``/``_ts``/``_kind``."""
+    return evidence(get_origin(row, prefix), what)
 
 
 def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
@@ -271,20 +273,8 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     for row in ev.filter(pl.col("prev_row").is_not_null()).iter_rows(named=True):
         texts[row["row"]] = orjson.dumps(
             [
-                _cite(
-                    row["p_src"],
-                    row["p_num"],
-                    row["p_ts"],
-                    row["p_kind"],
-                    f"earlier event id {row['previous_id']}",
-                ),
-                _cite(
-                    row["first_src"],
-                    row["first_num"],
-                    row["first_ts"],
-                    row["first_kind"],
-                    f"then id {row['id_field']} ({row['id_order']})",
-                ),
+                _cite(row, "p", f"earlier event id {row['previous_id']}"),
+                _cite(row, "first", f"then id {row['id_field']} ({row['id_order']})"),
             ]
         ).decode()
     evidence_col = (

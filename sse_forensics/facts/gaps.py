@@ -76,7 +76,9 @@ class GapRecord:
         stream: StreamRecord,
         detected_by: str,
         missing: list[str],
-        **fields: object,
+        *,
+        before: EventRecord | None = None,
+        after: EventRecord | None = None,
     ) -> GapRecord:
         """A gap known by the list of its missing IDs (opaque schemes: no arithmetic)."""
         return cls(
@@ -86,8 +88,9 @@ class GapRecord:
             missing[0],
             missing[-1],
             len(missing),
+            before=before,
+            after=after,
             missing_ids=missing,
-            **fields,  # type: ignore[arg-type]
         )
 
     @property

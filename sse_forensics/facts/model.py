@@ -210,7 +210,7 @@ class StreamRecord:
             ):
                 e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
                 if e.carries_id and codec is not None:
-                    e.key = codec.key(sse.id_field)  # type: ignore[arg-type]
+                    e.key = codec.key(e.id_field)
                 out.append(e)
             self._events = out
         return self._events

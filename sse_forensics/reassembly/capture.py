@@ -589,7 +589,7 @@ def _capture_loss(
         loss.merge(counted)
     else:
         for conn in connections:
-            loss.add_connection(conn.loss)  # type: ignore[arg-type]
+            loss.add_connection(conn.loss)
             loss.evicted_connections += conn.evicted is not None
     for path, st in stats.items():
         if_drops, os_drops = sum(st.interface_drops.values()), sum(st.os_drops.values())

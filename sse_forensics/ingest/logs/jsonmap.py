@@ -304,11 +304,13 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
 
 def _has_path(record: object, path: Path) -> bool:
     for step in path:
-        in_list = isinstance(step, int) and isinstance(record, list) and step < len(record)
-        in_dict = isinstance(step, str) and isinstance(record, dict) and step in record
-        if not (in_list or in_dict):
-            return False
-        record = record[step]  # type: ignore[index]
+        if isinstance(step, int) and isinstance(record, list) and step < len(record):
+            record = record[step]  # a list item
+            continue
+        if isinstance(step, str) and isinstance(record, dict) and step in record:
+            record = record[step]  # an object member
+            continue
+        return False
     return record is not None
 
 
@@ -586,11 +588,12 @@ def _decode_plain(
                     return None
                 sub_seqs[key].append(list(value))
     top = _merged_order(top_seqs, [*shape.leaves, *shape.objects])
-    subs = {k: _merged_order(sub_seqs[k], list(v)) for k, v in shape.objects.items()}
-    if top is None or any(v is None for v in subs.values()):
+    merged = {k: _merged_order(sub_seqs[k], list(v)) for k, v in shape.objects.items()}
+    subs = {k: v for k, v in merged.items() if v is not None}
+    if top is None or len(subs) != len(merged):
         return None
     # Blanks around a record are JSON whitespace: the inferred path strips them.
-    record_regex = _plain_regex(shape, top, subs)  # type: ignore[arg-type]
+    record_regex = _plain_regex(shape, top, subs)
     regex = f"^[ \\t\\r]*{record_regex[1:-1]}[ \\t\\r]*$"
     # Two selects: decoded beside another expression (or as a Series), polars takes the
     # column whole and needs ~3x the memory it needs for it alone, chunk by chunk.

@@ -240,7 +240,7 @@ def reassemble_fast(
     check = classify_groups(index, groups, capture_end if capture_end is not None else 0.0)
     cand = np.flatnonzero(check.candidate)
     cand_first = groups.first_row[cand]
-    evidence = CaptureEvidence(_Forward(sink), config)  # type: ignore[arg-type]
+    evidence = CaptureEvidence(_Forward(sink), config)
     fallbacks: Counter[str] = Counter()
     clock.lap("tcp")
 

@@ -165,7 +165,8 @@ class ExactDriver:
         segment = self.index.segment
         for row in rows.tolist():
             seg = segment(row)
-            pieces = feed(seg)  # type: ignore[arg-type]
+            assert seg is not None, "rows fed are TCP rows"
+            pieces = feed(seg)
             if tracker.count > self.decided:
                 self._new_connections(row)
             if pieces:

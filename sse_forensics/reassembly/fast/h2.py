@@ -237,10 +237,13 @@ def finish(
             events = h2.end(direction, conn.last, "capture-end")
         _apply(streams, conn.id, events)
 
-    def real(origin: Origin | None) -> Origin | None:
-        if origin is None or origin.source not in (MARK[False], MARK[True]):
+    def real_origin(origin: Origin) -> Origin:
+        if origin.source not in (MARK[False], MARK[True]):
             return origin
         return origin_at(origin.source == MARK[True], origin.number)
+
+    def real(origin: Origin | None) -> Origin | None:
+        return None if origin is None else real_origin(origin)
 
     out = []
     for index, ex in sorted(streams.exchanges.items()):
@@ -251,11 +254,11 @@ def finish(
             if not ex.is_event_stream:
                 ex.keep_response_body(fhttp.kept_body(server_buf, chunks))
         if ex.request is not None:
-            ex.request.origin = real(ex.request.origin)  # type: ignore[assignment]
+            ex.request.origin = real_origin(ex.request.origin)
         if ex.response is not None:
-            ex.response.origin = real(ex.response.origin)  # type: ignore[assignment]
+            ex.response.origin = real_origin(ex.response.origin)
         for head in ex.interim:
-            head.origin = real(head.origin)  # type: ignore[assignment]
+            head.origin = real_origin(head.origin)
         ex.response_end = real(ex.response_end)
         out.append(ex)
     return out
