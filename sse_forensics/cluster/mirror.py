@@ -140,7 +140,8 @@ def fsspec_of(url: str) -> tuple[Any, str]:
     """(filesystem, path inside it) of ``url``."""
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    found: tuple[Any, str] = fsspec.core.url_to_fs(url)
+    return found
 
 
 def _filesystem(url: str) -> Any:
@@ -201,7 +202,8 @@ def probe(mirror: Mirror, name: str) -> str:
     """On a worker: the probe object the client wrote, read back (an error if this machine
     cannot reach the store)."""
     fs = _filesystem(mirror.url)
-    return fs.cat_file(_inner(f"{mirror.url}/{name}")).decode()
+    text: str = fs.cat_file(_inner(f"{mirror.url}/{name}")).decode()
+    return text
 
 
 def remove_local(root: str) -> None:

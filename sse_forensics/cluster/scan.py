@@ -111,7 +111,7 @@ def scan_on_cluster(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManager:
+def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManager[Any]:
     if isinstance(cluster, str):
         return open_cluster(parse_cluster(cluster))
     if isinstance(cluster, ClusterSpec):

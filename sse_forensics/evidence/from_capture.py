@@ -103,7 +103,7 @@ def holes_json(holes: list[BodyHole]) -> str | None:
     return orjson.dumps(out).decode()
 
 
-def _origin_list(origin: Any) -> list | None:
+def _origin_list(origin: Any) -> list[Any] | None:
     if origin is None:
         return None
     return [origin.source, origin.number, origin.ts, origin.kind]

@@ -42,6 +42,8 @@ from sse_forensics.ingest.logs.read import log_stats
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
+    from sse_forensics.ingest.logs.model import FileStats
+
 
 class Spill:
     """Named tables of rows routed to ``buckets`` partitions: held in memory up to
@@ -140,7 +142,7 @@ def ingest_logs(
     store: EvidenceStore,
     first_conn_id: int,
     config: AnalysisConfig,
-    files: Callable[[], list] | None = None,
+    files: Callable[[], list[FileStats]] | None = None,
 ) -> LogIngest:
     """Route the log ``batches`` (:func:`~sse_forensics.ingest.logs.iter_log_batches`) to
     partitions, then add their evidence rows to ``store``, pseudo-connections numbered from

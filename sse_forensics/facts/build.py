@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import polars as pl
@@ -36,6 +37,7 @@ from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
 from sse_forensics.facts.model import (
+    Evidence,
     ExchangeRecord,
     SessionRecord,
     StreamRecord,
@@ -57,6 +59,7 @@ from sse_forensics.facts.streams import (
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import TakenKeys
+from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
@@ -203,7 +206,7 @@ def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]
 def _signals(streams: list[StreamRecord], cols: KeyedEvents, frame_: pl.DataFrame) -> pl.DataFrame:
     """The ``signals`` table: gap signals the events carried, 410 answers to resumes and
     streams offered with ``Cache-Control: no-store``, per stream in time order."""
-    extra: list[dict] = []
+    extra: list[dict[str, Any]] = []
     for n, s in enumerate(streams):
         base = {
             "session_id": s.session.session_id,
@@ -235,7 +238,7 @@ def _signals(streams: list[StreamRecord], cols: KeyedEvents, frame_: pl.DataFram
     )
 
 
-def _endpoints(s: StreamRecord | None) -> dict:
+def _endpoints(s: StreamRecord | None) -> dict[str, Any]:
     """ECS-style flow columns of the connection a row is about."""
     conn = s.connection if s is not None else None
     return {
@@ -247,7 +250,7 @@ def _endpoints(s: StreamRecord | None) -> dict:
     }
 
 
-def _common(s: StreamRecord) -> dict:
+def _common(s: StreamRecord) -> dict[str, Any]:
     return {
         "session_id": s.session.session_id,
         "session_inferred": s.session.inferred,
@@ -312,10 +315,10 @@ def _session_row(
     mine: list[StreamRecord],
     gaps: list[GapRecord],
     counts: dict[Key, StreamCounts],
-) -> dict:
+) -> dict[str, Any]:
     """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
     silent: list[GapRecord] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[str | None, ...]] = set()
     for g in gaps:  # one gap seen on both legs of a proxy (same stream, same range) is one
         key = (opened_by(g.stream) or g.stream.logical.key, g.first, g.last)
         if _unsignalled_live(g) and key not in seen:
@@ -390,7 +393,7 @@ def _session_row(
     }
 
 
-def _lost_holes(s: StreamRecord) -> list:
+def _lost_holes(s: StreamRecord) -> list[BodyHole]:
     """The body's missing spans that are capture loss: a capture that starts mid-stream
     lacks nothing it could have held (``mid-stream`` pickups are not loss)."""
     return [h for h in s.exchange.holes if h.span.reason != "mid-stream"]
@@ -455,14 +458,14 @@ def unlinked_resume(s: StreamRecord) -> str | None:
     )
 
 
-def _request_origin(s: StreamRecord) -> dict:
+def _request_origin(s: StreamRecord) -> dict[str, Any]:
     origin = s.exchange.request.origin if s.exchange.request is not None else None
     if origin is None:
         return {"source": None, "frame": None}
     return {"source": origin.source, "frame": origin.number}
 
 
-def _first_span_origin(s: StreamRecord) -> dict:
+def _first_span_origin(s: StreamRecord) -> dict[str, Any]:
     spans = distinct_spans(_lost_holes(s))
     origin = spans[0].after or spans[0].before if spans else None
     if origin is None:
@@ -474,7 +477,7 @@ def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
     return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
 
 
-def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
+def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, Any]:
     ex = s.exchange
     mine = _counts(s, counts)
     cache_control = (header(ex.response_headers, "cache-control") or "").lower()
@@ -513,7 +516,7 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
     }
 
 
-def _outlier_evidence(s: StreamRecord, mine: StreamCounts) -> list:
+def _outlier_evidence(s: StreamRecord, mine: StreamCounts) -> list[Evidence]:
     """Where the stream's IDs do not fit its scheme: the first outlier, cited."""
     if not mine.outliers:
         return []
@@ -533,7 +536,7 @@ def _resume_row(
     live: list[GapRecord],
     gap: GapRecord | None,
     replay: ReplayFacts,
-) -> dict:
+) -> dict[str, Any]:
     """A resume, whether the ID it must continue at lies in a known dropped range, and what
     its answer and the client did (:mod:`.replays`). ``live``: the live gaps of its logical
     stream."""
@@ -629,7 +632,7 @@ def _delivered_later(s: StreamRecord, succ: str | None, index: StreamIndex) -> b
     )
 
 
-def _gap_row(n: int, g: GapRecord) -> dict:
+def _gap_row(n: int, g: GapRecord) -> dict[str, Any]:
     s = g.stream
     before_ts = g.before.origin.ts if g.before and g.before.origin else None
     after_ts = g.after.origin.ts if g.after and g.after.origin else None
@@ -667,7 +670,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
 
 def _request_rows(
     requests: RequestIndex, answered_by_stream: dict[Key, set[str | None]]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """JSON-RPC requests and whether a response to them arrived anywhere on the logical
     stream they opened (the stream itself or a resume of it) or in a JSON body."""
     rows = []
@@ -694,8 +697,10 @@ def _request_rows(
 
 
 def _disagreement_rows(
-    disagreements: list[Disagreement], streams: list[StreamRecord], connections: dict
-) -> list[dict]:
+    disagreements: list[Disagreement],
+    streams: list[StreamRecord],
+    connections: dict[int, Connection],
+) -> list[dict[str, Any]]:
     """Where the event log and the capture of the same stream tell different stories."""
     by_exchange = {s.exchange: s for s in streams}
     rows = []

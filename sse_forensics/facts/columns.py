@@ -30,7 +30,7 @@ Key = tuple[int, int]
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
     """One row per stream, in time order (``rank``), with the columns every row about it
     carries (``_common`` in :mod:`.build`)."""
-    cols: dict[str, list] = {
+    cols: dict[str, list[Any]] = {
         "conn_id": [],
         "ex_index": [],
         "rank": [],

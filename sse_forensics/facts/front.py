@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
@@ -477,7 +477,7 @@ def _stream_codecs(
     return session_codecs, stream_codecs
 
 
-def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
+def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict[Any, bool]:
     """Per ``group`` (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
     :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
@@ -764,7 +764,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .unique()
         )
     # Per session, task by task: a root and every stream it roots are judged in one task.
-    session_repeats: dict = {}
+    session_repeats: dict[Any, bool] = {}
     task_keys = []
     for parts in key_parts.values():
         keys = pl.concat(parts).unique()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
@@ -25,6 +25,7 @@ from sse_forensics.facts.model import EventRecord, Evidence, LogStreamInfo, Stre
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.taken import TakenKeys
+from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.stream import MissingSpan
 
@@ -125,7 +126,7 @@ class GapRecord:
             )
         return event_id in self.missing_ids or event_id == self.first
 
-    def _evicted_ids(self, evicted: dict) -> list[str]:
+    def _evicted_ids(self, evicted: dict[str, Origin]) -> list[str]:
         """The IDs of this gap that the server's event log recorded as evicted."""
         if self.missing_ids:
             return [i for i in self.missing_ids if i in evicted]
@@ -177,7 +178,7 @@ class GapRecord:
 def distinct_spans(holes: list[BodyHole]) -> list[MissingSpan]:
     """The capture's missing spans behind ``holes``, each once (a span can reach a body at
     more than one offset, and a resume's stretch may hold its original's holes too)."""
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     out = []
     for hole in holes:
         span = hole.span

@@ -9,6 +9,7 @@ connection.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import polars as pl
 
@@ -90,12 +91,12 @@ def build_streams(
     return streams
 
 
-def _time_order(s: StreamRecord) -> tuple:
+def _time_order(s: StreamRecord) -> tuple[Any, ...]:
     """Time, then where the request is recorded: log timestamps have one-second resolution,
     and within a second an access log's line order is the order the responses ended."""
     origin = s.request_origin
     if origin is None:
-        where: tuple = (("", 0, ""), 0)
+        where: tuple[Any, ...] = (("", 0, ""), 0)
     elif origin.kind == "line":  # a rotated set reads oldest file first
         where = (rotation_key(origin.source), origin.number)
     else:
@@ -103,7 +104,9 @@ def _time_order(s: StreamRecord) -> tuple:
     return (s.first_ts, *where, s.connection.id, s.exchange.index)
 
 
-def link_resumes(streams: list[StreamRecord], links: dict[tuple[int, int], tuple]) -> None:
+def link_resumes(
+    streams: list[StreamRecord], links: dict[tuple[int, int], tuple[tuple[int, int], int]]
+) -> None:
     """Point each resume at the stream where its ``Last-Event-ID`` was seen (decided over
     the whole scan, :mod:`.front`): ``links`` maps a resume's exchange to that stream's
     exchange and the position of the event; the root is what that stream continues."""
@@ -124,7 +127,7 @@ def assign_ids(
     streams: list[StreamRecord],
     session_codecs: dict[str, IdCodec],
     stream_codecs: dict[tuple[int, int], IdCodec],
-    links: dict[tuple[int, int], tuple],
+    links: dict[tuple[int, int], tuple[tuple[int, int], int]],
 ) -> dict[tuple[int, int], IdCodec]:
     """Give every stream the ID scheme of its logical stream (its events get their keys
     from it), decided over the whole scan (:mod:`.front`): the root is found through
@@ -176,7 +179,7 @@ class CounterExclusions:
         self._keyed = keyed
         self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
-        self._own_keys: dict[str, dict[tuple[int, int], frozenset]] = {}
+        self._own_keys: dict[str, dict[tuple[int, int], frozenset[IdKey]]] = {}
         self._taken: dict[StreamRecord, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
@@ -187,7 +190,7 @@ class CounterExclusions:
             }
         return self._by_session.get(session_id, self._keyed.clear())
 
-    def _own(self, root: StreamRecord) -> frozenset:
+    def _own(self, root: StreamRecord) -> frozenset[IdKey]:
         session_id = root.session.session_id
         own = self._own_keys.get(session_id)
         if own is None:  # every logical stream of the session at once

@@ -3,7 +3,7 @@ types on every capture — even an empty one. Documented in ``docs/facts.md``.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -236,7 +236,7 @@ TABLE_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
 }
 
 
-def frame(table: str, rows: list[dict] | dict[str, list]) -> pl.DataFrame:
+def frame(table: str, rows: list[dict[str, Any]] | dict[str, list[Any]]) -> pl.DataFrame:
     """Rows (a list of dicts, missing keys become null) or columns (a dict of equally long
     lists) as a DataFrame with the table's fixed schema."""
     schema = TABLE_SCHEMAS[table]

@@ -222,7 +222,8 @@ class PacketIndex:
     @property
     def missing_tail(self) -> np.ndarray:
         """Payload bytes on the wire but not captured, per frame (``TCPSegment.missing_tail``)."""
-        return self.claimed_len - self.payload_len
+        out: np.ndarray = self.claimed_len - self.payload_len
+        return out
 
     @property
     def tcp_segments(self) -> int:
@@ -392,7 +393,8 @@ class _Bytes:
         )
         inside = pos <= limit
         if bool(inside.all()):
-            return items[pos].view(np.uint8).reshape(-1, width)
+            rows: np.ndarray = items[pos].view(np.uint8).reshape(-1, width)
+            return rows
         out = np.empty((len(pos), width), dtype=np.uint8)
         out[inside] = items[pos[inside]].view(np.uint8).reshape(-1, width)
         near_end = pos[~inside]
@@ -401,7 +403,8 @@ class _Bytes:
 
 
 def _be16(b: np.ndarray, k: int) -> np.ndarray:
-    return (b[:, k].astype(np.int64) << 8) | b[:, k + 1]
+    out: np.ndarray = (b[:, k].astype(np.int64) << 8) | b[:, k + 1]
+    return out
 
 
 def _u32(b: np.ndarray, k: int, order: str = ">") -> np.ndarray:

@@ -82,13 +82,16 @@ class _ZstdReader(io.RawIOBase):
     data ends inside a frame (``zstandard``'s own stream reader stops silently there)."""
 
     def __init__(self, raw: IO[bytes]) -> None:
-        import zstandard
-
         self._raw = raw
-        self._new = lambda: zstandard.ZstdDecompressor().decompressobj()
         self._dec = self._new()
         self._buf = b""
         self._started = False
+
+    @staticmethod
+    def _new() -> Any:  # a zstandard decompressobj (zstandard ships no type hints)
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj()
 
     def readable(self) -> bool:
         return True

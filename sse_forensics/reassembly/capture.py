@@ -41,6 +41,7 @@ from sse_forensics.reassembly.receive_buffer import Pieces
 from sse_forensics.reassembly.sse import SSEAnomaly, SSEParser
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
+from sse_forensics.reassembly.tls.session import TLSEvent
 
 # SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
 # the server meant to send: reported under ``errors`` with their frame.
@@ -201,7 +202,7 @@ class _ConnectionAnalyzer:
         self.app = "h2"
         self.connection.application = "h2"
 
-    def _tls(self, events: list) -> None:
+    def _tls(self, events: list[TLSEvent]) -> None:
         for ev in events:
             if isinstance(ev, TLSData):
                 self._app(ev.direction, ev.pieces)

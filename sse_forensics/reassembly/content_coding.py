@@ -170,7 +170,8 @@ class _BrotliDecoder:
         if self._decompressor.is_finished():
             return b""
         try:
-            return self._decompressor.process(data, output_buffer_limit=room + 1)
+            out: bytes = self._decompressor.process(data, output_buffer_limit=room + 1)
+            return out
         except brotli.error as exc:
             raise DecodeError(f"br: {exc}") from None
 

@@ -413,7 +413,8 @@ def _words(buf: bytes, pos: np.ndarray) -> np.ndarray:
     if late.any():  # the last 7 lines' starts at most: shift the last word, zero-filled
         shift = (pos[late] - last) * 8
         words[late] = np.where(shift < 64, windows[last] >> shift.astype(np.uint64), 0)
-    return words
+    out: np.ndarray = words
+    return out
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ every finding against ``ecs_flat.yml`` of ECS :data:`ECS_VERSION`."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -252,8 +252,8 @@ def tls_connections(result: ScanResult) -> list[dict[str, object]]:
     return out
 
 
-def session_summaries(result: ScanResult) -> list[dict]:
-    verdicts: dict[str, Counter] = {}
+def session_summaries(result: ScanResult) -> list[dict[str, Any]]:
+    verdicts: dict[str, Counter[str]] = {}
     for f in result.findings:
         verdicts.setdefault(f.session_id or "", Counter())[f.classification] += 1
     rows = []

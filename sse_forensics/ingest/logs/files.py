@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from io import BufferedReader
+from typing import Any
 
 import numpy as np
 import zstandard
@@ -58,7 +59,7 @@ def compression(head: bytes) -> str | None:
     return None
 
 
-def _decompressor(kind: str):
+def _decompressor(kind: str) -> Any:  # a zlib or a zstandard decompressobj
     if kind == "gzip":
         return zlib.decompressobj(_WBITS_GZIP)
     return zstandard.ZstdDecompressor().decompressobj()
@@ -69,7 +70,7 @@ def _decompressor(kind: str):
 _ZSTD_STEP = 2048
 
 
-def _inflate(dec, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
+def _inflate(dec: Any, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
     """One bounded step of ``dec`` over ``pending``: its output (at most ``CHUNK_BYTES``
     for gzip, 64 MiB for zstd) and the input still to feed."""
     if kind == "gzip":

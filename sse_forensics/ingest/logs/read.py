@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 import polars as pl
@@ -184,7 +184,7 @@ def variable_names(log_map: LogMap) -> tuple[F.VariableName, ...]:
     return tuple(out)
 
 
-def _has_kind(fmap: FieldMap, record: dict) -> bool:
+def _has_kind(fmap: FieldMap, record: dict[str, Any]) -> bool:
     rule = fmap.fields.get("kind")
     return rule is not None and match_score(FieldMap("kind", {"kind": rule}), record) == 1
 

@@ -516,7 +516,8 @@ class _Batch:
 
     def _rows(self, server: bool, pos: list[int] | np.ndarray) -> np.ndarray:
         starts, rows = (self.s_start, self.s_rows) if server else (self.c_start, self.c_rows)
-        return rows[_seg(starts, pos)]
+        out: np.ndarray = rows[_seg(starts, pos)]
+        return out
 
     def _origins(self, server: bool, pos: list[int]) -> list[Origin]:
         return _origins(self.ctx.index, self._rows(server, pos)) if pos else []

@@ -157,7 +157,8 @@ def gather(buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
     pattern = np.zeros(2 * n + 1, dtype=bool)
     pattern[1::2] = True
     keep = np.repeat(pattern, runs)
-    return np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
+    kept: bytes = np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
+    return kept
 
 
 def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:
