@@ -19,7 +19,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -241,7 +241,7 @@ def _reassemble_captures(
     return result.reassembly()
 
 
-def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager:
+def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager[Any]:
     """``executor`` as it is (its owner shuts it down), else ``workers`` spawned processes."""
     if executor is not None:
         return contextlib.nullcontext(executor)
@@ -641,7 +641,8 @@ def scan_paths(
         limits=config.limits,
     )
     # Findings, errors and records cite `x.pcap.gz` or `<stdin>`, never the spooled copy.
-    return restore_names(result, spool.names)
+    restored: ScanResult = restore_names(result, spool.names)
+    return restored
 
 
 def reassemble_paths(paths: list[str]) -> Reassembly:

@@ -47,7 +47,7 @@ from sse_forensics.reassembly.http import (
     _last_coding_is_chunked,
     _Reader,
 )
-from sse_forensics.reassembly.http_events import Headers, header
+from sse_forensics.reassembly.http_events import Headers, HTTPEvent, header
 
 R_LEFTOVER = "http: bytes after the last complete message"
 R_HEAD = "http: head the parser would reject or report"
@@ -89,7 +89,7 @@ def parse_fields(section: str) -> Headers:
     headers = _FIELDS_CACHE.get(section)
     if headers is not None:
         return headers
-    out: list = []
+    out: list[HTTPEvent] = []
     headers = _FIELDS_READER.parse_fields(section, None, out)
     if out:
         raise Fallback(R_FIELDS)
