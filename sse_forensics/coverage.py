@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
+    from sse_forensics.reassembly.loss import CaptureLoss
     from sse_forensics.result import ScanResult
 
 # Connections listed one by one when nothing could be judged; the rest are counted.
@@ -77,15 +78,15 @@ def _bytes(n: int) -> str:
     return f"{n} byte" if n == 1 else f"{n} bytes"
 
 
-def _loss_reasons(loss_dict: dict[str, int]) -> str:
+def _loss_reasons(loss: CaptureLoss) -> str:
     parts = [
-        f"{name} {_bytes(loss_dict[key])}"
-        for name, key in (
-            ("snap length", "snaplen_bytes"),
-            ("ACKed but not captured", "acked_unseen"),
-            ("holes", "hole_bytes"),
+        f"{name} {_bytes(n)}"
+        for name, n in (
+            ("snap length", loss.snaplen_bytes),
+            ("ACKed but not captured", loss.acked_unseen),
+            ("holes", loss.hole_bytes),
         )
-        if loss_dict.get(key)
+        if n
     ]
     return ", ".join(parts)
 
@@ -98,7 +99,7 @@ def _capture_loss(result: ScanResult) -> Unjudged | None:
     why = (
         f"{loss.missing_bytes} of {_bytes(total)} ({loss.percent_lost:.0f}%) "
         f"exchanged on {loss.connections_with_loss} connection(s) are missing from the "
-        f"capture ({_loss_reasons(loss.as_dict())})"
+        f"capture ({_loss_reasons(loss)})"
     )
     return Unjudged("input", "capture", why, missing_bytes=loss.missing_bytes)
 

@@ -91,6 +91,8 @@ def parse_limits(assignments: list[str], base: Limits = DEFAULT_LIMITS) -> Limit
             known = ", ".join(LIMIT_NAMES)
             raise ValueError(f"--limit {item!r}: expected NAME=VALUE with NAME one of {known}")
         changes[name] = parse_value(name, text)
+    # mypy checks replace()'s keywords against the fields' types and cannot see that each
+    # name is a field whose value parse_value typed (int or float, as LIMIT_NAMES says).
     return replace(base, **changes)  # type: ignore[arg-type]
 
 

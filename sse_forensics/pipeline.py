@@ -14,12 +14,12 @@ import contextlib
 import gc
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -196,7 +196,7 @@ def _reassemble_captures(
     return result.reassembly()
 
 
-def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager:
+def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager[Any]:
     """``executor`` as it is (its owner shuts it down), else ``workers`` spawned processes."""
     if executor is not None:
         return contextlib.nullcontext(executor)
@@ -346,14 +346,18 @@ class _StoreSource:
     def buckets(self) -> int:
         return self.store.buckets
 
-    def exchanges(self, columns: list[str | pl.Expr], where: pl.Expr | None = None) -> pl.DataFrame:
+    def exchanges(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
         return self.store.columns(ExchangeColumns, columns, where)
 
-    def events(self, columns: list[str | pl.Expr], where: pl.Expr | None = None) -> pl.DataFrame:
+    def events(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
         return self.store.columns(EventColumns, columns, where)
 
     def bucket_events(
-        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(EventColumns, columns, where)
 
@@ -592,7 +596,8 @@ def scan_paths(
         limits=config.limits,
     )
     # Findings, errors and records cite `x.pcap.gz` or `<stdin>`, never the spooled copy.
-    return restore_names(result, spool.names)
+    restored: ScanResult = restore_names(result, spool.names)
+    return restored
 
 
 def reassemble_paths(paths: list[str]) -> Reassembly:
@@ -611,7 +616,8 @@ def evidence_provided(reassembly: Reassembly) -> frozenset[str]:
     provided: set[str] = set()
     if reassembly.frames:
         provided |= PROVIDED_BY["capture"]
-    for file in reassembly.log_stats.get("files", []):  # type: ignore[union-attr]
+    files = reassembly.log_stats.get("files", [])  # ingest.logs.read.log_stats: a list
+    for file in files if isinstance(files, list) else []:
         kind = file.get("kind", "")
         provided |= PROVIDED_BY["event-log" if kind == "event-log" else "access-log"]
         if INITIALIZE in {canonical_control_type(t) for t in file.get("control_types", {})}:

@@ -22,7 +22,7 @@ import typer
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.facts.ids import DEFAULT_PREFIXED
+from sse_forensics.facts.ids import DEFAULT_PREFIXED, IdScheme
 from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import classification_rank
 
@@ -65,6 +65,15 @@ class Scheme(StrEnum):
     int = "int"
     prefixed = "prefixed"
     opaque = "opaque"
+
+
+# What each choice asks of the analysis (None: detect per session).
+_ID_SCHEMES: dict[Scheme, IdScheme | None] = {
+    Scheme.auto: None,
+    Scheme.int: "int",
+    Scheme.prefixed: "prefixed",
+    Scheme.opaque: "opaque",
+}
 
 
 Paths = Annotated[
@@ -244,7 +253,7 @@ def analysis_config(
     return AnalysisConfig(
         session_header=session_header,
         session_path_regex=session_path_regex,
-        id_scheme=None if id_scheme is Scheme.auto else id_scheme.value,
+        id_scheme=_ID_SCHEMES[id_scheme],
         prefixed_regex=prefixed_regex,
         tls_keylog=tuple(str(p) for p in tls_keylog or []),
         limits=caps,

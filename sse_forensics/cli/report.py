@@ -90,11 +90,11 @@ def report(
     except OSError as exc:
         usage_error(f"{printable(output, 300)}: cannot write the report: {exc.strerror}")
     if not quiet:
-        sessions = len({f.session_id for f in result.findings if f.session_id})
+        n_sessions = len({f.session_id for f in result.findings if f.session_id})
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             Text(
                 f"wrote {printable(output, 300)}: {len(result.findings)} finding(s) in "
-                f"{sessions} session(s), {len(result.errors)} input problem(s)"
+                f"{n_sessions} session(s), {len(result.errors)} input problem(s)"
             )
         )
     raise typer.Exit(exit_code(result, fail_on))

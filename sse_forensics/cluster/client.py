@@ -86,7 +86,8 @@ def worker_threads(client: Any) -> int:
             raise ClusterUnavailable(
                 f"the cluster has no worker (waited {WAIT_FOR_WORKERS_S:.0f} s)"
             ) from exc
-    return max(1, sum(client.nthreads().values()))
+    threads: int = sum(client.nthreads().values())
+    return max(1, threads)
 
 
 class ClusterExecutor(Executor):
@@ -122,7 +123,7 @@ class ClusterExecutor(Executor):
         self._counts: dict[str, list[int]] = {}  # stage → [done, submitted]
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         stage = self._stages.get(getattr(fn, "__name__", ""))
         mirror = self.mirror
         if mirror is not None:
@@ -131,7 +132,7 @@ class ClusterExecutor(Executor):
             fn = run_mirrored
         args = tuple(self._shared(a) for a in args)
         kwargs = {k: self._shared(v) for k, v in kwargs.items()}
-        future = self._inner.submit(fn, *args, **kwargs)
+        future: Future[Any] = self._inner.submit(fn, *args, **kwargs)
         if mirror is not None:
             future = _Pulled.chain(future, mirror)
         if stage is not None and self._progress is not None:
@@ -172,7 +173,7 @@ class ClusterExecutor(Executor):
             self.client.cancel(futures)
 
 
-class _Pulled(Future):
+class _Pulled(Future[Any]):
     """A task's future whose :meth:`result` first downloads the evidence files the result
     names (in the caller's thread, not Dask's event loop)."""
 
@@ -183,10 +184,10 @@ class _Pulled(Future):
         self._pull_lock = threading.Lock()
 
     @classmethod
-    def chain(cls, inner: Future, mirror: Mirror) -> _Pulled:
+    def chain(cls, inner: Future[Any], mirror: Mirror) -> _Pulled:
         outer = cls(mirror)
 
-        def copy(done: Future) -> None:
+        def copy(done: Future[Any]) -> None:
             if done.cancelled():
                 outer.cancel()
                 outer.set_running_or_notify_cancel()

@@ -356,23 +356,28 @@ def _track_bytes(
     done = [0]
     lock = threading.Lock()
 
-    def finished(size: int) -> None:
-        with lock:
-            done[0] += size
-            now = done[0]
-        progress("logs", min(now, total), total)
+    def finished(size: int) -> Callable[[Future[FileRead]], None]:
+        """The callback of a future that read ``size`` bytes."""
+
+        def callback(_future: Future[FileRead]) -> None:
+            with lock:
+                done[0] += size
+                now = done[0]
+            progress("logs", min(now, total), total)
+
+        return callback
 
     for future, size in zip(futures, sizes, strict=True):
-        future.add_done_callback(lambda _f, size=size: finished(size))
+        future.add_done_callback(finished(size))
 
 
 def _raise_refused(read: list[FileRead]) -> None:
     """A local scan detects every file before it reads any: a file that is no log wins
     over one whose first lines are not in its format; the first in reading order."""
-    refused = [r for r in read if r.refused is not None and r.detected]
-    refused = refused or [r for r in read if r.refused is not None]
+    refused = [r.refused for r in read if r.refused is not None and r.detected]
+    refused = refused or [r.refused for r in read if r.refused is not None]
     if refused:
-        source, reason = refused[0].refused  # type: ignore[misc]
+        source, reason = refused[0]
         raise UnreadableInput(source, reason)
 
 

@@ -34,9 +34,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from sse_forensics.evidence.tables import EVIDENCE_TABLES
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # The evidence store's spill files (``EvidenceStore.spill``): what the client reads itself.
 CLIENT_READS = re.compile(
@@ -137,7 +140,8 @@ def fsspec_of(url: str) -> tuple[Any, str]:
     """(filesystem, path inside it) of ``url``."""
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    found: tuple[Any, str] = fsspec.core.url_to_fs(url)
+    return found
 
 
 def _filesystem(url: str) -> Any:
@@ -168,12 +172,12 @@ def paths_in(value: object, root: str, found: list[str] | None = None) -> list[s
             paths_in(key, root, found)
             paths_in(item, root, found)
     elif _carries_paths(value):
-        for f in dataclasses.fields(value):  # type: ignore[arg-type]
+        for f in dataclasses.fields(value):
             paths_in(getattr(value, f.name), root, found)
     return found
 
 
-def _carries_paths(value: object) -> bool:
+def _carries_paths(value: object) -> TypeGuard[DataclassInstance]:
     """The cluster's own task arguments and results (not the rules, the cross-session
     front or a partition's findings, which name no scratch file and can be large)."""
     return (
@@ -198,7 +202,8 @@ def probe(mirror: Mirror, name: str) -> str:
     """On a worker: the probe object the client wrote, read back (an error if this machine
     cannot reach the store)."""
     fs = _filesystem(mirror.url)
-    return fs.cat_file(_inner(f"{mirror.url}/{name}")).decode()
+    text: str = fs.cat_file(_inner(f"{mirror.url}/{name}")).decode()
+    return text
 
 
 def remove_local(root: str) -> None:

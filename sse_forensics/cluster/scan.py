@@ -45,10 +45,9 @@ from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
-    ScanProgress,
-    ScanResult,
     scan_paths,
 )
+from sse_forensics.result import ScanProgress, ScanResult
 
 # Partitions of a cluster scan (:func:`cluster_partitions`).
 PARTITIONS_PER_WORKER_MIN = 4
@@ -111,7 +110,7 @@ def scan_on_cluster(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManager:
+def _client(cluster: str | ClusterSpec | Any) -> contextlib.AbstractContextManager[Any]:
     if isinstance(cluster, str):
         return open_cluster(parse_cluster(cluster))
     if isinstance(cluster, ClusterSpec):
@@ -341,7 +340,7 @@ def restore_sources(result: ScanResult, staged: StagedInputs) -> ScanResult:
     source = staged.source
     for finding in result.findings:
         finding.evidence = [
-            {**e, "source": source(e["source"])} if isinstance(e.get("source"), str) else e
+            {**e, "source": source(name)} if isinstance(name := e.get("source"), str) else e
             for e in finding.evidence
         ]
     result.paths = list(staged.given)

@@ -6,6 +6,7 @@ import hashlib
 import string
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -18,7 +19,7 @@ _FORMATTER = string.Formatter()
 GAP_KEYS = ("first", "last", "count")
 
 
-class _Row(dict):
+class _Row(dict[str, Any]):
     """Template values: a missing or null column reads as ``?`` so a message never fails."""
 
     def __missing__(self, key: str) -> str:
@@ -73,7 +74,7 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
         classification = rule.classification or row.get(rule.classification_from or "")
         if cost_nothing:
             classification = CONTRACT_VIOLATION
-        evidence: list[dict] = []
+        evidence: list[dict[str, Any]] = []
         for column in rule.evidence:  # list-of-struct columns (facts.tables.EVIDENCE)
             value = row.get(column)
             if isinstance(value, list):
@@ -120,10 +121,10 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
     return findings
 
 
-def _distinct(evidence: list[dict]) -> list[dict]:
+def _distinct(evidence: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each piece of evidence once, in first-cited order: a missing span or an event a row
     cites twice (say, as the gap's edge and as its cause) is one fact."""
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     out = []
     for e in evidence:
         key = tuple(sorted((k, repr(v)) for k, v in e.items()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sse_forensics.verdicts import SEVERITIES, classification_rank
 
@@ -56,7 +57,7 @@ class Finding:
     # (``facts.streams.opened_by``): what tells one stream seen on two connections.
     opened_by: str | None = None
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         severity = SEVERITIES.index(self.severity) if self.severity in SEVERITIES else 0
         return (
             -classification_rank(self.classification),

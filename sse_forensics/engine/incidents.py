@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -109,7 +110,7 @@ class Incident:
     @property
     def evidence(self) -> list[dict[str, object]]:
         """Every finding's evidence, each entry once, in first-cited order."""
-        seen: set[tuple] = set()
+        seen: set[tuple[Any, ...]] = set()
         out = []
         for f in self.findings:
             for e in f.evidence:
@@ -227,7 +228,7 @@ def _span(members: list[Finding]) -> dict[str, object]:
     return {"first": first, "last": last, "count": count}
 
 
-def _order(f: Finding, key: str) -> tuple:
+def _order(f: Finding, key: str) -> tuple[Any, ...]:
     value = str(f.gap.get(key))
     digits = len(value) - len(value.rstrip("0123456789"))
     counter = int(value[-digits:]) if digits and f.id_scheme in ("int", "prefixed") else -1
@@ -284,7 +285,7 @@ def group_incidents(findings: list[Finding]) -> list[Incident]:
     return incidents
 
 
-def _incident_order(incident: Incident) -> tuple:
+def _incident_order(incident: Incident) -> tuple[Any, ...]:
     severity = SEVERITIES.index(incident.severity) if incident.severity in SEVERITIES else 0
     return (
         -classification_rank(incident.classification),

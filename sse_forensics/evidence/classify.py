@@ -8,11 +8,11 @@ from typing import Any
 
 import orjson
 
-from sse_forensics.facts.jsonrpc import parse_messages
+from sse_forensics.facts.jsonrpc import RpcMessage, parse_messages
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
 
 
-def classify(event: str, data: str, id_field: str | None) -> tuple[str, list | None]:
+def classify(event: str, data: str, id_field: str | None) -> tuple[str, list[RpcMessage] | None]:
     """(kind, JSON-RPC messages of a data event)."""
     if event in SIGNAL_EVENT_TYPES:
         return "signal", None
@@ -27,7 +27,7 @@ def classify(event: str, data: str, id_field: str | None) -> tuple[str, list | N
 
 
 def put_classified(
-    buf: dict[str, list[Any]], kind: str, rpc: list | None, event: str, data: str
+    buf: dict[str, list[Any]], kind: str, rpc: list[RpcMessage] | None, event: str, data: str
 ) -> None:
     """Append the ``kind``, ``rpc_*`` and ``sig_*`` columns of one event."""
     buf["kind"].append(kind)

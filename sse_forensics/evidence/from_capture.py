@@ -10,13 +10,13 @@ answers, the negotiated protocol version) is read here.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
+import polars as pl
 
 from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
-from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
     EventColumns,
@@ -42,8 +42,10 @@ def exchange_protocol_version(bodies: list[bytes | str], version_header: str | N
     for body in bodies:
         if not body:
             continue
-        marker = _VERSION_KEY if isinstance(body, str) else _VERSION_KEY.encode()
-        if marker not in body:  # type: ignore[operator]
+        if isinstance(body, str):
+            if _VERSION_KEY not in body:
+                continue
+        elif _VERSION_KEY.encode() not in body:
             continue
         messages = parse_messages(body)
         if messages:
@@ -101,7 +103,7 @@ def holes_json(holes: list[BodyHole]) -> str | None:
     return orjson.dumps(out).decode()
 
 
-def _origin_list(origin: Any) -> list | None:
+def _origin_list(origin: Any) -> list[Any] | None:
     if origin is None:
         return None
     return [origin.source, origin.number, origin.ts, origin.kind]
@@ -175,7 +177,7 @@ def _exchange_row(
     buf["req_rpc"].append(request_calls(request_body) if req else None)
     answers: list[bytes | str] = [bytes(ex.response_body)]
     if ex.is_event_stream:
-        answers.extend(sse.data for sse in ex.events if sse.data)
+        answers.extend(data for data in ex.event_data() if data)
     answers.append(request_body)
     version_header = header(ex.request_headers, config.protocol_version_header)
     buf["protocol_version"].append(exchange_protocol_version(answers, version_header))
@@ -194,7 +196,7 @@ def _exchange_row(
     put_origin(buf, "body", ex.last_body_origin)
     buf["body_bytes"].append(ex.body_bytes)
     buf["trailing"].append(bytes(ex.trailing))
-    buf["comments"].append(len(ex.comments))
+    buf["comments"].append(ex.comment_count())
     buf["holes"].append(holes_json(ex.holes))
     buf["log_info"].append(None)
 
@@ -229,11 +231,19 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
 FLUSH_ROWS = 50_000
 
 
+class BatchStore(Protocol):
+    """Where :class:`CaptureEvidence` hands its batches (an ``EvidenceStore``)."""
+
+    def add(
+        self, connections: pl.DataFrame, exchanges: pl.DataFrame, events: pl.DataFrame
+    ) -> None: ...
+
+
 class CaptureEvidence:
     """Collects finalised connections' rows and hands them to ``store`` in batches (the
     ``sink`` of :func:`~sse_forensics.reassembly.capture.reassemble`)."""
 
-    def __init__(self, store: EvidenceStore, config: AnalysisConfig) -> None:
+    def __init__(self, store: BatchStore, config: AnalysisConfig) -> None:
         self.store = store
         self.config = config
         self.exchanges = 0

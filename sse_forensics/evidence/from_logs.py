@@ -19,6 +19,7 @@ across runs, and never mistaken for a TCP flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import polars as pl
@@ -254,8 +255,8 @@ def _log_info(rows: pl.DataFrame) -> pl.DataFrame:
     return emitted.join(evicted, on=keys, how="full", coalesce=True, nulls_equal=True)
 
 
-def _info_json(row: dict | None, group: dict) -> str:
-    evicted: dict[str, list] = {}
+def _info_json(row: dict[str, Any] | None, group: dict[str, Any]) -> str:
+    evicted: dict[str, list[Any]] = {}
     why: dict[str, str] = {}
     row = row or {}
     for eid, src, line, ts, reason in zip(
@@ -550,7 +551,12 @@ def client_part(
 
 
 def _append_connection(
-    buf: dict[str, list], conn_id: int, label: str, client: str, first: Origin, last: Origin
+    buf: dict[str, list[Any]],
+    conn_id: int,
+    label: str,
+    client: str,
+    first: Origin,
+    last: Origin,
 ) -> None:
     buf["conn_id"].append(conn_id)
     buf["community_id"].append(f"log:{label}")

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -37,6 +38,11 @@ from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
+
+    from sse_forensics.ingest.logs.model import FileStats
 
 
 class Spill:
@@ -67,7 +73,7 @@ class Spill:
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)
-            self._bytes += part.estimated_size()
+            self._bytes += int(part.estimated_size())  # bytes: an int
         if self._bytes > self.budget:
             self.flush()
 
@@ -111,7 +117,7 @@ class Spill:
         for p in self._files.pop((name, bucket), []):
             p.unlink(missing_ok=True)
         for df in self._held.pop((name, bucket), []):
-            self._bytes -= df.estimated_size()
+            self._bytes -= int(df.estimated_size())
 
 
 @dataclass(slots=True)
@@ -136,7 +142,7 @@ def ingest_logs(
     store: EvidenceStore,
     first_conn_id: int,
     config: AnalysisConfig,
-    files: Callable[[], list] | None = None,
+    files: Callable[[], list[FileStats]] | None = None,
 ) -> LogIngest:
     """Route the log ``batches`` (:func:`~sse_forensics.ingest.logs.iter_log_batches`) to
     partitions, then add their evidence rows to ``store``, pseudo-connections numbered from
@@ -318,7 +324,7 @@ def client_rows(
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]
 
 
-def _access_schema() -> dict[str, pl.DataType]:
+def _access_schema() -> dict[str, PolarsDataType]:
     from sse_forensics.ingest.logs.model import ACCESS_SCHEMA
 
     schema = {c: ACCESS_SCHEMA[c] for c in F.ACCESS_LOG_COLUMNS}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,7 +127,7 @@ class EvidenceStore:
         if not df.height:
             return
         self._parts[bucket].batches[table.name].append(df)
-        self._held += df.estimated_size()
+        self._held += int(df.estimated_size())  # bytes: an int
         self.rows[table.name] += df.height
 
     def scratch_dir(self) -> Path:
@@ -184,7 +184,7 @@ class EvidenceStore:
     def columns(
         self,
         table: type[Columns],
-        columns: list[str | pl.Expr],
+        columns: Sequence[str | pl.Expr],
         where: pl.Expr | None = None,
     ) -> pl.DataFrame:
         """``columns`` (names or expressions) of ``table`` over every bucket, of the rows
@@ -195,7 +195,7 @@ class EvidenceStore:
     def bucket_columns(
         self,
         table: type[Columns],
-        columns: list[str | pl.Expr],
+        columns: Sequence[str | pl.Expr],
         where: pl.Expr | None = None,
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         """(bucket, :meth:`columns` of that bucket), one bucket at a time in bucket order
@@ -217,7 +217,11 @@ class EvidenceStore:
         return pl.concat(parts).unique().sort()
 
     def _read(
-        self, bucket: int, table: type[Columns], columns: list[str | pl.Expr], where: pl.Expr | None
+        self,
+        bucket: int,
+        table: type[Columns],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None,
     ) -> list[pl.DataFrame]:
         part = self._parts[bucket]
         frames = []
@@ -232,7 +236,7 @@ class EvidenceStore:
 
     @staticmethod
     def _joined(
-        frames: list[pl.DataFrame], table: type[Columns], columns: list[str | pl.Expr]
+        frames: list[pl.DataFrame], table: type[Columns], columns: Sequence[str | pl.Expr]
     ) -> pl.DataFrame:
         if not frames:
             return table.frame().select(columns)

@@ -57,14 +57,15 @@ class Columns:
 
     @classmethod
     def schema(cls) -> dict[str, pl.DataType]:
-        if cls.__dict__.get("_schema") is None:
+        schema: dict[str, pl.DataType] | None = cls.__dict__.get("_schema")  # this class's own
+        if schema is None:
             hints = typing.get_type_hints(cls)
-            cls._schema = {
+            schema = cls._schema = {
                 name: _dtype(hint)
                 for name, hint in hints.items()
                 if not name.startswith("_") and typing.get_origin(hint) is not ClassVar
             }
-        return cls._schema  # type: ignore[return-value]
+        return schema
 
     @classmethod
     def names(cls) -> list[str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import polars as pl
 
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.causes import REPLAY_HANDOFF, attribute
+from sse_forensics.facts.columns import EventColumns as KeyedEvents
 from sse_forensics.facts.columns import (
     Key,
     StreamCounts,
@@ -35,6 +37,7 @@ from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
 from sse_forensics.facts.model import (
+    Evidence,
     ExchangeRecord,
     SessionRecord,
     StreamRecord,
@@ -55,6 +58,7 @@ from sse_forensics.facts.streams import (
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import TakenKeys
+from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
@@ -111,23 +115,23 @@ def build_facts(
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        gaps.extend(live_gaps(s, _codec(s), taken.get(id(s.logical))))
+        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical)))
     for s in streams:
         if s.kind != "resume":
             continue
-        gap = resume_gap(s, _codec(s), taken.get(id(s.logical)), index)
+        gap = resume_gap(s, _codec(s), taken.get(s.logical), index)
         if gap is not None:
             gaps.append(gap)
         resumes.append((s, gap))
-    live_by_stream: dict[int, list[GapRecord]] = defaultdict(list)
-    live_by_logical: dict[int, list[GapRecord]] = defaultdict(list)
+    live_by_stream: dict[StreamRecord, list[GapRecord]] = defaultdict(list)
+    live_by_logical: dict[StreamRecord, list[GapRecord]] = defaultdict(list)
     gaps_by_session: dict[str, list[GapRecord]] = defaultdict(list)
     for g in gaps:
         gaps_by_session[g.stream.session.session_id].append(g)
         if g.location == "live":
-            live_by_stream[id(g.stream)].append(g)
-            live_by_logical[id(g.stream.logical)].append(g)
-    resume_gaps = {id(s): gap for s, gap in resumes if gap is not None}
+            live_by_stream[g.stream].append(g)
+            live_by_logical[g.stream.logical].append(g)
+    resume_gaps = {s: gap for s, gap in resumes if gap is not None}
     for g in gaps:
         g.codec = _codec(g.stream)
         _client_reaction(g, index, requests)
@@ -136,9 +140,9 @@ def build_facts(
         _resume_row(
             s,
             _codec(s),
-            taken.get(id(s.logical)),
+            taken.get(s.logical),
             index,
-            live_by_logical[id(s.logical)],
+            live_by_logical[s.logical],
             gap,
             judge.judge(s, gap),
         )
@@ -178,7 +182,7 @@ def _codec(s: StreamRecord) -> IdCodec:
     return s.codec
 
 
-def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key]]:
+def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]]:
     """The streams holding the first data event (in time order) with one of the given (ID,
     data) pairs: where a replayed event was sent first (:class:`.replays.ReplayJudge`)."""
 
@@ -198,10 +202,10 @@ def _replayed_in(cols: EventColumns) -> Callable[[set[tuple[str, str]]], set[Key
     return holders
 
 
-def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFrame) -> pl.DataFrame:
+def _signals(streams: list[StreamRecord], cols: KeyedEvents, frame_: pl.DataFrame) -> pl.DataFrame:
     """The ``signals`` table: gap signals the events carried, 410 answers to resumes and
     streams offered with ``Cache-Control: no-store``, per stream in time order."""
-    extra: list[dict] = []
+    extra: list[dict[str, Any]] = []
     for n, s in enumerate(streams):
         base = {
             "session_id": s.session.session_id,
@@ -224,7 +228,7 @@ def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFra
         cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
         if s.exchange.is_event_stream and "no-store" in cache_control:
             extra.append({**base, **where, "kind": "no-store", "order": 2})
-    schema = {**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64}
+    schema = pl.Schema({**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64})
     carried = signal_rows(cols, frame_).with_columns(pl.lit(0, pl.Int64).alias("order"))
     added = pl.DataFrame(extra, schema=schema, orient="row")
     rows = pl.concat([carried.select(list(schema)).cast(schema), added])
@@ -233,7 +237,7 @@ def _signals(streams: list[StreamRecord], cols: EventColumns, frame_: pl.DataFra
     )
 
 
-def _endpoints(s: StreamRecord | None) -> dict:
+def _endpoints(s: StreamRecord | None) -> dict[str, Any]:
     """ECS-style flow columns of the connection a row is about."""
     conn = s.connection if s is not None else None
     return {
@@ -245,7 +249,7 @@ def _endpoints(s: StreamRecord | None) -> dict:
     }
 
 
-def _common(s: StreamRecord) -> dict:
+def _common(s: StreamRecord) -> dict[str, Any]:
     return {
         "session_id": s.session.session_id,
         "session_inferred": s.session.inferred,
@@ -282,10 +286,10 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
     shows events produced for it afterwards that it never wrote nor evicted; else None."""
     log = stream.exchange.log
     written = [e for e in stream.events if e.carries_id and e.kind == "data"]
-    if log is None or not written or written[-1].sse.id_field not in log.emitted:
+    if log is None or not written or written[-1].id_field not in log.emitted:
         return None
     last = written[-1]
-    after = log.emitted[log.emitted.index(last.sse.id_field) + 1 :]
+    after = log.emitted[log.emitted.index(last.id_field) + 1 :]
     if not any(i not in log.evicted for i in after):
         return None
     return last.origin.ts if last.origin is not None else stream.first_ts
@@ -310,10 +314,10 @@ def _session_row(
     mine: list[StreamRecord],
     gaps: list[GapRecord],
     counts: dict[Key, StreamCounts],
-) -> dict:
+) -> dict[str, Any]:
     """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
     silent: list[GapRecord] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[str | None, ...]] = set()
     for g in gaps:  # one gap seen on both legs of a proxy (same stream, same range) is one
         key = (opened_by(g.stream) or g.stream.logical.key, g.first, g.last)
         if _unsignalled_live(g) and key not in seen:
@@ -388,7 +392,7 @@ def _session_row(
     }
 
 
-def _lost_holes(s: StreamRecord) -> list:
+def _lost_holes(s: StreamRecord) -> list[BodyHole]:
     """The body's missing spans that are capture loss: a capture that starts mid-stream
     lacks nothing it could have held (``mid-stream`` pickups are not loss)."""
     return [h for h in s.exchange.holes if h.span.reason != "mid-stream"]
@@ -453,14 +457,14 @@ def unlinked_resume(s: StreamRecord) -> str | None:
     )
 
 
-def _request_origin(s: StreamRecord) -> dict:
+def _request_origin(s: StreamRecord) -> dict[str, Any]:
     origin = s.exchange.request.origin if s.exchange.request is not None else None
     if origin is None:
         return {"source": None, "frame": None}
     return {"source": origin.source, "frame": origin.number}
 
 
-def _first_span_origin(s: StreamRecord) -> dict:
+def _first_span_origin(s: StreamRecord) -> dict[str, Any]:
     spans = distinct_spans(_lost_holes(s))
     origin = spans[0].after or spans[0].before if spans else None
     if origin is None:
@@ -472,7 +476,7 @@ def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
     return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
 
 
-def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
+def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, Any]:
     ex = s.exchange
     mine = _counts(s, counts)
     cache_control = (header(ex.response_headers, "cache-control") or "").lower()
@@ -511,7 +515,7 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict:
     }
 
 
-def _outlier_evidence(s: StreamRecord, mine: StreamCounts) -> list:
+def _outlier_evidence(s: StreamRecord, mine: StreamCounts) -> list[Evidence]:
     """Where the stream's IDs do not fit its scheme: the first outlier, cited."""
     if not mine.outliers:
         return []
@@ -531,7 +535,7 @@ def _resume_row(
     live: list[GapRecord],
     gap: GapRecord | None,
     replay: ReplayFacts,
-) -> dict:
+) -> dict[str, Any]:
     """A resume, whether the ID it must continue at lies in a known dropped range, and what
     its answer and the client did (:mod:`.replays`). ``live``: the live gaps of its logical
     stream."""
@@ -627,7 +631,7 @@ def _delivered_later(s: StreamRecord, succ: str | None, index: StreamIndex) -> b
     )
 
 
-def _gap_row(n: int, g: GapRecord) -> dict:
+def _gap_row(n: int, g: GapRecord) -> dict[str, Any]:
     s = g.stream
     before_ts = g.before.origin.ts if g.before and g.before.origin else None
     after_ts = g.after.origin.ts if g.after and g.after.origin else None
@@ -665,7 +669,7 @@ def _gap_row(n: int, g: GapRecord) -> dict:
 
 def _request_rows(
     requests: RequestIndex, answered_by_stream: dict[Key, set[str | None]]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """JSON-RPC requests and whether a response to them arrived anywhere on the logical
     stream they opened (the stream itself or a resume of it) or in a JSON body."""
     rows = []
@@ -692,13 +696,15 @@ def _request_rows(
 
 
 def _disagreement_rows(
-    disagreements: list[Disagreement], streams: list[StreamRecord], connections: dict
-) -> list[dict]:
+    disagreements: list[Disagreement],
+    streams: list[StreamRecord],
+    connections: dict[int, Connection],
+) -> list[dict[str, Any]]:
     """Where the event log and the capture of the same stream tell different stories."""
-    by_exchange = {id(s.exchange): s for s in streams}
+    by_exchange = {s.exchange: s for s in streams}
     rows = []
     for d in disagreements:
-        s = by_exchange.get(id(d.capture))
+        s = by_exchange.get(d.capture)
         if s is None:
             continue
         ev = [evidence(d.origin, d.what)]

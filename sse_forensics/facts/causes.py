@@ -50,9 +50,12 @@ def _overlaps(start: Origin, end: Origin | None, lo: float, hi: float) -> bool:
 def _stretch(gap: GapRecord) -> tuple[float, float] | None:
     before = gap.before.origin if gap.before else None
     after = gap.after.origin if gap.after else None
-    if before is None and after is None:
+    if before is not None:
+        lo = before.ts
+    elif after is not None:
+        lo = after.ts
+    else:
         return None
-    lo = before.ts if before else after.ts  # type: ignore[union-attr]
     hi = after.ts if after else lo
     return lo, hi
 
@@ -81,7 +84,9 @@ def _backpressure(gap: GapRecord) -> list[Evidence]:
     return out
 
 
-def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) -> list[Evidence]:
+def _replay_handoff(
+    gap: GapRecord, live_by_stream: dict[StreamRecord, list[GapRecord]]
+) -> list[Evidence]:
     """Evidence that a live gap on a resume's response came right after a whole replay:
     the replay's first data event is the successor of ``Last-Event-ID`` and no break comes
     before this one (see the module docstring)."""
@@ -92,7 +97,7 @@ def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) 
     before = gap.before.position
     if any(
         g.before is not None and g.before.position < before
-        for g in live_by_stream.get(id(s), [])
+        for g in live_by_stream.get(s, [])
         if g is not gap
     ):
         return []
@@ -111,13 +116,13 @@ def _replay_handoff(gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]) 
 
 
 def _live_contiguous_until_close(
-    gap: GapRecord, live_by_stream: dict[int, list[GapRecord]]
+    gap: GapRecord, live_by_stream: dict[StreamRecord, list[GapRecord]]
 ) -> StreamRecord | None:
     """The stream the resume continues, if it showed no live gap of its own."""
     origin = gap.stream.resumed_from
     if origin is None:
         return None
-    if any(g.keys is not None for g in live_by_stream.get(id(origin), [])):
+    if any(g.keys is not None for g in live_by_stream.get(origin, [])):
         return None
     return origin
 
@@ -163,11 +168,11 @@ def _from_event_log(gap: GapRecord) -> str | None:
 
 def attribute(
     gap: GapRecord,
-    live_by_stream: dict[int, list[GapRecord]],
-    resume_gaps: dict[int, GapRecord] | None = None,
+    live_by_stream: dict[StreamRecord, list[GapRecord]],
+    resume_gaps: dict[StreamRecord, GapRecord] | None = None,
 ) -> None:
     """Set ``gap.cause`` and ``gap.cause_evidence``. ``live_by_stream``: the live gaps of
-    each stream (by ``id`` of its record); ``resume_gaps``: each resume's own gap."""
+    each stream; ``resume_gaps``: each resume's own gap."""
     if gap.holes:
         reasons = {h.span.reason for h in gap.holes}
         if reasons == {"inconsistent"}:
@@ -187,7 +192,7 @@ def attribute(
         if found:
             gap.cause, gap.cause_evidence = BACKPRESSURE_EVICTION, found
             return
-        whole_replay = id(gap.stream) not in (resume_gaps or {})
+        whole_replay = gap.stream not in (resume_gaps or {})
         handoff = _replay_handoff(gap, live_by_stream) if whole_replay else []
         gap.cause, gap.cause_evidence = (REPLAY_HANDOFF, handoff) if handoff else (UNKNOWN, [])
         return

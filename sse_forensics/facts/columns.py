@@ -10,6 +10,7 @@ with a producer order to check) and the resumes are judged record by record
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import polars as pl
@@ -28,7 +29,7 @@ Key = tuple[int, int]
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
     """One row per stream, in time order (``rank``), with the columns every row about it
     carries (``_common`` in :mod:`.build`)."""
-    cols: dict[str, list] = {
+    cols: dict[str, list[Any]] = {
         "conn_id": [],
         "ex_index": [],
         "rank": [],
@@ -163,7 +164,7 @@ def event_columns(
             la,
             o,
             oid,
-            Origin(src, num, ts, kind) if o and src is not None else None,  # type: ignore[arg-type]
+            Origin(src, num, ts, kind) if o and src is not None else None,
         )
         for c, i, n, d, f, la, o, oid, src, num, ts, kind in counts_df.iter_rows()
     }

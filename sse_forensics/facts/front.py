@@ -23,9 +23,9 @@ another session's events).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
@@ -41,6 +41,9 @@ from sse_forensics.facts.taken import CounterGroup
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.limits import DEFAULT_LIMITS
 from sse_forensics.provenance import Origin
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 Key = tuple[int, int]  # (connection, exchange index)
 Server = tuple[str, int]
@@ -339,8 +342,11 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     df = events.join(scheme, on=["conn_id", "ex_index"], how="left")
     ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
     df = df.join(_int_keys(ids, max_digits), on="id_field", how="left")
-    prefix = pl.when(pl.col("scheme") == "int").then(pl.when(pl.col("int_ok")).then(pl.lit("")))
-    seq = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
+    # when/then chains, one branch per scheme (polars' Then, then ChainedThen).
+    prefix: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(
+        pl.when(pl.col("int_ok")).then(pl.lit(""))
+    )
+    seq: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
     extra: list[str] = ["int_ok", "iseq", "scheme"]
     for name, pattern in patterns.items():
         own = df.filter(pl.col("scheme") == name).get_column("id_field").drop_nulls()
@@ -471,7 +477,7 @@ def _stream_codecs(
     return session_codecs, stream_codecs
 
 
-def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
+def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict[Any, bool]:
     """Per ``group`` (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
     :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
@@ -507,25 +513,27 @@ class FrontSource(Protocol):
     a filter, and the events partition by partition (so that no more than one
     partition's events are held at once)."""
 
-    buckets: int
+    @property
+    def buckets(self) -> int: ...
 
     def exchanges(
-        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> pl.DataFrame: ...
 
     def events(
-        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> pl.DataFrame: ...
 
     def bucket_events(
-        self, columns: list[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[tuple[int, pl.DataFrame]]: ...
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(partition, its events), partition by partition in order."""
+        ...
 
     def sessions(self) -> list[str]: ...
 
     def servers(self) -> pl.DataFrame:
         """``conn_id, server_ip, server_port`` of every connection."""
-        """(partition, its events), partition by partition in order."""
         ...
 
 
@@ -733,7 +741,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     key_parts: dict[int, list[pl.DataFrame]] = {}
-    for bucket, events in source.bucket_events(id_columns, _HAS_ID):
+    for part, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         # Each response read under its logical stream's scheme, else its session's.
         by_response = {
@@ -750,13 +758,13 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .filter(pl.col("seq").is_not_null())
             .select("conn_id", "ex_index", "session", "prefix", "seq")
         )
-        key_parts.setdefault(task_of[bucket], []).append(
+        key_parts.setdefault(task_of[part], []).append(
             keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
             .select("root", "prefix", "seq")
             .unique()
         )
     # Per session, task by task: a root and every stream it roots are judged in one task.
-    session_repeats: dict = {}
+    session_repeats: dict[Any, bool] = {}
     task_keys = []
     for parts in key_parts.values():
         keys = pl.concat(parts).unique()

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
-from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
+from sse_forensics.facts.model import EventRecord, Evidence, LogStreamInfo, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.taken import TakenKeys
+from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.stream import MissingSpan
 
@@ -76,7 +77,9 @@ class GapRecord:
         stream: StreamRecord,
         detected_by: str,
         missing: list[str],
-        **fields: object,
+        *,
+        before: EventRecord | None = None,
+        after: EventRecord | None = None,
     ) -> GapRecord:
         """A gap known by the list of its missing IDs (opaque schemes: no arithmetic)."""
         return cls(
@@ -86,8 +89,9 @@ class GapRecord:
             missing[0],
             missing[-1],
             len(missing),
+            before=before,
+            after=after,
             missing_ids=missing,
-            **fields,  # type: ignore[arg-type]
         )
 
     @property
@@ -122,7 +126,7 @@ class GapRecord:
             )
         return event_id in self.missing_ids or event_id == self.first
 
-    def _evicted_ids(self, evicted: dict) -> list[str]:
+    def _evicted_ids(self, evicted: dict[str, Origin]) -> list[str]:
         """The IDs of this gap that the server's event log recorded as evicted."""
         if self.missing_ids:
             return [i for i in self.missing_ids if i in evicted]
@@ -174,7 +178,7 @@ class GapRecord:
 def distinct_spans(holes: list[BodyHole]) -> list[MissingSpan]:
     """The capture's missing spans behind ``holes``, each once (a span can reach a body at
     more than one offset, and a resume's stretch may hold its original's holes too)."""
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     out = []
     for hole in holes:
         span = hole.span
@@ -242,7 +246,7 @@ def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken:
     """A ``stream-gap`` (first..last) or ``resume-gap`` (after requested, before
     oldest_retained) covers every missing value of ``rng``."""
     payload = event.signal
-    if payload is None or not payload.valid or rng.first is None:
+    if payload is None or not payload.valid or rng.first is None or rng.last is None:
         return False
     a = codec.key(payload.first or "")
     b = codec.key(payload.last or "")
@@ -287,12 +291,12 @@ def _advances(numbered: list[EventRecord]) -> list[tuple[EventRecord, EventRecor
     out: list[tuple[EventRecord, EventRecord]] = []
     high: EventRecord | None = None
     for e in numbered:
-        if high is None or e.key.prefix != high.key.prefix:
+        if high is None or e.counter.prefix != high.counter.prefix:
             high = e  # a new epoch (prefix) restarts the count
             continue
-        if e.key.seq <= high.key.seq:
+        if e.counter.seq <= high.counter.seq:
             continue
-        if e.key.seq > high.key.seq + 1:
+        if e.counter.seq > high.counter.seq + 1:
             out.append((high, e))
         high = e
     return out
@@ -313,14 +317,14 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
         e.key for e in stream.events if e.kind == "signal" and e.key is not None
     )
     for a, b in _advances(numbered):
-        rng = _missing(a.key, b.key, taken)
+        rng = _missing(a.counter, b.counter, taken)
         if rng.count == 0:
             continue
         next_data = next(
             (e.position for e in stream.events if e.position > a.position and e.kind == "data"),
             len(stream.events),
         )
-        first, last = _render(codec, rng, a.sse.id_field)
+        first, last = _render(codec, rng, a.id_field)
         gap = GapRecord(
             "live",
             stream,
@@ -340,17 +344,18 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
                 used_signals.add(sig.position)
                 break
         gaps.append(gap)
-    if not codec.arithmetic and stream.exchange.log is not None:
-        gaps.extend(_log_order_gaps(stream, signals, used_signals))
+    log = stream.exchange.log
+    if not codec.arithmetic and log is not None:
+        gaps.extend(_log_order_gaps(stream, log, signals, used_signals))
     for sig in signals:
         if sig.position in used_signals or sig.signal is None or not sig.signal.valid:
             continue
-        a, b = codec.key(sig.signal.first or ""), codec.key(sig.signal.last or "")
+        ka, kb = codec.key(sig.signal.first or ""), codec.key(sig.signal.last or "")
         count = None
         keys = None
-        if a is not None and b is not None and a.prefix == b.prefix and b.seq >= a.seq:
-            count = b.seq - a.seq + 1
-            keys = MissingRange(a.prefix, a.seq, b.seq, count)
+        if ka is not None and kb is not None and ka.prefix == kb.prefix and kb.seq >= ka.seq:
+            count = kb.seq - ka.seq + 1
+            keys = MissingRange(ka.prefix, ka.seq, kb.seq, count)
         gaps.append(
             GapRecord(
                 "live",
@@ -368,17 +373,17 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
 
 
 def _log_order_gaps(
-    stream: StreamRecord, signals: list[EventRecord], used_signals: set[int]
+    stream: StreamRecord, log: LogStreamInfo, signals: list[EventRecord], used_signals: set[int]
 ) -> list[GapRecord]:
-    """Opaque IDs allow no arithmetic, but an event log gives the producer's order: IDs
-    emitted between two consecutive written events and never written here are missing."""
-    log = stream.exchange.log
+    """Opaque IDs allow no arithmetic, but an event log (``log``, the stream's) gives the
+    producer's order: IDs emitted between two consecutive written events and never written
+    here are missing."""
     position = {event_id: n for n, event_id in enumerate(log.emitted)}
     written = [e for e in stream.events if e.kind == "data" and e.carries_id]
-    delivered = {e.sse.id_field for e in written}
+    delivered = {e.id_field for e in written}
     out: list[GapRecord] = []
     for a, b in pairwise(written):
-        ia, ib = position.get(a.sse.id_field), position.get(b.sse.id_field)
+        ia, ib = position.get(a.id_field), position.get(b.id_field)
         if ia is None or ib is None or ib <= ia + 1:
             continue
         missing = [i for i in log.emitted[ia + 1 : ib] if i not in delivered]
@@ -433,7 +438,7 @@ def resume_gap(
     # the resume is judged by observed order, like an opaque one.
     lk = codec.key(leid) if codec.arithmetic else None
     arithmetic = lk is not None
-    if arithmetic:
+    if lk is not None:
         fk = first.key
         if fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
             return None
@@ -444,7 +449,7 @@ def resume_gap(
         lo, hi = _render(codec, rng, leid)
         gap = GapRecord("resume", resume, "id-jump", lo, hi, rng.count, after=first, keys=rng)
     else:
-        order = [e.sse.id_field for e in observed_order(resume, index)]
+        order = [e.id_field for e in observed_order(resume, index)]
         if leid not in order:
             return None
         after_leid = order[len(order) - 1 - order[::-1].index(leid) + 1 :]

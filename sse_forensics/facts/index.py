@@ -16,27 +16,27 @@ class StreamIndex:
 
     def __init__(self, streams: list[StreamRecord]) -> None:
         self.streams = streams
-        self._rank = {id(s): n for n, s in enumerate(streams)}
-        self._logical: dict[int, list[StreamRecord]] = defaultdict(list)
+        self._rank = {s: n for n, s in enumerate(streams)}
+        self._logical: dict[StreamRecord, list[StreamRecord]] = defaultdict(list)  # by root
         self._session: dict[str, list[StreamRecord]] = defaultdict(list)
         for s in streams:
-            self._logical[id(s.logical)].append(s)
+            self._logical[s.logical].append(s)
             self._session[s.session.session_id].append(s)
-        self._ranks = {
-            key: [self._rank[id(s)] for s in group]
-            for table in (self._logical, self._session)
-            for key, group in table.items()
-        }
+        # The ranks of each group, by root (logical streams) or session ID (sessions).
+        self._ranks: dict[StreamRecord | str, list[int]] = {}
+        for table in (self._logical, self._session):
+            for key, group in table.items():
+                self._ranks[key] = [self._rank[s] for s in group]
 
     def rank(self, s: StreamRecord) -> int:
-        return self._rank[id(s)]
+        return self._rank[s]
 
     def logical(self, s: StreamRecord) -> list[StreamRecord]:
         """Every stream of ``s``'s logical stream (``s`` included), in time order."""
-        return self._logical[id(s.logical)]
+        return self._logical[s.logical]
 
     def of_root(self, root: StreamRecord) -> list[StreamRecord]:
-        return self._logical[id(root)]
+        return self._logical[root]
 
     def of_session(self, session_id: str) -> list[StreamRecord]:
         return self._session.get(session_id, [])
@@ -44,18 +44,18 @@ class StreamIndex:
     def session(self, s: StreamRecord) -> list[StreamRecord]:
         return self._session[s.session.session_id]
 
-    def _split(self, group: list[StreamRecord], key: int | str, s: StreamRecord) -> int:
-        return bisect_left(self._ranks[key], self._rank[id(s)])  # type: ignore[index]
+    def _split(self, group: list[StreamRecord], key: StreamRecord | str, s: StreamRecord) -> int:
+        return bisect_left(self._ranks[key], self._rank[s])
 
     def logical_before(self, s: StreamRecord) -> list[StreamRecord]:
         """The streams of ``s``'s logical stream that come before ``s``."""
         group = self.logical(s)
-        return group[: self._split(group, id(s.logical), s)]
+        return group[: self._split(group, s.logical, s)]
 
     def root_before(self, root: StreamRecord, s: StreamRecord) -> list[StreamRecord]:
         """The streams of logical stream ``root`` that come before ``s``."""
-        group = self._logical.get(id(root), [])
-        return group[: bisect_left(self._ranks.get(id(root), []), self._rank[id(s)])]
+        group = self._logical.get(root, [])
+        return group[: bisect_left(self._ranks.get(root, []), self._rank[s])]
 
     def session_before(self, s: StreamRecord) -> list[StreamRecord]:
         group = self.session(s)

@@ -62,7 +62,9 @@ def join_logs(
 def _fold_event_log(
     log_ex: ExchangeRecord, capture: ExchangeRecord, session: SessionRecord | None
 ) -> list[Disagreement]:
-    info: LogStreamInfo = log_ex.log  # type: ignore[assignment]
+    info = log_ex.log
+    # Folds pair only event-log streams that carry log info (front._folds: ``log_stream``).
+    assert info is not None, "an event-log stream folded without its log info"
     capture.log = LogStreamInfo(
         emitted=info.emitted,
         evicted=info.evicted,

@@ -28,9 +28,9 @@ def _rpc_id(value: object) -> str | None:
 def parse_messages(payload: bytes | str) -> list[RpcMessage] | None:
     """The JSON-RPC messages in ``payload`` (a single message or a batch), or ``None`` when
     it is not JSON-RPC at all."""
-    marker = "jsonrpc" if isinstance(payload, str) else b"jsonrpc"
-    if marker not in payload:
-        return None  # cheap pre-check: non-JSON-RPC data never reaches the JSON parser
+    # A cheap pre-check: non-JSON-RPC data never reaches the JSON parser.
+    if "jsonrpc" not in payload if isinstance(payload, str) else b"jsonrpc" not in payload:
+        return None
     try:
         obj = orjson.loads(payload)
     except (orjson.JSONDecodeError, TypeError):

@@ -22,6 +22,13 @@ from sse_forensics.reassembly.stream import MissingSpan
 from sse_forensics.sse import SSEEvent
 
 
+def _head_origin(row: dict[str, Any], prefix: str) -> Origin:
+    """The origin of a column group every such row fills (a head's, a connection's ends)."""
+    origin = get_origin(row, prefix)
+    assert origin is not None, f"a row without its {prefix} origin"
+    return origin
+
+
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
     out: dict[int, Connection] = {}
     for row in connections.iter_rows(named=True):
@@ -36,15 +43,17 @@ def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
                 client=(row["client_ip"], row["client_port"]),
                 server=(row["server_ip"], row["server_port"]),
                 community_id=row["community_id"],
-                first=get_origin(row, "first"),  # type: ignore[arg-type]
-                last=get_origin(row, "last"),  # type: ignore[arg-type]
+                first=_head_origin(row, "first"),
+                last=_head_origin(row, "last"),
             )
     return out
 
 
-def _origin(value: list | None) -> Origin | None:
-    if value is None:
-        return None
+def _origin(value: list[Any] | None) -> Origin | None:
+    return None if value is None else _origin_of(value)
+
+
+def _origin_of(value: list[Any]) -> Origin:
     return Origin(value[0], value[1], value[2], value[3])
 
 
@@ -64,7 +73,7 @@ def _log_info(text: str | None) -> LogStreamInfo | None:
     doc = orjson.loads(text)
     return LogStreamInfo(
         emitted=doc["emitted"],
-        evicted={k: _origin(v) for k, v in doc["evicted"].items()},  # type: ignore[misc]
+        evicted={k: _origin_of(v) for k, v in doc["evicted"].items()},
         evicted_why=doc["evicted_why"],
         stream=doc["stream"],
     )
@@ -82,7 +91,7 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
             row["req_target"],
             row["req_version"],
             headers,
-            get_origin(row, "req"),  # type: ignore[arg-type]
+            _head_origin(row, "req"),
         )
     response = None
     if row["resp_status"] is not None:
@@ -97,7 +106,7 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
             row["resp_reason"],
             row["resp_version"],
             headers,
-            get_origin(row, "resp"),  # type: ignore[arg-type]
+            _head_origin(row, "resp"),
             head_captured=row["head_captured"],
         )
     calls = [RpcCall(*c) for c in orjson.loads(row["req_rpc"])] if row["req_rpc"] else []

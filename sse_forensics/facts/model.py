@@ -55,7 +55,8 @@ class RpcCall:
     signature: str  # method and params without ``_meta`` (facts.requests.call_signature)
 
 
-@dataclass(slots=True)
+# Records compare and hash by identity (eq=False): look-ups key dicts by the record itself.
+@dataclass(slots=True, eq=False)
 class ExchangeRecord:
     """One HTTP exchange as the fact layer sees it, read back from the ``exchanges`` and
     ``events`` evidence tables (:mod:`sse_forensics.evidence.tables`): the heads, the SSE
@@ -125,7 +126,7 @@ class ExchangeRecord:
         return self.response.headers if self.response else []
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class SessionRecord:
     session_id: str
     inferred: bool
@@ -151,6 +152,17 @@ class EventRecord:
         self.carries_id = bool(self.sse.id_field)
 
     @property
+    def id_field(self) -> str:
+        """The ``id`` this block set; ``""`` when none did (``carries_id`` is False)."""
+        return self.sse.id_field or ""
+
+    @property
+    def counter(self) -> IdKey:
+        """``key`` of an event known to have one (its codec read its ID)."""
+        assert self.key is not None, "counter of an event whose ID has no key"
+        return self.key
+
+    @property
     def origin(self) -> Origin | None:
         return self.sse.origins[0] if self.sse.origins else None
 
@@ -163,7 +175,7 @@ class EventRecord:
         return evidence(self.origin, label)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class StreamRecord:
     """One ``text/event-stream`` response (docs/profile.md, "Sessions and streams")."""
 
@@ -192,7 +204,7 @@ class StreamRecord:
             ):
                 e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
                 if e.carries_id and codec is not None:
-                    e.key = codec.key(sse.id_field)  # type: ignore[arg-type]
+                    e.key = codec.key(e.id_field)
                 out.append(e)
             self._events = out
         return self._events

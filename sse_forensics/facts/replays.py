@@ -93,13 +93,13 @@ class ReplayJudge:
             candidates = self.streams
             if self._first_seen_in is not None:
                 pairs = {
-                    (e.sse.id_field, e.sse.data)
+                    (e.id_field, e.sse.data)
                     for s in self.streams
                     if s.kind == "resume" and s.resumed_from is not None
                     for e in s.data_events()
                     if e.carries_id
                 }
-                holders = self._first_seen_in(pairs)  # type: ignore[arg-type]
+                holders = self._first_seen_in(pairs)
                 candidates = [
                     s
                     for s in self.streams
@@ -108,7 +108,7 @@ class ReplayJudge:
             for s in candidates:
                 for e in s.events:
                     if e.kind == "data" and e.carries_id:
-                        self._first_seen.setdefault((e.sse.id_field, e.sse.data), e)
+                        self._first_seen.setdefault((e.id_field, e.sse.data), e)
         return self._first_seen
 
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
@@ -117,7 +117,7 @@ class ReplayJudge:
         same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None
-        order = [e.sse.id_field for e in observed_order(r, self.index)]
+        order = [e.id_field for e in observed_order(r, self.index)]
         li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
 
         facts.bd_last_written = self._backpressure_w(same_logical)
@@ -209,10 +209,9 @@ class ReplayJudge:
             return unlinked and s.session is r.session and s.last_event_id == r.last_event_id
 
         # Only streams of the same logical stream or the same session can be the same stream.
-        earlier = {id(s): s for s in index.logical_before(r)}
-        earlier.update((id(s), s) for s in index.session_before(r))
+        earlier = {*index.logical_before(r), *index.session_before(r)}
         attempt = 1
-        for s in sorted(earlier.values(), key=index.rank, reverse=True):
+        for s in sorted(earlier, key=index.rank, reverse=True):
             if not same_stream(s):
                 continue
             if s.data_events():
@@ -309,7 +308,7 @@ class ReplayJudge:
                     facts, r, e, evidence(elsewhere.origin, ""), elsewhere.label, elsewhere.session
                 )
                 continue
-            pair = (e.sse.id_field, e.sse.data)
+            pair = (e.id_field, e.sse.data)
             first = self.first_seen.get(pair)
             if first is None or first is e or first.stream.logical is r.logical:
                 continue
@@ -369,7 +368,7 @@ class ReplayJudge:
             for e in s.id_events()
             if e.key is not None and e.key.prefix == lk.prefix
         ]
-        last = max(seen, key=lambda e: e.key.seq)
+        last = max(seen, key=lambda e: e.counter.seq)
         # A cursor moved to the end of a range the server declared dropped (`stream-gap`
         # F..L, then Last-Event-ID L) skips nothing the server still had.
         declared = [
@@ -378,11 +377,11 @@ class ReplayJudge:
             for e in s.events
             if e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid
             for k in [codec.key(e.signal.last or "")]
-            if k is not None and k.prefix == lk.prefix and k.seq >= last.key.seq
+            if k is not None and k.prefix == lk.prefix and k.seq >= last.counter.seq
         ]
         if declared and lk.seq <= max(declared):
             return False, last.sse.id_field
-        return lk.seq > last.key.seq, last.sse.id_field
+        return lk.seq > last.counter.seq, last.sse.id_field
 
     def _cursor_lost(self, r: StreamRecord) -> bool:
         """After this resume failed, the client's next stream request in the session came

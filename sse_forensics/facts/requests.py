@@ -79,16 +79,17 @@ class RequestIndex:
         self.requests = requests
         # Every POST per session (by session id), bodies or not.
         self.posts = posts or {}
-        self._by_exchange: dict[int, list[RequestRecord]] = defaultdict(list)
-        self._by_session: dict[int, list[RequestRecord]] = defaultdict(list)  # time order
+        self._by_exchange: dict[ExchangeRecord, list[RequestRecord]] = defaultdict(list)
+        # Time order; requests whose session is unknown share the None key.
+        self._by_session: dict[SessionRecord | None, list[RequestRecord]] = defaultdict(list)
         for r in requests:
-            self._by_exchange[id(r.exchange)].append(r)
-            self._by_session[id(r.session)].append(r)
+            self._by_exchange[r.exchange].append(r)
+            self._by_session[r.session].append(r)
 
     def originating(self, stream: StreamRecord) -> list[RequestRecord]:
         """The JSON-RPC request(s) whose result the logical stream carries (the POST that
         opened it); empty for a standalone GET stream."""
-        return self._by_exchange.get(id(stream.logical.exchange), [])
+        return self._by_exchange.get(stream.logical.exchange, [])
 
     def post_after(self, stream: StreamRecord, ts: float) -> bool:
         """Any later POST in the session: all an access log can show of a re-issue. An
@@ -117,7 +118,7 @@ class RequestIndex:
         if not originals:
             return None
         wanted = {r.signature for r in originals}
-        for r in self._by_session.get(id(stream.session), []):
+        for r in self._by_session.get(stream.session, []):
             if r.ts > ts and r.exchange is not stream.logical.exchange and r.signature in wanted:
                 return r
         return None

@@ -6,6 +6,7 @@ the exchanges table with polars, whatever the number of exchanges."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -23,7 +24,7 @@ class PostTime:
 
     start: float | None
     end: float | None
-    line: tuple | None
+    line: tuple[Any, ...] | None  # (rotation_key of the file, line number)
 
 
 def session_table(

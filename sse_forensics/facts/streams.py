@@ -9,6 +9,7 @@ connection.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import polars as pl
 
@@ -17,6 +18,7 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.model import (
     ExchangeRecord,
     SessionRecord,
+    StreamKind,
     StreamRecord,
 )
 from sse_forensics.facts.sessions import ExchangeKey
@@ -68,10 +70,13 @@ def build_streams(
             continue
         conn = connections[ex.connection_id]
         method = ex.request.method.upper() if ex.request else ""
+        kind: StreamKind
         if leid is not None:
             kind = "resume"
+        elif method in ("POST", "GET"):
+            kind = "post" if method == "POST" else "get"
         else:
-            kind = {"POST": "post", "GET": "get"}.get(method, "unknown")
+            kind = "unknown"
         rec = StreamRecord(
             key=stream_key(conn, ex),
             label=stream_label(conn, ex),
@@ -86,12 +91,12 @@ def build_streams(
     return streams
 
 
-def _time_order(s: StreamRecord) -> tuple:
+def _time_order(s: StreamRecord) -> tuple[Any, ...]:
     """Time, then where the request is recorded: log timestamps have one-second resolution,
     and within a second an access log's line order is the order the responses ended."""
     origin = s.request_origin
     if origin is None:
-        where: tuple = (("", 0, ""), 0)
+        where: tuple[Any, ...] = (("", 0, ""), 0)
     elif origin.kind == "line":  # a rotated set reads oldest file first
         where = (rotation_key(origin.source), origin.number)
     else:
@@ -99,7 +104,9 @@ def _time_order(s: StreamRecord) -> tuple:
     return (s.first_ts, *where, s.connection.id, s.exchange.index)
 
 
-def link_resumes(streams: list[StreamRecord], links: dict[tuple[int, int], tuple]) -> None:
+def link_resumes(
+    streams: list[StreamRecord], links: dict[tuple[int, int], tuple[tuple[int, int], int]]
+) -> None:
     """Point each resume at the stream where its ``Last-Event-ID`` was seen (decided over
     the whole scan, :mod:`.front`): ``links`` maps a resume's exchange to that stream's
     exchange and the position of the event; the root is what that stream continues."""
@@ -120,7 +127,7 @@ def assign_ids(
     streams: list[StreamRecord],
     session_codecs: dict[str, IdCodec],
     stream_codecs: dict[tuple[int, int], IdCodec],
-    links: dict[tuple[int, int], tuple],
+    links: dict[tuple[int, int], tuple[tuple[int, int], int]],
 ) -> dict[tuple[int, int], IdCodec]:
     """Give every stream the ID scheme of its logical stream (its events get their keys
     from it), decided over the whole scan (:mod:`.front`): the root is found through
@@ -153,7 +160,7 @@ def assign_ids(
 
 
 class CounterExclusions:
-    """Per logical stream (by ``id`` of its root), the keys other streams took: built on
+    """Per logical stream (by its root), the keys other streams took: built on
     first use from the keyed event columns (:mod:`.columns`), since only the streams that
     are judged one by one ask."""
 
@@ -166,26 +173,24 @@ class CounterExclusions:
     ) -> None:
         """``keyed``: ``session_id, root_conn, root_index, prefix, seq`` of every keyed
         ID-carrying event of the partition."""
-        self._roots: dict[int, StreamRecord] = {}
-        for s in streams:
-            self._roots.setdefault(id(s.logical), s.logical)
+        self._roots = {s.logical for s in streams}
         self._shared_sessions = shared_sessions
         self._server_groups = server_groups
         self._keyed = keyed
         self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
-        self._own_keys: dict[str, dict[tuple[int, int], frozenset]] = {}
-        self._taken: dict[int, TakenKeys] = {}
+        self._own_keys: dict[str, dict[tuple[int, int], frozenset[IdKey]]] = {}
+        self._taken: dict[StreamRecord, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
         if self._by_session is None:
             self._by_session = {
-                key[0]: df  # type: ignore[misc]
+                key[0]: df
                 for key, df in self._keyed.partition_by("session_id", as_dict=True).items()
             }
         return self._by_session.get(session_id, self._keyed.clear())
 
-    def _own(self, root: StreamRecord) -> frozenset:
+    def _own(self, root: StreamRecord) -> frozenset[IdKey]:
         session_id = root.session.session_id
         own = self._own_keys.get(session_id)
         if own is None:  # every logical stream of the session at once
@@ -199,12 +204,11 @@ class CounterExclusions:
             own = self._own_keys[session_id] = {k: frozenset(v) for k, v in grouped.items()}
         return own.get((root.exchange.connection_id, root.exchange.index), frozenset())
 
-    def get(self, root_id: int, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
-        taken = self._taken.get(root_id)
+    def get(self, root: StreamRecord, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
+        taken = self._taken.get(root)
         if taken is not None:
             return taken
-        root = self._roots.get(root_id)
-        if root is None:
+        if root not in self._roots:
             return default
         session_id = root.session.session_id
         server_group = self._server_groups.get(root.connection.server)
@@ -220,7 +224,7 @@ class CounterExclusions:
             taken = TakenKeys(group, self._own(root))
         else:
             taken = NOTHING_TAKEN
-        self._taken[root_id] = taken
+        self._taken[root] = taken
         return taken
 
 

@@ -3,7 +3,12 @@ types on every capture — even an empty one. Documented in ``docs/facts.md``.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 EVIDENCE_ENTRY = pl.Struct(
     {
@@ -41,7 +46,7 @@ _STREAM_COMMON = {
     **_FLOW,
 }
 
-TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+TABLE_SCHEMAS: dict[str, dict[str, PolarsDataType]] = {
     "sessions": {
         "session_id": pl.String,
         "session_inferred": pl.Boolean,
@@ -241,7 +246,7 @@ TABLE_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 
-def frame(table: str, rows: list[dict] | dict[str, list]) -> pl.DataFrame:
+def frame(table: str, rows: list[dict[str, Any]] | dict[str, list[Any]]) -> pl.DataFrame:
     """Rows (a list of dicts, missing keys become null) or columns (a dict of equally long
     lists) as a DataFrame with the table's fixed schema."""
     schema = TABLE_SCHEMAS[table]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import SupportsInt
 
 from sse_forensics.facts.ids import IdKey
 
@@ -25,11 +26,11 @@ class CounterGroup:
         self.sorted = {p: sorted(seqs) for p, seqs in by_prefix.items()}
 
     @classmethod
-    def from_arrays(cls, prefixes: list[str], seqs: object) -> CounterGroup:
+    def from_arrays(cls, prefixes: list[str], seqs: Iterable[SupportsInt]) -> CounterGroup:
         """From parallel columns (a prefix and a counter value per key)."""
         group = cls(())
         by_prefix: dict[str, set[int]] = defaultdict(set)
-        for p, s in zip(prefixes, seqs, strict=True):  # type: ignore[call-overload]
+        for p, s in zip(prefixes, seqs, strict=True):
             by_prefix[p].add(int(s))
         group.sorted = {p: sorted(v) for p, v in by_prefix.items()}
         return group

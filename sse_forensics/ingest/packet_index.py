@@ -222,7 +222,8 @@ class PacketIndex:
     @property
     def missing_tail(self) -> np.ndarray:
         """Payload bytes on the wire but not captured, per frame (``TCPSegment.missing_tail``)."""
-        return self.claimed_len - self.payload_len
+        out: np.ndarray = self.claimed_len - self.payload_len
+        return out
 
     @property
     def tcp_segments(self) -> int:
@@ -392,7 +393,8 @@ class _Bytes:
         )
         inside = pos <= limit
         if bool(inside.all()):
-            return items[pos].view(np.uint8).reshape(-1, width)
+            rows: np.ndarray = items[pos].view(np.uint8).reshape(-1, width)
+            return rows
         out = np.empty((len(pos), width), dtype=np.uint8)
         out[inside] = items[pos[inside]].view(np.uint8).reshape(-1, width)
         near_end = pos[~inside]
@@ -401,7 +403,8 @@ class _Bytes:
 
 
 def _be16(b: np.ndarray, k: int) -> np.ndarray:
-    return (b[:, k].astype(np.int64) << 8) | b[:, k + 1]
+    out: np.ndarray = (b[:, k].astype(np.int64) << 8) | b[:, k + 1]
+    return out
 
 
 def _u32(b: np.ndarray, k: int, order: str = ">") -> np.ndarray:
@@ -883,7 +886,7 @@ def _decode(
     head: np.ndarray | None,
 ) -> _Decoded:
     n = len(frames["frame"])
-    cols = {
+    cols: dict[str, np.ndarray] = {
         name: np.zeros(n, dtype=dtype) if fill == 0 else np.full(n, fill, dtype=dtype)
         for name, dtype, fill in _COLUMNS
         if name not in _FRAME_COLUMNS
@@ -914,17 +917,17 @@ def _decode(
     ip = np.zeros(n, dtype=np.int64)
     ethertype = np.full(n, -1, dtype=np.int64)
     pos = np.zeros(n, dtype=np.int64)
-    for linktype, at, start in (
+    for linktype, type_at, start in (
         (LINKTYPE_ETHERNET, 12, 14),
         (LINKTYPE_LINUX_SLL, 14, 16),
         (LINKTYPE_LINUX_SLL2, 0, 20),
     ):
         m = (lt == linktype) & (cap >= start)
         if bool(m.all()):
-            ethertype = _be16(head, at)
+            ethertype = _be16(head, type_at)
             pos[:] = start
         elif m.any():
-            ethertype[m] = _be16(head[m], at)
+            ethertype[m] = _be16(head[m], type_at)
             pos[m] = start
     tagged = np.flatnonzero(np.isin(ethertype, _VLAN))
     while tagged.size:
@@ -955,7 +958,9 @@ def _decode(
 
     fallback = np.zeros(n, dtype=bool)
     empty = np.zeros(0, dtype=np.int64)
-    v4 = v6 = (empty, empty, empty, empty, empty, empty)  # rows, tcp, ip end, src, dst, hdr
+    # rows, tcp, ip end, src, dst, hdr
+    v4: tuple[np.ndarray, ...] = (empty, empty, empty, empty, empty, empty)
+    v6 = v4
 
     # IPv4 (with or without options)
     rows = every if bool((version == 4).all()) else np.flatnonzero(version == 4)
@@ -1259,7 +1264,7 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     positions = [_stream_positions(f) for f in files]
     placed: list[tuple[float, ReadError]] = []
     if not files:
-        cols = {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS}
+        cols: dict[str, np.ndarray] = {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS}
         cols["file"] = np.zeros(0, dtype=np.int32)
         addresses: list[str] = []
     elif len(files) == 1:

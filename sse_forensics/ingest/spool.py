@@ -30,7 +30,8 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Callable
-from typing import IO, Any
+from types import TracebackType
+from typing import IO, Any, Protocol
 
 from sse_forensics.errors import ReadError, UnreadableInput
 
@@ -56,7 +57,23 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _zstd_reader(raw: IO[bytes]) -> IO[bytes]:
+class _Decompressing(Protocol):
+    """A decompressing reader over a raw file (:data:`_READERS`), closed on ``with`` exit."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def __enter__(self) -> _Decompressing: ...
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> None: ...
+
+
+def _zstd_reader(raw: IO[bytes]) -> _Decompressing:
     return _ZstdReader(raw)
 
 
@@ -65,13 +82,16 @@ class _ZstdReader(io.RawIOBase):
     data ends inside a frame (``zstandard``'s own stream reader stops silently there)."""
 
     def __init__(self, raw: IO[bytes]) -> None:
-        import zstandard
-
         self._raw = raw
-        self._new = lambda: zstandard.ZstdDecompressor().decompressobj()
         self._dec = self._new()
         self._buf = b""
         self._started = False
+
+    @staticmethod
+    def _new() -> Any:  # a zstandard decompressobj (zstandard ships no type hints)
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj()
 
     def readable(self) -> bool:
         return True
@@ -96,7 +116,7 @@ class _ZstdReader(io.RawIOBase):
         return out
 
 
-_READERS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
+_READERS: dict[str, Callable[[IO[bytes]], _Decompressing]] = {
     "gzip": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
     "zstd": _zstd_reader,
     "xz": lambda raw: lzma.LZMAFile(raw, "rb"),  # noqa: SIM115 - the caller closes it

@@ -41,6 +41,7 @@ from sse_forensics.reassembly.receive_buffer import Pieces
 from sse_forensics.reassembly.sse import SSEAnomaly, SSEParser
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
+from sse_forensics.reassembly.tls.session import TLSEvent
 
 # SSE lines a browser would silently repair or ignore, but that mean the bytes were not what
 # the server meant to send: reported under ``errors`` with their frame.
@@ -201,7 +202,7 @@ class _ConnectionAnalyzer:
         self.app = "h2"
         self.connection.application = "h2"
 
-    def _tls(self, events: list) -> None:
+    def _tls(self, events: list[TLSEvent]) -> None:
         for ev in events:
             if isinstance(ev, TLSData):
                 self._app(ev.direction, ev.pieces)
@@ -294,15 +295,15 @@ class _ConnectionAnalyzer:
                 span = MissingSpan("server", parser.offset, None, "cap", conn.evicted, None)
                 self._exchange(index).holes.append(BodyHole(parser.offset, span))
         for direction in ("client", "server"):
-            fin = conn.fin.get(direction)  # type: ignore[call-overload]
+            fin = conn.fin.get(direction)
             if fin is not None:
-                self.end(direction, fin, "fin")  # type: ignore[arg-type]
+                self.end(direction, fin, "fin")
             elif conn.rst is not None:
-                self.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+                self.end(direction, conn.rst, "rst")
             elif conn.evicted is not None:
-                self.end(direction, conn.last, "evicted")  # type: ignore[arg-type]
+                self.end(direction, conn.last, "evicted")
             else:
-                self.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+                self.end(direction, conn.last, "capture-end")
         self.finish()
 
     def finish(self) -> None:
@@ -465,9 +466,9 @@ class _ConnectionAnalyzer:
         self.app = "h2"
         self.connection.application = "h2"
         for direction in ("client", "server"):  # bytes held or fed after the switch
-            pieces = self.http.take_tunnel_bytes(direction)  # type: ignore[arg-type]
+            pieces = self.http.take_tunnel_bytes(direction)
             if pieces:
-                self._handle(self.h2.feed(direction, pieces))  # type: ignore[arg-type]
+                self._handle(self.h2.feed(direction, pieces))
 
     def _handle(self, events: list[HTTPEvent]) -> None:
         self._handle_events(events)
@@ -536,16 +537,18 @@ class _ConnectionAnalyzer:
             elif isinstance(ev, ProtocolError) and ev.cap is not None:
                 self._capped(ev)
             elif isinstance(ev, ProtocolError):
-                parser = self.parsers.get(ev.exchange) if ev.exchange is not None else None
+                key = ev.exchange
+                parser = self.parsers.get(key) if key is not None else None
                 if (
-                    parser is not None
+                    key is not None
+                    and parser is not None
                     and ev.direction == "server"
                     and ev.what.startswith(CODING_CUT)
                 ):
                     # What follows cannot be read: the rest of the stream is one hole of
                     # unknown decoded length (the BodyGap counted coded bytes).
-                    self.coded.add(ev.exchange)
-                    ex = self._exchange(ev.exchange)
+                    self.coded.add(key)
+                    ex = self._exchange(key)
                     ex.events.extend(parser.skip(None))
                     self._drain(ex, parser)
                 origin = ev.origin
@@ -587,7 +590,7 @@ def _capture_loss(
         loss.merge(counted)
     else:
         for conn in connections:
-            loss.add_connection(conn.loss)  # type: ignore[arg-type]
+            loss.add_connection(conn.loss)
             loss.evicted_connections += conn.evicted is not None
     for path, st in stats.items():
         if_drops, os_drops = sum(st.interface_drops.values()), sum(st.os_drops.values())
@@ -634,7 +637,9 @@ def reassemble(
     errors = result.errors
     last_ts: float | None = None
 
-    def route(pieces: list[tuple[Connection, Direction, StreamData | MissingSpan]]) -> None:
+    def route(
+        pieces: list[tuple[Connection, Direction, StreamData | MissingSpan | Inconsistency]],
+    ) -> None:
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:

@@ -16,6 +16,7 @@ the cap: :class:`DecodeCapped` carries what was decoded up to it.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Protocol
 
 import brotli
@@ -169,7 +170,8 @@ class _BrotliDecoder:
         if self._decompressor.is_finished():
             return b""
         try:
-            return self._decompressor.process(data, output_buffer_limit=room + 1)
+            out: bytes = self._decompressor.process(data, output_buffer_limit=room + 1)
+            return out
         except brotli.error as exc:
             raise DecodeError(f"br: {exc}") from None
 
@@ -205,7 +207,10 @@ class _ZstdDecoder:
     def __init__(self) -> None:
         self._sink = _RoomSink()
         self._writer = zstandard.ZstdDecompressor().stream_writer(
-            self._sink, write_size=_ZSTD_WRITE, write_return_read=True
+            # zstandard's stubs ask for IO[bytes]; the writer only calls write() on it.
+            self._sink,  # type: ignore[arg-type]
+            write_size=_ZSTD_WRITE,
+            write_return_read=True,
         )
 
     def decode(self, data: bytes, room: int) -> bytes:
@@ -305,7 +310,7 @@ class _TooDeep:
         return b""
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[], _Stage]] = {
     "gzip": _GzipDecoder,
     "x-gzip": _GzipDecoder,
     "deflate": _DeflateDecoder,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.http_events import Headers, RequestHead, ResponseHead, header
+from sse_forensics.reassembly.sse import SSEComment, SSEEvent, SSEPartialBlock
 from sse_forensics.reassembly.stream import MissingSpan
 
 # Bodies other than event streams are kept only as far as the facts need them (JSON-RPC
@@ -26,6 +27,15 @@ class BodyHole:
 
 
 @dataclass(slots=True)
+class ColumnarBody:
+    """What the columnar path (:mod:`sse_forensics.reassembly.fast`) keeps of an event-stream
+    body it parsed into tables rather than objects: what the exchange row reads of it."""
+
+    event_data: list[str]  # each event's ``data``, in order (protocol version, JSON answers)
+    comments: int
+
+
+@dataclass(slots=True)
 class Exchange:
     """Request ``index`` on its connection and the final response that answered it."""
 
@@ -41,13 +51,13 @@ class Exchange:
     response_end_reason: str | None = None
     response_end: Origin | None = None
     last_body_origin: Origin | None = None
-    events: list = field(default_factory=list)  # list[SSEEvent]
-    comments: list = field(default_factory=list)  # list[SSEComment]
+    events: list[SSEEvent] = field(default_factory=list)
+    comments: list[SSEComment] = field(default_factory=list)
     holes: list[BodyHole] = field(default_factory=list)
-    partials: list = field(default_factory=list)  # list[SSEPartialBlock]: blocks a hole cut
+    partials: list[SSEPartialBlock] = field(default_factory=list)  # blocks a hole cut
     trailing: bytes = b""
     body_bytes: int = 0
-    log: object | None = None  # from_logs.LogStreamInfo: what an event log adds
+    columnar: ColumnarBody | None = None  # the body as the columnar path keeps it
     from_log: bool = False  # described by a log, not reassembled from a capture
 
     @property
@@ -57,6 +67,15 @@ class Exchange:
     @property
     def response_headers(self) -> Headers:
         return self.response.headers if self.response else []
+
+    def event_data(self) -> list[str]:
+        """Each SSE event's ``data``, in order, whichever path parsed the body."""
+        if self.columnar is not None:
+            return self.columnar.event_data
+        return [sse.data for sse in self.events]
+
+    def comment_count(self) -> int:
+        return self.columnar.comments if self.columnar is not None else len(self.comments)
 
     @property
     def is_event_stream(self) -> bool:

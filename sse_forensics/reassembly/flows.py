@@ -21,6 +21,7 @@ import socket
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, TCPSegment
 from sse_forensics.provenance import Origin
@@ -34,6 +35,9 @@ from sse_forensics.reassembly.tcp_analysis import (
     TCPState,
     WindowPeriod,
 )
+
+if TYPE_CHECKING:
+    from sse_forensics.reassembly.tls.session import TLSInfo
 
 Endpoint = tuple[str, int]
 Piece = StreamData | MissingSpan | Inconsistency
@@ -108,7 +112,7 @@ class Connection:
     # What runs over TCP: "http/1.1" or "h2" (after ALPN, or HTTP/2 prior knowledge); and for
     # a TLS connection its TLSInfo (version, suite, SNI, ALPN, what was not decrypted).
     application: str = "http/1.1"
-    tls: object | None = None
+    tls: TLSInfo | None = None
     # Finalised early because the flow table was full (the ``flows`` cap): the segment that
     # needed the room. Its streams end there as far as this connection goes.
     evicted: Origin | None = None
@@ -460,7 +464,7 @@ class ConnectionLedger:
     def add(self, conn: Connection, http: bool) -> None:
         self.count += 1
         self.max_id = max(self.max_id, conn.id)
-        self.loss.add_connection(conn.loss)  # type: ignore[arg-type]
+        self.loss.add_connection(conn.loss)
         self.loss.evicted_connections += conn.evicted is not None
         if http or self.plain_kept < PLAIN_CONNECTIONS_KEPT:
             self.kept.append(conn)

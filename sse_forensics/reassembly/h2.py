@@ -478,7 +478,9 @@ class H2Connection:
             except DecodeError:
                 tail = b""
             if tail:
-                self.out.append(ResponseBody(stream.exchange, tail, stream.last_origin or origin))
+                # The decoder holds bytes only once a DATA frame fed it: last_origin is set.
+                assert stream.last_origin is not None
+                self.out.append(ResponseBody(stream.exchange, tail, stream.last_origin))
         self.out.append(ResponseEnd(stream.exchange, origin, complete, reason))
 
     # -- after a hole ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sse_forensics.reassembly.stream import MissingSpan
+from sse_forensics.reassembly.stream import Direction, MissingSpan
 
 
 @dataclass(slots=True)
@@ -91,7 +91,7 @@ class CaptureLoss:
         total = self.bytes_seen + self.missing_bytes
         return 100.0 * self.missing_bytes / total if total else 0.0
 
-    def add_connection(self, directions: dict[str, DirectionLoss]) -> None:
+    def add_connection(self, directions: dict[Direction, DirectionLoss]) -> None:
         lost = False
         inconsistent = False
         for loss in directions.values():

@@ -20,13 +20,13 @@ Seq = TypeVar("Seq", int, np.ndarray)
 
 def seq_add(seq: Seq, n: Seq | int) -> Seq:
     """``seq + n`` wrapped to 32 bits (``n`` may be negative)."""
-    return (seq + n) % SEQ_MOD  # type: ignore[no-any-return]
+    return (seq + n) % SEQ_MOD
 
 
 def seq_diff(a: Seq, b: Seq | int) -> Seq:
     """``a - b`` as a signed distance in ``[-2**31, 2**31)``: how far ``a`` lies after
     ``b`` (negative: before)."""
-    return ((a - b + SEQ_HALF) % SEQ_MOD) - SEQ_HALF  # type: ignore[no-any-return]
+    return ((a - b + SEQ_HALF) % SEQ_MOD) - SEQ_HALF
 
 
 def seq_after(a: int, b: int) -> bool:

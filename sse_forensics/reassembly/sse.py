@@ -226,6 +226,7 @@ class SSEParser:
     def _check_size(self) -> None:
         """A block (or a line before its first field) longer than ``max_event_bytes``: note
         it, keep it as a partial block, and drop its bytes up to its blank line."""
+        cap = self.max_event_bytes
         open_at = [
             at
             for at in (
@@ -235,10 +236,10 @@ class SSEParser:
             )
             if at is not None
         ]
-        if not open_at or self.max_event_bytes is None:
+        if cap is None or not open_at:
             return
         start = min(open_at)
-        if self._end - start <= self.max_event_bytes:
+        if self._end - start <= cap:
             return
         self._note("event-over-cap", start, self._end, f"{self._end - start} bytes so far")
         if self._partial_start is None:

@@ -43,11 +43,15 @@ from __future__ import annotations
 import codecs
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from sse_forensics.reassembly.sse import DEFAULT_EVENT_TYPE, UTF8_BOM
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 __all__ = [
     "ANOMALY_SCHEMA",
@@ -59,7 +63,7 @@ __all__ = [
     "parse_body",
 ]
 
-EVENT_SCHEMA: dict[str, pl.DataType] = {
+EVENT_SCHEMA: dict[str, PolarsDataType] = {
     "start": pl.Int64(),
     "end": pl.Int64(),
     "id": pl.String(),
@@ -69,12 +73,12 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "retry": pl.Int64(),
     "dispatched": pl.Boolean(),
 }
-COMMENT_SCHEMA: dict[str, pl.DataType] = {
+COMMENT_SCHEMA: dict[str, PolarsDataType] = {
     "start": pl.Int64(),
     "end": pl.Int64(),
     "text": pl.String(),
 }
-ANOMALY_SCHEMA: dict[str, pl.DataType] = {
+ANOMALY_SCHEMA: dict[str, PolarsDataType] = {
     "kind": pl.String(),
     "start": pl.Int64(),
     "end": pl.Int64(),
@@ -409,7 +413,8 @@ def _words(buf: bytes, pos: np.ndarray) -> np.ndarray:
     if late.any():  # the last 7 lines' starts at most: shift the last word, zero-filled
         shift = (pos[late] - last) * 8
         words[late] = np.where(shift < 64, windows[last] >> shift.astype(np.uint64), 0)
-    return words
+    out: np.ndarray = words
+    return out
 
 
 @dataclass(slots=True)
@@ -604,4 +609,4 @@ def _anomalies(
             "order": line * 2 + np.repeat([0, 1], [len(bad_lines), len(field_lines)]),
         }
     )
-    return frame.sort("order").drop("order").cast(ANOMALY_SCHEMA)
+    return frame.sort("order").drop("order").cast(pl.Schema(ANOMALY_SCHEMA))

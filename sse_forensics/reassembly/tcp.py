@@ -27,6 +27,7 @@ from sse_forensics.reassembly.stream import (
     INCONSISTENT_SHOWN,
     Direction,
     Inconsistency,
+    MissingReason,
     MissingSpan,
     StreamData,
 )
@@ -253,12 +254,12 @@ class TCPStreamReassembler:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _missing(self, length: int, reason: str, before: Origin | None) -> MissingSpan:
+    def _missing(self, length: int, reason: MissingReason, before: Origin | None) -> MissingSpan:
         return MissingSpan(
             self.direction,
             self.delivered,
             length,
-            reason,  # type: ignore[arg-type]
+            reason,
             self._last_origin,
             before,
         )
@@ -381,7 +382,7 @@ class TCPStreamReassembler:
     def _give_up(
         self,
         out: list[Piece],
-        reason: str,
+        reason: MissingReason,
         limit: int | None = None,
         limit_origin: Origin | None = None,
         *,

@@ -151,6 +151,12 @@ class _Side:
         self.fin_noted = False
         self.rst_noted = False
 
+    def silent_at(self, ts: float) -> bool:
+        """Its silence is not judged yet and has lasted STALL_SECONDS at ``ts`` (unjudged
+        means it sent payload: ``last_data`` is set with ``checked`` cleared)."""
+        last = self.last_data
+        return not self.checked and last is not None and ts - last.ts >= STALL_SECONDS
+
 
 @dataclass(slots=True)
 class TCPState:
@@ -184,6 +190,7 @@ class TCPAnalyzer:
 
     def segment(self, direction: Direction, seg: TCPSegment) -> None:
         sides = self._sides
+        peer_dir: Direction
         if direction == "client":
             me, peer, peer_dir = sides["client"], sides["server"], "server"
         else:
@@ -193,10 +200,10 @@ class TCPAnalyzer:
         state = self.state
         # Stalls are judged before this segment changes anything: the state as it stood
         # STALL_SECONDS after each side's last payload segment.
-        if not me.checked and origin.ts - me.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
+        if me.silent_at(origin.ts):
             self._judge_stall(direction, me, peer)
-        if not peer.checked and origin.ts - peer.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
-            self._judge_stall(peer_dir, peer, me)  # type: ignore[arg-type]
+        if peer.silent_at(origin.ts):
+            self._judge_stall(peer_dir, peer, me)
 
         seq = seg.seq
         length = len(seg.payload) + seg.missing_tail
@@ -253,7 +260,7 @@ class TCPAnalyzer:
                 and peer.ack is not None
                 and not seq_after(seq_add(peer.ack, peer.window), end)
             ):
-                peer.full = WindowPeriod(peer_dir, "window-full", origin)  # type: ignore[arg-type]
+                peer.full = WindowPeriod(peer_dir, "window-full", origin)
                 state.windows.append(peer.full)
             if me.stall is not None:
                 me.stall.end = origin
@@ -285,10 +292,14 @@ class TCPAnalyzer:
 
     def close(self, end_ts: float) -> None:
         """The connection (or the capture) ended at ``end_ts``: judge silences up to it."""
-        for direction, peer_dir in (("client", "server"), ("server", "client")):
-            side = self._sides[direction]  # type: ignore[index]
-            if not side.checked and end_ts - side.last_data.ts >= STALL_SECONDS:  # type: ignore[union-attr]
-                self._judge_stall(direction, side, self._sides[peer_dir])  # type: ignore[arg-type,index]
+        pairs: tuple[tuple[Direction, Direction], ...] = (
+            ("client", "server"),
+            ("server", "client"),
+        )
+        for direction, peer_dir in pairs:
+            side = self._sides[direction]
+            if side.silent_at(end_ts):
+                self._judge_stall(direction, side, self._sides[peer_dir])
 
     def _judge_stall(self, sender: Direction, side: _Side, receiver: _Side) -> None:
         side.checked = True

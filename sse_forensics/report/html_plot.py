@@ -62,8 +62,9 @@ class _Axis:
     positions: dict[str, int] = field(default_factory=dict)
 
     def observe(self, e: EventRecord) -> None:
-        if e.carries_id and e.sse.id_field not in self.positions:
-            self.positions[e.sse.id_field] = len(self.positions)
+        id_field = e.sse.id_field
+        if e.carries_id and id_field is not None and id_field not in self.positions:
+            self.positions[id_field] = len(self.positions)
 
     def y(self, event_id: str | None, e: EventRecord | None = None) -> int | None:
         if self.arithmetic and e is not None and e.key is not None:
@@ -77,9 +78,8 @@ class _Axis:
             if g.keys is None or g.keys.first is None:
                 return None
             return g.keys.first, g.keys.last if g.keys.last is not None else g.keys.first
-        ys = [
-            self.positions[i] for i in (g.missing_ids or [g.first, g.last]) if i in self.positions
-        ]
+        named = g.missing_ids or [i for i in (g.first, g.last) if i is not None]
+        ys = [self.positions[i] for i in named if i in self.positions]
         return (min(ys), max(ys)) if ys else None
 
 
@@ -233,6 +233,7 @@ class SessionPlot:
         if ts is None and g.stream.response_origin is not None:
             ts = g.stream.response_origin.ts
         span = self.axis.gap_range(g)
+        y: int | None
         if span is not None:
             lo, hi = span
             self.fig.add_hrect(

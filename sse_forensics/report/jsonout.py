@@ -11,6 +11,7 @@ every finding against ``ecs_flat.yml`` of ECS :data:`ECS_VERSION`."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +28,9 @@ from sse_forensics.report.siem import (
     rule_reference,
 )
 from sse_forensics.result import ScanResult
+
+if TYPE_CHECKING:
+    from sse_forensics.reassembly.tls import TLSInfo
 
 ECS_VERSION = "9.4.0"
 """The ECS release the findings are checked against (tests/data/ecs/)."""
@@ -46,12 +50,12 @@ SESSION_SUMMARY = [
 ]
 
 
-def tls_by_flow(result: ScanResult) -> dict[str, object]:
+def tls_by_flow(result: ScanResult) -> dict[str, TLSInfo]:
     """The TLS record (``TLSInfo``) of each TLS connection, by Community ID."""
     return {c.community_id: c.tls for c in result.connections if c.tls is not None}
 
 
-def ecs_tls(info: object) -> dict[str, object]:
+def ecs_tls(info: TLSInfo) -> dict[str, object]:
     """ECS ``tls.*`` of a connection's TLS record: version (numeric part), protocol, cipher
     suite (IANA name), SNI and the ALPN protocol chosen."""
     version = getattr(info, "version", None) or ""
@@ -67,9 +71,9 @@ def ecs_tls(info: object) -> dict[str, object]:
     )
 
 
-def tls_decryption(info: object) -> dict[str, object]:
+def tls_decryption(info: TLSInfo) -> dict[str, object]:
     """Whether a TLS connection's records were all read, and if not why (``reasons``)."""
-    as_dict = info.as_dict()  # type: ignore[attr-defined]
+    as_dict = info.as_dict()
     return {
         "decrypted": as_dict["decrypted"],
         "undecryptable_bytes": as_dict["undecryptable_bytes"],
@@ -78,7 +82,7 @@ def tls_decryption(info: object) -> dict[str, object]:
 
 
 def ecs_finding(
-    f: Finding, incident: str | None = None, tls: object | None = None
+    f: Finding, incident: str | None = None, tls: TLSInfo | None = None
 ) -> dict[str, object]:
     """One finding as an ECS document (``docs/findings.md``; schema
     ``docs/schemas/finding.schema.json``). ``@timestamp`` and ``event.start`` are capture
@@ -133,7 +137,7 @@ def ecs_finding(
         doc["related"] = {"ip": flow.ips}
     if tls is not None and ecs_tls(tls):
         doc["tls"] = ecs_tls(tls)
-    doc["sse_forensics"] = {
+    own: dict[str, object] = {
         "classification": f.classification,
         "severity": f.severity,
         "session_id": f.session_id,
@@ -149,17 +153,18 @@ def ecs_finding(
         "evidence": f.evidence,
         "references": f.references,
     }
+    doc["sse_forensics"] = own
     if incident is not None:
-        doc["sse_forensics"]["incident_id"] = incident  # type: ignore[index]
+        own["incident_id"] = incident
     if tls is not None:
-        doc["sse_forensics"]["tls"] = tls_decryption(tls)  # type: ignore[index]
+        own["tls"] = tls_decryption(tls)
     return doc
 
 
 def ecs_findings(
     findings: list[Finding],
     incidents: list[Incident],
-    tls: dict[str, object] | None = None,
+    tls: dict[str, TLSInfo] | None = None,
 ) -> list[dict[str, object]]:
     """The findings as ECS documents, each with its incident's id (and with ``tls``, the
     TLS records by Community ID, its connection's TLS)."""
@@ -240,15 +245,15 @@ def tls_connections(result: ScanResult) -> list[dict[str, object]]:
             "source": conn.first.source,
             "frame": conn.first.number,
             # Unknown when nothing was decrypted and ALPN did not say (TLS 1.3 encrypts it).
-            "application": conn.application if info.key_found or info.alpn else None,  # type: ignore[attr-defined]
+            "application": conn.application if info.key_found or info.alpn else None,
         }
-        entry.update(info.as_dict())  # type: ignore[attr-defined]
+        entry.update(info.as_dict())
         out.append(entry)
     return out
 
 
-def session_summaries(result: ScanResult) -> list[dict]:
-    verdicts: dict[str, Counter] = {}
+def session_summaries(result: ScanResult) -> list[dict[str, Any]]:
+    verdicts: dict[str, Counter[str]] = {}
     for f in result.findings:
         verdicts.setdefault(f.session_id or "", Counter())[f.classification] += 1
     rows = []

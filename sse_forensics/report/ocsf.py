@@ -101,6 +101,17 @@ def ocsf_record(f: Finding, incident: str | None = None) -> dict[str, object]:
     # ``time`` is required: 0 only for a finding with no time at all (a log without times).
     time_ms = round(ts * 1000) if ts is not None else 0
     severity_id = SEVERITY_ID.get(f.severity, 0)
+    metadata: dict[str, object] = {
+        "version": OCSF_VERSION,
+        "product": {
+            "name": "sse-forensics",
+            "vendor_name": "sse-forensics",
+            "version": __version__,
+        },
+        "uid": f.fingerprint,
+    }
+    if incident is not None:
+        metadata["correlation_uid"] = incident
     record: dict[str, object] = {
         "class_uid": DETECTION_FINDING,
         "class_name": "Detection Finding",
@@ -117,15 +128,7 @@ def ocsf_record(f: Finding, incident: str | None = None) -> dict[str, object]:
         "is_alert": True,
         "time": time_ms,
         "message": f.message,
-        "metadata": {
-            "version": OCSF_VERSION,
-            "product": {
-                "name": "sse-forensics",
-                "vendor_name": "sse-forensics",
-                "version": __version__,
-            },
-            "uid": f.fingerprint,
-        },
+        "metadata": metadata,
         "finding_info": compact(
             {
                 "uid": f.fingerprint,
@@ -168,8 +171,6 @@ def ocsf_record(f: Finding, incident: str | None = None) -> dict[str, object]:
             "ruleset": f.ruleset or None,
         }
     }
-    if incident is not None:
-        record["metadata"]["correlation_uid"] = incident  # type: ignore[index]
     if not record["observables"]:
         del record["observables"]
     return record

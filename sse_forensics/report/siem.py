@@ -91,7 +91,7 @@ def finding_time(f: Finding) -> float | None:
     is recorded at 0.0 (``evidence/from_logs.py``): that is no time, not 1970."""
     if f.ts is not None and f.ts > 0:
         return f.ts
-    times = [e["ts"] for e in f.evidence if isinstance(e.get("ts"), int | float) and e["ts"] > 0]
+    times = [t for e in f.evidence if isinstance(t := e.get("ts"), int | float) and t > 0]
     return min(times, default=None)
 
 

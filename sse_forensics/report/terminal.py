@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from rich import box
 from rich.console import Console
@@ -91,8 +92,9 @@ def _gap_span(f: Finding) -> str:
 
 def _frames(f: Finding) -> str:
     """Where to look: capture frame numbers, then log line numbers (``L12``)."""
-    places = sorted({e["frame"] for e in f.evidence if e.get("frame") is not None})
-    lines = sorted({e["line"] for e in f.evidence if e.get("line") is not None})
+    # Evidence entries hold ints or None there (facts.model.evidence).
+    places = sorted({n for e in f.evidence if isinstance(n := e.get("frame"), int)})
+    lines = sorted({n for e in f.evidence if isinstance(n := e.get("line"), int)})
     shown = [str(x) for x in places] + [f"L{x}" for x in lines]
     # ", ": a narrow column wraps between two numbers, never inside one.
     return ", ".join(shown[:6]) + ("…" if len(shown) > 6 else "")
@@ -327,7 +329,10 @@ def render_scan(console: Console, result: ScanResult) -> None:
     for msg in result.rule_errors:
         console.print(Text(f"rule not loaded: {printable(msg, 300)}", style="red"))
     if result.not_judged:
-        lacking = sorted({k for item in result.not_judged for k in item["lacks"]})
+        lacking = sorted(
+            # a list of evidence kinds (engine.evaluate.not_judged_rules)
+            {k for item in result.not_judged for k in cast("list[str]", item["lacks"])}
+        )
         rules = ", ".join(str(item["rule"]) for item in result.not_judged)
         console.print(
             Text(

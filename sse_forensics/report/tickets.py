@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -275,7 +275,7 @@ def labels(incident: Incident) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def ticket(incident: Incident, paths: Sequence[str], options: Sequence[str] = ()) -> dict:
+def ticket(incident: Incident, paths: Sequence[str], options: Sequence[str] = ()) -> dict[str, Any]:
     return {
         "title": title(incident),
         "body": body(incident, paths, options),

@@ -317,10 +317,10 @@ def _read_segments(
     if len(bad_index) and max_samples > 0:
         picked = bad_index.head(max_samples).to_list()
         for i, raw_line in zip(picked, _line_bytes(data, picked), strict=True):
-            text = raw_line.decode("utf-8", "replace")
-            samples.append((first_line + i, fmt.explain(text), escape_sample(raw_line)))
-    rows = _access_rows(good, source).rechunk()  # `line` is one chunk, the others are not
-    return ParsedChunk(rows, lines, len(bad_index), samples)
+            line_text = raw_line.decode("utf-8", "replace")
+            samples.append((first_line + i, fmt.explain(line_text), escape_sample(raw_line)))
+    table = _access_rows(good, source).rechunk()  # `line` is one chunk, the others are not
+    return ParsedChunk(table, lines, len(bad_index), samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,7 +536,7 @@ def _read_fields(
         # Apache %U%q: the path and its "?query" are logged apart.
         outputs["target"] = outputs["target"] + pl.col("v:query").fill_null("")
     outputs["line"] = pl.lit(_line_numbers(frame, first_line))
-    rows = frame.select(
+    table = frame.select(
         pl.lit(source, pl.String).alias("source"),
         *(
             (outputs[n] if n in outputs else pl.lit(None)).cast(t).alias(n)
@@ -544,7 +544,7 @@ def _read_fields(
             if n != "source"
         ),
     )
-    return ParsedChunk(rows, rows.height, 0)
+    return ParsedChunk(table, table.height, 0)
 
 
 def _line_numbers(frame: pl.DataFrame, first_line: int) -> pl.Series:
@@ -677,22 +677,22 @@ def _field_values(
     for var, j in plan.direct:
         texts[var.column] = pl.col(_FIELD.format(j)).replace("", None)  # as the segments path
     for word, span in plan.words:
-        var = word.variable
-        assert var is not None
+        variable = word.variable
+        assert variable is not None
         parts = [pl.col(_FIELD.format(j)) for j in span]
         if word.prefix:
             checks.append(parts[0].str.starts_with(word.prefix))
         if word.suffix:
             checks.append(parts[-1].str.ends_with(word.suffix))
-        if len(parts) == 2 and var.convert in (F.TIME_LOCAL, F.TIME_CLF_BRACKETED):
-            times[var.column] = (var, word, parts[0], parts[1])
+        if len(parts) == 2 and variable.convert in (F.TIME_LOCAL, F.TIME_CLF_BRACKETED):
+            times[variable.column] = (variable, word, parts[0], parts[1])
             continue
         text = parts[0] if len(parts) == 1 else pl.concat_str(parts, separator=" ")
         if word.prefix:
             text = text.str.strip_prefix(word.prefix)
         if word.suffix:
             text = text.str.strip_suffix(word.suffix)
-        texts[var.column] = text
+        texts[variable.column] = text
     columns: dict[str, pl.Expr] = {}
     extra: list[pl.Expr] = []
     for var in fmt.variables:

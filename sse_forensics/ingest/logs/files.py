@@ -16,7 +16,8 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from io import BufferedReader
+from typing import Any
 
 import numpy as np
 import zstandard
@@ -58,7 +59,7 @@ def compression(head: bytes) -> str | None:
     return None
 
 
-def _decompressor(kind: str):
+def _decompressor(kind: str) -> Any:  # a zlib or a zstandard decompressobj
     if kind == "gzip":
         return zlib.decompressobj(_WBITS_GZIP)
     return zstandard.ZstdDecompressor().decompressobj()
@@ -69,7 +70,7 @@ def _decompressor(kind: str):
 _ZSTD_STEP = 2048
 
 
-def _inflate(dec, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
+def _inflate(dec: Any, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
     """One bounded step of ``dec`` over ``pending``: its output (at most ``CHUNK_BYTES``
     for gzip, 64 MiB for zstd) and the input still to feed."""
     if kind == "gzip":
@@ -80,7 +81,7 @@ def _inflate(dec, kind: str, pending: memoryview) -> tuple[bytes, memoryview]:
 
 
 def _raw_blocks(
-    fh: BinaryIO, source: str, errors: list[ReadError], limits: Limits = DEFAULT_LIMITS
+    fh: BufferedReader, source: str, errors: list[ReadError], limits: Limits = DEFAULT_LIMITS
 ) -> Iterator[bytes]:
     """The decompressed bytes of the buffered file ``fh``, each call's output bounded (a
     compression bomb never lands in memory at once) and the whole past the
@@ -146,11 +147,13 @@ def _raw_blocks(
     )
 
 
-def _open(path: str) -> BinaryIO:
+def _open(path: str) -> BufferedReader:
     try:
-        return open(path, "rb", buffering=_READ_BYTES)
+        fh = open(path, "rb", buffering=_READ_BYTES)  # noqa: SIM115 - the caller closes it
     except OSError as exc:
         raise UnreadableInput(path, exc.strerror or str(exc)) from exc
+    assert isinstance(fh, BufferedReader)  # binary and buffered: it has peek()
+    return fh
 
 
 _PROBE_BYTES = 64 * 1024
@@ -227,7 +230,9 @@ def _pread_chunks(fd: int, chunk_bytes: int, max_line: int) -> Iterator[bytes | 
         start += len(data)
 
 
-def _plain_chunks(fh: BinaryIO, chunk_bytes: int, max_line: int) -> Iterator[bytes | LongLine]:
+def _plain_chunks(
+    fh: BufferedReader, chunk_bytes: int, max_line: int
+) -> Iterator[bytes | LongLine]:
     """Line-aligned chunks of an uncompressed file: by ``pread`` when the file allows it,
     else read, then seek back to the start of the cut line."""
     try:
@@ -259,7 +264,7 @@ def _plain_chunks(fh: BinaryIO, chunk_bytes: int, max_line: int) -> Iterator[byt
 
 
 def _joined(
-    fh: BinaryIO, source: str, errors: list[ReadError], chunk_bytes: int, limits: Limits
+    fh: BufferedReader, source: str, errors: list[ReadError], chunk_bytes: int, limits: Limits
 ) -> Iterator[bytes | LongLine]:
     """Line-aligned chunks of a decompressed stream; a line past the ``log_line_bytes``
     cap is skipped as it streams by (:class:`LongLine`), never held whole."""

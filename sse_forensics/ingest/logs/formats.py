@@ -528,7 +528,7 @@ def _named(
             pattern = var.pattern if convert == var.convert else None
             out[i] = Variable(var.shown, name.column, convert, pattern)
             renamed.add(i)
-    taken = {out[i].column for i in renamed}  # type: ignore[union-attr]
+    taken = {v.column for i in renamed if isinstance(v := out[i], Variable)}  # all are
     for i, t in enumerate(out):
         if isinstance(t, Variable) and i not in renamed and t.column in taken:
             key = re.sub(r"\W+", "_", t.shown).strip("_")

@@ -35,12 +35,16 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import orjson
 import polars as pl
 
 from sse_forensics.ingest.logs.lines import split_lines
 from sse_forensics.ingest.logs.model import valid_epoch
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 Path = tuple[str | int, ...]
 
@@ -300,11 +304,13 @@ def log_map_from_dict(doc: Mapping[str, object], where: str = "log map") -> LogM
 
 def _has_path(record: object, path: Path) -> bool:
     for step in path:
-        in_list = isinstance(step, int) and isinstance(record, list) and step < len(record)
-        in_dict = isinstance(step, str) and isinstance(record, dict) and step in record
-        if not (in_list or in_dict):
-            return False
-        record = record[step]  # type: ignore[index]
+        if isinstance(step, int) and isinstance(record, list) and step < len(record):
+            record = record[step]  # a list item
+            continue
+        if isinstance(step, str) and isinstance(record, dict) and step in record:
+            record = record[step]  # an object member
+            continue
+        return False
     return record is not None
 
 
@@ -335,7 +341,7 @@ def decode_json_lines(
     first_line: int,
     rows: int | None = None,
     fmap: FieldMap | None = None,
-    schema: Mapping[str, pl.DataType] | None = None,
+    schema: Mapping[str, PolarsDataType] | None = None,
 ) -> DecodedChunk:
     """Decode every line of ``data`` that is a JSON object. ``rows``: the number of lines
     in ``data`` (blank ones and a last one without newline included), when known.
@@ -366,7 +372,7 @@ def decode_json_lines(
     return DecodedChunk(out, int((~blank).sum()), sorted(bad))
 
 
-def dtype_depth(dtype: pl.DataType) -> int:
+def dtype_depth(dtype: PolarsDataType) -> int:
     """Nesting of a decoded JSON value's type: 0 for a scalar, 1 + its deepest member's
     for a struct or list."""
     if isinstance(dtype, pl.Struct):
@@ -472,7 +478,7 @@ class _PlainShape:
     objects: dict[str, tuple[str, ...]]
 
     def dtype(self) -> pl.Struct:
-        fields: dict[str, pl.DataType] = {}
+        fields: dict[str, PolarsDataType] = {}
         for key, number in self.leaves.items():
             fields[key] = pl.Float64 if number else pl.String
         for key, subkeys in self.objects.items():
@@ -480,7 +486,7 @@ class _PlainShape:
         return pl.Struct(fields)
 
 
-def _plain_shape(fmap: FieldMap, schema: Mapping[str, pl.DataType]) -> _PlainShape | None:
+def _plain_shape(fmap: FieldMap, schema: Mapping[str, PolarsDataType]) -> _PlainShape | None:
     leaves: dict[str, bool] = {}
     objects: dict[str, list[str]] = {}
     for column, rule in fmap.fields.items():
@@ -552,7 +558,7 @@ def _plain_regex(shape: _PlainShape, top: list[str], subs: dict[str, list[str]])
 
 
 def _decode_plain(
-    text: pl.Series, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+    text: pl.Series, fmap: FieldMap, schema: Mapping[str, PolarsDataType]
 ) -> pl.Series | None:
     """The lines of ``text`` (nulls: blank lines) decoded with the schema of ``fmap``'s
     keys, when every line is a plain record (see above): the result is then, field by
@@ -582,11 +588,12 @@ def _decode_plain(
                     return None
                 sub_seqs[key].append(list(value))
     top = _merged_order(top_seqs, [*shape.leaves, *shape.objects])
-    subs = {k: _merged_order(sub_seqs[k], list(v)) for k, v in shape.objects.items()}
-    if top is None or any(v is None for v in subs.values()):
+    merged = {k: _merged_order(sub_seqs[k], list(v)) for k, v in shape.objects.items()}
+    subs = {k: v for k, v in merged.items() if v is not None}
+    if top is None or len(subs) != len(merged):
         return None
     # Blanks around a record are JSON whitespace: the inferred path strips them.
-    record_regex = _plain_regex(shape, top, subs)  # type: ignore[arg-type]
+    record_regex = _plain_regex(shape, top, subs)
     regex = f"^[ \\t\\r]*{record_regex[1:-1]}[ \\t\\r]*$"
     # Two selects: decoded beside another expression (or as a Series), polars takes the
     # column whole and needs ~3x the memory it needs for it alone, chunk by chunk.
@@ -599,7 +606,7 @@ def _decode_plain(
         return None
 
 
-def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | None:
+def _path_expr(dtype: PolarsDataType, path: Path) -> tuple[pl.Expr, PolarsDataType] | None:
     """``__rec``'s value at ``path``, or None when the chunk's schema has no such path."""
     expr = pl.col("__rec")
     for step in path:
@@ -615,7 +622,7 @@ def _path_expr(dtype: pl.DataType, path: Path) -> tuple[pl.Expr, pl.DataType] | 
     return expr, dtype
 
 
-def _as_string(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+def _as_string(expr: pl.Expr, dtype: PolarsDataType) -> pl.Expr:
     if isinstance(dtype, pl.Struct | pl.List):
         return (
             expr.struct.json_encode()
@@ -651,7 +658,7 @@ _TEXT_AS_IS = frozenset({"data"})
 
 
 def apply_map(
-    records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, pl.DataType]
+    records: pl.DataFrame, fmap: FieldMap, schema: Mapping[str, PolarsDataType]
 ) -> tuple[pl.DataFrame, list[str]]:
     """The canonical columns of ``schema`` that ``fmap`` maps, plus ``extra`` (the JSON of
     the top-level fields no used path reaches into). Returns the frame and the canonical

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 
 def split_lines(
@@ -12,25 +17,30 @@ def split_lines(
     into ``ncols`` columns ``s0``… plus a sentinel column that is non-null when a line has
     more separators. No quoting: nothing in a line can make it span two rows. ``rows``:
     the number of lines, when the caller has counted them (saves a pass over ``data``)."""
-    names = {f"s{i}": pl.String for i in range(ncols + 1)}
-    options = {
-        "separator": separator,
-        "quote_char": None,
-        "has_header": False,
-        "schema": names,
-        "truncate_ragged_lines": True,
-        "missing_columns": "insert",
-        # Without it, polars refuses a chunk whose *first* line has more separators than
-        # the schema has columns (later such lines are truncated): that line is to read
-        # as any other, the sentinel column telling it apart.
-        "extra_columns": "ignore",
-        "raise_if_empty": False,
-    }
+    names: dict[str, PolarsDataType] = {f"s{i}": pl.String for i in range(ncols + 1)}
+
+    def read(encoding: Literal["utf8", "utf8-lossy"]) -> pl.DataFrame:
+        return pl.read_csv(
+            data,
+            separator=separator,
+            quote_char=None,
+            has_header=False,
+            schema=names,
+            truncate_ragged_lines=True,
+            missing_columns="insert",
+            # Without it, polars refuses a chunk whose *first* line has more separators
+            # than the schema has columns (later such lines are truncated): that line is
+            # to read as any other, the sentinel column telling it apart.
+            extra_columns="ignore",
+            raise_if_empty=False,
+            encoding=encoding,
+        )
+
     try:
-        df = pl.read_csv(data, **options)
+        df = read("utf8")
     except pl.exceptions.ComputeError:
         # Invalid UTF-8 somewhere: the lossy decoder is ~40% slower, so only on demand.
-        df = pl.read_csv(data, encoding="utf8-lossy", **options)
+        df = read("utf8-lossy")
     expected = rows if rows is not None else data.count(b"\n") + (not data.endswith(b"\n"))
     if df.height == expected:
         return df

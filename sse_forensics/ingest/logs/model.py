@@ -9,12 +9,15 @@ event log's JSON numbers become their decimal text. Times are float epoch second
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
 from sse_forensics.errors import ReadError
 from sse_forensics.provenance import EPOCH_MAX
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
 
 LogKind = Literal["access-text", "access-json", "event-log"]
 
@@ -26,7 +29,7 @@ def valid_epoch(ts: pl.Expr) -> pl.Expr:
     return pl.when(ts.is_between(0.0, EPOCH_MAX)).then(ts)
 
 
-ACCESS_SCHEMA: dict[str, pl.DataType] = {
+ACCESS_SCHEMA: dict[str, PolarsDataType] = {
     "source": pl.String,  # the file the line came from
     "line": pl.Int64,  # 1-based line number in that file (after decompression)
     "ts": pl.Float64,
@@ -95,7 +98,7 @@ def control_type() -> pl.Expr:
     return spelled.replace(CONTROL_ALIASES)
 
 
-EVENTS_SCHEMA: dict[str, pl.DataType] = {
+EVENTS_SCHEMA: dict[str, PolarsDataType] = {
     "source": pl.String,
     "line": pl.Int64,
     "ts": pl.Float64,

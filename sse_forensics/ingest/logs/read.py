@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 import polars as pl
@@ -184,7 +184,7 @@ def variable_names(log_map: LogMap) -> tuple[F.VariableName, ...]:
     return tuple(out)
 
 
-def _has_kind(fmap: FieldMap, record: dict) -> bool:
+def _has_kind(fmap: FieldMap, record: dict[str, Any]) -> bool:
     rule = fmap.fields.get("kind")
     return rule is not None and match_score(FieldMap("kind", {"kind": rule}), record) == 1
 
@@ -259,10 +259,10 @@ def _parse_json_chunk(
             error = ReadError(source, f"{why}: {escape_sample(raw)}", line=chunk.first_line)
             empty = _empty(found.kind)
             return _Parsed(empty, 1, 1, [error][:max_samples])
-    lines = chunk.data.split(b"\n")
-    half = len(lines) // 2
-    first = Chunk(b"\n".join(lines[:half]) + b"\n", chunk.first_line, half)
-    rest = b"\n".join(lines[half:])
+    parts = chunk.data.split(b"\n")
+    half = len(parts) // 2
+    first = Chunk(b"\n".join(parts[:half]) + b"\n", chunk.first_line, half)
+    rest = b"\n".join(parts[half:])
     second = Chunk(rest, chunk.first_line + half, rest.count(b"\n") + (not rest.endswith(b"\n")))
     a = _parse_json_chunk(first, source, found, max_samples, limits)
     b = _parse_json_chunk(second, source, found, max_samples, limits)
@@ -305,7 +305,7 @@ def _parse_json_lines(
         ),
     ).rechunk()  # `line` is one chunk, the decoded columns are not
     bad.sort()
-    samples = []
+    samples: list[ReadError] = []
     if bad and max_samples > 0:
         lines = chunk.data.split(b"\n")
         for line, why in bad[:max_samples]:
@@ -339,7 +339,7 @@ def _parse_chunk(
         return parsed
     assert found.access_format is not None
     fmt = found.access_format
-    parsed = parse_access_chunk(
+    access = parse_access_chunk(
         fmt,
         chunk.data,
         source=source,
@@ -349,10 +349,10 @@ def _parse_chunk(
     )
     samples = [
         ReadError(source, f"does not match {fmt.name}: {why}: {text}", line=line)
-        for line, why, text in parsed.samples
+        for line, why, text in access.samples
     ]
-    rows = with_start(parsed.rows, fmt.time_is_start)
-    return _Parsed(rows, parsed.lines, parsed.unreadable, samples)
+    rows = with_start(access.rows, fmt.time_is_start)
+    return _Parsed(rows, access.lines, access.unreadable, samples)
 
 
 WORKERS = 1

@@ -45,7 +45,7 @@ from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.ingest.pcap import CaptureStats
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import Reassembly, _capture_loss, foreign_protocol
-from sse_forensics.reassembly.exchange import Exchange
+from sse_forensics.reassembly.exchange import ColumnarBody, Exchange
 from sse_forensics.reassembly.fast import h2 as fh2
 from sse_forensics.reassembly.fast import http as fhttp
 from sse_forensics.reassembly.fast import tls as ftls
@@ -240,7 +240,7 @@ def reassemble_fast(
     check = classify_groups(index, groups, capture_end if capture_end is not None else 0.0)
     cand = np.flatnonzero(check.candidate)
     cand_first = groups.first_row[cand]
-    evidence = CaptureEvidence(_Forward(sink), config)  # type: ignore[arg-type]
+    evidence = CaptureEvidence(_Forward(sink), config)
     fallbacks: Counter[str] = Counter()
     clock.lap("tcp")
 
@@ -516,7 +516,8 @@ class _Batch:
 
     def _rows(self, server: bool, pos: list[int] | np.ndarray) -> np.ndarray:
         starts, rows = (self.s_start, self.s_rows) if server else (self.c_start, self.c_rows)
-        return rows[_seg(starts, pos)]
+        out: np.ndarray = rows[_seg(starts, pos)]
+        return out
 
     def _origins(self, server: bool, pos: list[int]) -> list[Origin]:
         return _origins(self.ctx.index, self._rows(server, pos)) if pos else []
@@ -804,8 +805,7 @@ class _Batch:
         for ex in exchanges:
             b = body_of.get((id(c), ex.index))
             if b is not None:
-                ex.events = [_EventData(d) for d in versions.get(b, [])]
-                ex.comments = [None] * int(parsed.comments[b])
+                ex.columnar = ColumnarBody(versions.get(b, []), int(parsed.comments[b]))
                 ex.trailing = parsed.trailing[b]
         return exchanges
 
@@ -859,8 +859,7 @@ class _Batch:
                     if b is None:
                         ex.response_body = bytearray(fhttp.kept_body(self.s_buf, body))
                     else:
-                        ex.events = [_EventData(d) for d in versions.get(b, [])]
-                        ex.comments = [None] * int(parsed.comments[b])
+                        ex.columnar = ColumnarBody(versions.get(b, []), int(parsed.comments[b]))
                         ex.trailing = parsed.trailing[b]
             out.append(ex)
         return out
@@ -877,15 +876,6 @@ def _origins(index: PacketIndex, rows: np.ndarray) -> list[Origin]:
     frames = index.frame[rows].tolist()
     stamps = index.ts[rows].tolist()
     return [Origin(sources[f], n, t) for f, n, t in zip(files, frames, stamps, strict=True)]
-
-
-class _EventData:
-    """What ``_exchange_row`` reads of an event: its data (for the protocol version)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: str) -> None:
-        self.data = data
 
 
 def _event_frame(

@@ -34,6 +34,7 @@ from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
 from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
+from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.tls import TLSKeys
 
 ERRORS_PER_KIND = 100
@@ -88,7 +89,9 @@ class ExactDriver:
 
     # -- reassemble's route/finalise -------------------------------------------------------
 
-    def _route(self, pieces: list) -> None:
+    def _route(
+        self, pieces: list[tuple[Connection, Direction, StreamData | MissingSpan | Inconsistency]]
+    ) -> None:
         errors = self.errors
         analyzers = self.analyzers
         own = self.own
@@ -165,7 +168,8 @@ class ExactDriver:
         segment = self.index.segment
         for row in rows.tolist():
             seg = segment(row)
-            pieces = feed(seg)  # type: ignore[arg-type]
+            assert seg is not None, "rows fed are TCP rows"
+            pieces = feed(seg)
             if tracker.count > self.decided:
                 self._new_connections(row)
             if pieces:

@@ -191,9 +191,9 @@ def _apply(streams: H2Streams, conn_id: int, events: list[HTTPEvent]) -> str | N
     for ev in events:
         if isinstance(ev, ProtocolError | ResponseBody):
             return R_H2_FRAME
-        ex = exchanges.get(ev.exchange)  # type: ignore[union-attr]
+        ex = exchanges.get(ev.exchange)
         if ex is None:
-            ex = exchanges[ev.exchange] = Exchange(connection_id=conn_id, index=ev.exchange)  # type: ignore[union-attr]
+            ex = exchanges[ev.exchange] = Exchange(connection_id=conn_id, index=ev.exchange)
         if isinstance(ev, RequestHead):
             ex.request = ev
         elif isinstance(ev, RequestBody):
@@ -228,19 +228,22 @@ def finish(
     the caller's (columnar)."""
     h2 = streams.h2
     for direction in ("client", "server"):
-        fin = conn.fin.get(direction)  # type: ignore[call-overload]
+        fin = conn.fin.get(direction)
         if fin is not None:
-            events = h2.end(direction, fin, "fin")  # type: ignore[arg-type]
+            events = h2.end(direction, fin, "fin")
         elif conn.rst is not None:
-            events = h2.end(direction, conn.rst, "rst")  # type: ignore[arg-type]
+            events = h2.end(direction, conn.rst, "rst")
         else:
-            events = h2.end(direction, conn.last, "capture-end")  # type: ignore[arg-type]
+            events = h2.end(direction, conn.last, "capture-end")
         _apply(streams, conn.id, events)
 
-    def real(origin: Origin | None) -> Origin | None:
-        if origin is None or origin.source not in (MARK[False], MARK[True]):
+    def real_origin(origin: Origin) -> Origin:
+        if origin.source not in (MARK[False], MARK[True]):
             return origin
         return origin_at(origin.source == MARK[True], origin.number)
+
+    def real(origin: Origin | None) -> Origin | None:
+        return None if origin is None else real_origin(origin)
 
     out = []
     for index, ex in sorted(streams.exchanges.items()):
@@ -251,11 +254,11 @@ def finish(
             if not ex.is_event_stream:
                 ex.keep_response_body(fhttp.kept_body(server_buf, chunks))
         if ex.request is not None:
-            ex.request.origin = real(ex.request.origin)  # type: ignore[assignment]
+            ex.request.origin = real_origin(ex.request.origin)
         if ex.response is not None:
-            ex.response.origin = real(ex.response.origin)  # type: ignore[assignment]
+            ex.response.origin = real_origin(ex.response.origin)
         for head in ex.interim:
-            head.origin = real(head.origin)  # type: ignore[assignment]
+            head.origin = real_origin(head.origin)
         ex.response_end = real(ex.response_end)
         out.append(ex)
     return out

@@ -10,7 +10,7 @@ everything else (signals, ``close``, empty data, batches, non-objects) goes thro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -20,7 +20,10 @@ from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.facts.jsonrpc import _rpc_id
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES
 
-CLASS_DTYPES: dict[str, pl.DataType] = {
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType  # a dtype class (pl.String) or instance
+
+CLASS_DTYPES: dict[str, PolarsDataType] = {
     "kind": pl.String(),
     "rpc_kind": pl.String(),
     "rpc_method": pl.String(),
@@ -61,14 +64,14 @@ def classify_events(events: pl.DataFrame) -> tuple[dict[str, pl.Series], list[in
     json_mask = flags["marked"].to_numpy() & ~slow_mask
     everything = bool(json_mask.all())
     json_rows = None if everything else np.flatnonzero(json_mask)
-    data = events["data"] if everything else events["data"].gather(json_rows)
+    data = events["data"] if json_rows is None else events["data"].gather(json_rows)
     datas = data.to_list()
     kinds, methods, ids, odd, versions = _json_rpc(datas)
     if json_rows is not None:
         versions = json_rows[versions].tolist() if versions else []
         odd = json_rows[odd].tolist() if odd else []
     cols: dict[str, pl.Series] = {}
-    if everything:
+    if json_rows is None:
         cols["rpc_kind"] = pl.Series("rpc_kind", kinds, dtype=pl.String)
         cols["rpc_method"] = pl.Series("rpc_method", methods, dtype=pl.String)
         cols["rpc_id"] = pl.Series("rpc_id", ids, dtype=pl.String)

@@ -19,12 +19,14 @@ LF-terminated blank line*:
 A body whose bytes the exact path would report (invalid UTF-8, an ``id`` with NUL) is
 refused: its connection takes the exact path, which words those errors.
 
-Without ``sse_columns``, the heads are parsed by ``SSEParser`` too (one feed).
+With ``parse_body`` set to None (a test compares the two), the heads are parsed by
+``SSEParser`` too (one feed).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,22 +34,12 @@ import polars as pl
 
 from sse_forensics.reassembly.capture import REPORTED_SSE_ANOMALIES
 from sse_forensics.reassembly.sse import UTF8_BOM, SSEParser
+from sse_forensics.reassembly.sse_columns import EVENT_SCHEMA, RETRY_MAX, SSEColumns
+from sse_forensics.reassembly.sse_columns import parse_body as _columnar_parse
 
-try:  # the columnar parser; SSEParser is the definition and the stand-in
-    from sse_forensics.reassembly.sse_columns import EVENT_SCHEMA, RETRY_MAX, parse_body
-except ImportError:  # pragma: no cover - only while sse_columns is absent
-    parse_body = None  # type: ignore[assignment]
-    EVENT_SCHEMA = {
-        "start": pl.Int64(),
-        "end": pl.Int64(),
-        "id": pl.String(),
-        "id_field": pl.String(),
-        "event": pl.String(),
-        "data": pl.String(),
-        "retry": pl.Int64(),
-        "dispatched": pl.Boolean(),
-    }
-    RETRY_MAX = (1 << 63) - 1
+# The columnar parser; SSEParser is the definition and the stand-in (a test sets this to
+# None and compares the two).
+parse_body: Callable[..., SSEColumns] | None = _columnar_parse
 
 R_SSE_REPORTED = "sse: bytes the parser reports (invalid UTF-8, id with NUL)"
 R_SSE_BOM = "sse: byte order mark after the start of a body"
@@ -165,7 +157,8 @@ def gather(buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
     pattern = np.zeros(2 * n + 1, dtype=bool)
     pattern[1::2] = True
     keep = np.repeat(pattern, runs)
-    return np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
+    kept: bytes = np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
+    return kept
 
 
 def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:

@@ -47,12 +47,14 @@ from sse_forensics.reassembly.stream import Direction
 from sse_forensics.reassembly.tcp import RST_WINDOW
 from sse_forensics.reassembly.tcp_analysis import (
     STALL_SECONDS,
+    NoteKind,
     TCPAnalyzer,
     TCPNote,
     TCPState,
 )
 
 _CONTROL = TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN
+_FIN_RST: tuple[tuple[NoteKind, int], ...] = (("fin", TCP_FIN), ("rst", TCP_RST))
 
 # Fallback reasons of the TCP layer, in the order they are checked.
 R_HANDSHAKE = "tcp: no clean handshake first"
@@ -399,10 +401,10 @@ def build_connection(
     for p in np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0).tolist():
         side = bool(server[p])
         direction: Direction = "server" if side else "client"
-        for kind, bit in (("fin", TCP_FIN), ("rst", TCP_RST)):
+        for kind, bit in _FIN_RST:
             if flags[p] & bit and (kind, side) not in noted:
                 noted.add((kind, side))
-                notes.append(TCPNote(kind, direction, _origin(index, int(rows[p]))))  # type: ignore[arg-type]
+                notes.append(TCPNote(kind, direction, _origin(index, int(rows[p]))))
                 note_at.append(p)
                 if kind == "fin" and (final < 0 or p <= final):
                     conn.fin[direction] = notes[-1].origin
@@ -445,9 +447,10 @@ def _exact_tcp_state(
     at_final = None
     for p, row in enumerate(rows.tolist()):
         seg = index.segment(row)
-        analyzer.segment("server" if server[p] else "client", seg)  # type: ignore[arg-type]
+        assert seg is not None, "a connection's row that is no TCP segment"
+        analyzer.segment("server" if server[p] else "client", seg)
         if p == final:
-            analyzer.close(seg.origin.ts)  # type: ignore[union-attr]
+            analyzer.close(seg.origin.ts)
             at_final = copy.deepcopy(analyzer.state)
     if at_final is None:
         analyzer.close(capture_end)

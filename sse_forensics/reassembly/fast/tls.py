@@ -29,6 +29,7 @@ import numpy as np
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.capture import foreign_protocol
 from sse_forensics.reassembly.h2 import PREFACE as H2_PREFACE
+from sse_forensics.reassembly.stream import Direction
 from sse_forensics.reassembly.tls import TLSData, TLSInfo, TLSKeys, TLSSession
 
 R_TLS_UNREAD = "tls: not every record decrypted (read by the exact path)"
@@ -91,7 +92,10 @@ def decrypt_connection(
 ) -> Decrypted | str:
     """The plaintext of one TLS connection, or why it leaves the route."""
     session = TLSSession(keys.lookup, keys.why_none)
-    sides = {"client": (client, *c_range), "server": (server, *s_range)}
+    sides: dict[Direction, tuple[Side, int, int]] = {
+        "client": (client, *c_range),
+        "server": (server, *s_range),
+    }
     spans = {name: side.segments(lo, hi) for name, (side, lo, hi) in sides.items()}
     # Runs of one direction in capture order: the record layer's interleaving.
     c0, c1 = spans["client"]
@@ -105,7 +109,7 @@ def decrypt_connection(
     plain: dict[str, list[TLSData]] = {"client": [], "server": []}
     application: str | None = None
     for a, b in zip(at[:-1].tolist(), at[1:].tolist(), strict=True):
-        name = "server" if kinds[a] else "client"
+        name: Direction = "server" if kinds[a] else "client"
         side, lo, hi = sides[name]
         k0 = spans[name][0] + done[name]
         k1 = k0 + (b - a)
@@ -114,7 +118,7 @@ def decrypt_connection(
         last = int(side.start[k1]) if k1 < len(side.start) else len(side.buf)
         last = min(last, hi)
         for x in range(first, last, FEED_BYTES):
-            events = session.feed(name, side.buf[x : min(x + FEED_BYTES, last)], _NOWHERE)  # type: ignore[arg-type]
+            events = session.feed(name, side.buf[x : min(x + FEED_BYTES, last)], _NOWHERE)
             for ev in events:
                 if not isinstance(ev, TLSData):
                     return R_TLS_UNREAD

@@ -70,7 +70,8 @@ class _Reader:
         return self.take(1)[0]
 
     def u16(self) -> int:
-        return struct.unpack("!H", self.take(2))[0]
+        value: int = struct.unpack("!H", self.take(2))[0]
+        return value
 
     def vec8(self) -> bytes:
         return self.take(self.u8())

@@ -27,6 +27,7 @@ from sse_forensics.reassembly.tls import handshake as hs
 from sse_forensics.reassembly.tls.crypto import (
     SUITES,
     Decryptor,
+    Suite,
     TLS13Decryptor,
     tls12_decryptors,
 )
@@ -216,7 +217,7 @@ class TLSSession:
         self.dirs: dict[Direction, _Direction] = {"client": _Direction(), "server": _Direction()}
         self.client_hello: hs.ClientHello | None = None
         self.server_hello: hs.ServerHello | None = None
-        self.suite = None
+        self.suite: Suite | None = None
         self.tls13 = False
         self.keys_ready = False
         self.no_keys: str | None = None  # why the keys are not available
@@ -592,10 +593,10 @@ class TLSSession:
                         self.early_held = []
                     self.info.early_data = self.info.early_data or hello.early_data
             elif kind == hs.SERVER_HELLO and direction == "server":
-                hello = hs.parse_server_hello(body)
-                if hello is not None and not hello.retry:
-                    self.server_hello = hello
-                    self._server_hello(hello)
+                server_hello = hs.parse_server_hello(body)
+                if server_hello is not None and not server_hello.retry:
+                    self.server_hello = server_hello
+                    self._server_hello(server_hello)
                     if self.early_held and not (self.keys_ready and self.tls13):
                         self._early_unreadable(self._no_key_reason())
             elif kind == hs.ENCRYPTED_EXTENSIONS and direction == "server":
