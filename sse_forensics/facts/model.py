@@ -136,7 +136,7 @@ class SessionRecord:
     counter_scope: str = "unknown"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class EventRecord:
     stream: StreamRecord
     position: int  # index among the stream's SSE events (0-based)

@@ -320,7 +320,8 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
     )
     figures: dict[str, dict] = {}
     sections: list[str] = []
-    index = {id(f): n for n, f in enumerate(result.findings, 1)}  # numbered most severe first
+    # Numbered most severe first; a fingerprint names one finding (engine.finding).
+    index = {f.fingerprint: n for n, f in enumerate(result.findings, 1)}
     incidents = group_incidents(result.findings)
     incident = incident_of(incidents)
     groups: list[tuple[str | None, list[Finding]]] = [
@@ -355,7 +356,7 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
             body.append(_ladder_table(ladders.get(session_id)))
         else:
             head = '<section class="session" id="session-none"><h2>Other findings</h2>'
-        body.extend(_finding(index[id(f)], f, rules, incident.get(f.fingerprint)) for f in findings)
+        body.extend(_finding(index[f.fingerprint], f, rules, incident.get(f.fingerprint)) for f in findings)
         sections.append(head + "\n".join(body) + "</section>")
 
     scripts = [plotly_js(), PLOT_BOOTSTRAP] if figures else []

@@ -224,13 +224,13 @@ def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> li
     before the first event after the gap, or at the signal that alone reveals it."""
     conn = s.connection.id
     key = (s.exchange.connection_id, s.exchange.index)
-    before_event: dict[int, list[GapRecord]] = {}
-    at_signal: dict[int, list[GapRecord]] = {}
+    before_event: dict[EventRecord, list[GapRecord]] = {}
+    at_signal: dict[EventRecord, list[GapRecord]] = {}
     for g in gaps:
         if g.after is not None:
-            before_event.setdefault(id(g.after), []).append(g)
+            before_event.setdefault(g.after, []).append(g)
         elif g.signal_event is not None and g.detected_by == "signal":
-            at_signal.setdefault(id(g.signal_event), []).append(g)
+            at_signal.setdefault(g.signal_event, []).append(g)
     rungs: list[Rung] = []
     run: list[EventRecord] = []
 
@@ -243,7 +243,7 @@ def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> li
 
     for e in s.events:
         ts = e.origin.ts if e.origin else None
-        for g in before_event.get(id(e), []):
+        for g in before_event.get(e, []):
             flush()
             rungs.append(_gap_rung(g, conn, e.origin, ts, key))
         if e.kind == "signal":
@@ -251,7 +251,7 @@ def _event_rungs(s: StreamRecord, gaps: list[GapRecord], all_events: bool) -> li
             payload = printable(e.sse.data, 80)
             text = Line.of(f"⚑ {printable(e.sse.event, 40)} {payload}", "signal")
             rungs.append(Rung("signal", ts, conn, e.origin, text, key))
-            rungs.extend(_gap_rung(g, conn, e.origin, ts, key) for g in at_signal.get(id(e), []))
+            rungs.extend(_gap_rung(g, conn, e.origin, ts, key) for g in at_signal.get(e, []))
         elif all_events:
             tone = "quiet" if e.kind in ("priming", "close", "other") else ""
             text = Line.of(_event_label(e), tone)
