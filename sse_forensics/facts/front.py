@@ -380,9 +380,13 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme, patterns = codec_frame(codecs)
     # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
-    df = events.join(scheme, on=["conn_id", "ex_index"], how="left")
+    # The keys are computed on the three columns they need and put beside ``events``: a
+    # partition holding one stream of millions of events is not copied whole per join.
+    df = events.select("conn_id", "ex_index", "id_field").join(
+        scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
+    )
     ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
-    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left")
+    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left", maintain_order="left")
     prefix = pl.when(pl.col("scheme") == "int").then(pl.when(pl.col("int_ok")).then(pl.lit("")))
     seq = pl.when(pl.col("scheme") == "int").then(pl.col("iseq"))
     extra: list[str] = ["int_ok", "iseq", "scheme"]
@@ -391,7 +395,7 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         table = _match_prefixed(own, pattern, max_digits).rename(
             {"m": f"m_{name}", "prefix": f"x_{name}", "seq": f"s_{name}"}
         )
-        df = df.join(table, on="id_field", how="left")
+        df = df.join(table, on="id_field", how="left", maintain_order="left")
         matched = pl.col(f"m_{name}").fill_null(False)
         prefix = prefix.when(pl.col("scheme") == name).then(
             pl.when(matched).then(pl.col(f"x_{name}").fill_null(""))
@@ -403,10 +407,12 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         seq.alias("seq"),
         (pl.col("scheme").fill_null("opaque") != "opaque").alias("arithmetic"),
     )
-    df = df.with_columns(
-        pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix")
+    keys = df.select(
+        pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix"),
+        "seq",
+        "arithmetic",
     )
-    return df.drop(extra)
+    return events.hstack(keys.get_columns())
 
 
 def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:
