@@ -21,6 +21,7 @@ what :func:`~sse_forensics.reassembly.capture.reassemble` with
 from __future__ import annotations
 
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -265,8 +266,9 @@ def reassemble_fast(
         at = int(np.searchsorted(frames, conn.first.number))
         return int(groups.first_row[row_group[int(rows[at])]])
 
-    # 2. The exact path for the groups that are not candidates.
-    main_decided: list[float] = []
+    # 2. The exact path for the groups that are not candidates. (Rows of decision kept as
+    # 8-byte doubles: a flood decides a connection per SYN.)
+    main_decided = array("d")
 
     def main_id(row: float, conn: Connection) -> int:
         before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
@@ -292,9 +294,12 @@ def reassemble_fast(
         ledger=ledger,
         report_caps=part == 0,
     )
-    others = np.flatnonzero(~check.candidate)
-    if len(others):
-        main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
+    if not bool(check.candidate.all()):
+        # The rows of every other group, ascending (masked, not gathered group by group:
+        # a flood has a group per SYN).
+        other_rows = np.repeat(~check.candidate, np.diff(groups.starts))
+        main.feed_rows(np.sort(groups.rows[other_rows]))
+        del other_rows
     main.close(capture_end)
     clock.lap("exact")
 
