@@ -7,8 +7,10 @@ silent gap ``samples/hostile.py`` plants in every capture.
     python benchmarks/hostile_scale.py --only syn-flood --base 250000 --steps 3
     python benchmarks/hostile_scale.py --limit flows=50000     # passed on to every scan
 
-Prints one table per series: size, frames, seconds, peak RSS, the time ratio to the previous
-size (2.0 per doubling is linear), the caps that fired, whether the ordinary gap was found.
+Prints one table per series: size, frames, seconds (wall, and CPU: user + system of the
+scan, the figure to read on a loaded machine), peak RSS, the CPU and RSS ratios to the
+previous size (2.0 per doubling is linear), the caps that fired, whether the ordinary gap
+was found.
 Inputs go to ``benchmarks/out/hostile/`` (git-ignored) and are reused.
 """
 
@@ -18,12 +20,15 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from scale import run_once  # noqa: E402  (the same measuring as benchmarks/scale.py)
 
 OUT = ROOT / "benchmarks" / "out" / "hostile"
 
@@ -33,6 +38,7 @@ SERIES = {
     "syn-flood": ("syn-flood", 100_000),
     "syn-plus-one": ("syn-plus-one", 100_000),
     "events": ("events", 250_000),
+    "streams-midstream": ("streams-midstream", 5_000),
 }
 ORDINARY = ("missing-stream-gap", "silent_corruption", "8", "12")
 
@@ -48,19 +54,51 @@ def _hostile():
     return module
 
 
+def run_once(
+    cmd: list[str], timeout: float = 0
+) -> tuple[float, float, float, bytes, int, bytes, bool]:
+    """``benchmarks/scale.py``'s ``run_once`` plus the child's CPU seconds: wall time until
+    its output is read and it has exited, CPU (user + system) and peak RSS (MB) from
+    ``os.wait4``, stdout, exit code, stderr, killed at ``timeout``."""
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill) if timeout > 0 else None
+        if timer:
+            timer.start()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        if timer:
+            timer.cancel()
+        proc.stdout.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read()
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024, out, proc.returncode, stderr, killed.is_set()
+
+
 def _scan(path: Path, limits: list[str], timeout: float | None) -> dict:
-    """One scan as a child process (``scale.run_once``: wall time until its output is read
-    and it has exited, its own peak RSS from ``os.wait4``) and its JSON document."""
+    """One scan as a child process (:func:`run_once`) and its JSON document."""
     cmd = [sys.executable, "-m", "sse_forensics", "scan", str(path), "--format", "json"]
     cmd += ["--jobs", "1"]
     for item in limits:
         cmd += ["--limit", item]
-    seconds, rss, out, code, err, killed = run_once(cmd, timeout or 0)
+    seconds, cpu, rss, out, code, err, killed = run_once(cmd, timeout or 0)
     if killed:
-        return {"seconds": None, "rss": rss, "status": "timeout", "doc": None}
+        return {"seconds": None, "cpu": cpu, "rss": rss, "status": "timeout", "doc": None}
     crashed = code not in (0, 1, 3, 4) or b"Traceback" in err
     return {
         "seconds": seconds,
+        "cpu": cpu,
         "rss": rss,
         "status": "CRASH" if crashed else str(code),
         "doc": json.loads(out) if out.strip() else None,
@@ -97,6 +135,7 @@ def run_series(name: str, base: int, steps: int, limits: list[str], timeout: flo
                 "frames": frames or doc.get("stats", {}).get("frames"),
                 "mb": path.stat().st_size / 1e6,
                 "seconds": got["seconds"],
+                "cpu": got["cpu"],
                 "rss": got["rss"],
                 "status": got["status"],
                 "caps": {c["cap"]: c.get("count", 1) for c in doc.get("caps", [])},
@@ -112,19 +151,24 @@ def run_series(name: str, base: int, steps: int, limits: list[str], timeout: flo
 
 def print_table(name: str, rows: list[dict]) -> None:
     print(f"\n### {name}\n")
-    print("| size | frames | MB | seconds | peak RSS MB | time/prev | caps fired | gap found |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| size | frames | MB | wall s | CPU s | peak RSS MB | CPU/prev | RSS/prev | caps fired "
+        "| gap found |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     prev = None
     for r in rows:
-        ratio = f"{r['seconds'] / prev:.2f}x" if prev and r["seconds"] is not None else "—"
-        secs = f"{r['seconds']:.2f}" if r["seconds"] is not None else r["status"]
+        done = r["seconds"] is not None
+        cpu_ratio = f"{r['cpu'] / prev['cpu']:.2f}x" if prev and done else "—"
+        rss_ratio = f"{r['rss'] / prev['rss']:.2f}x" if prev and done else "—"
+        secs = f"{r['seconds']:.2f}" if done else r["status"]
         rss = f"{r['rss']:.0f}" if r["rss"] is not None else "—"
         caps = ", ".join(f"{k}×{v}" for k, v in r["caps"].items()) or "none"
         print(
-            f"| {r['size']:,} | {r['frames'] or '—'} | {r['mb']:.1f} | {secs} | {rss} | "
-            f"{ratio} | {caps} | {'yes' if r['found'] else 'NO'} |"
+            f"| {r['size']:,} | {r['frames'] or '—'} | {r['mb']:.1f} | {secs} | {r['cpu']:.2f} "
+            f"| {rss} | {cpu_ratio} | {rss_ratio} | {caps} | {'yes' if r['found'] else 'NO'} |"
         )
-        prev = r["seconds"]
+        prev = r
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -233,6 +233,26 @@ def concurrent_streams(
         flow.close()
 
 
+def evicted_jump(w: PcapWriter) -> None:
+    """Two event streams open at once, no handshake captured (the exact path, which holds a
+    parser per open stream): stream A sends 101-103, stream B opens, then A sends 104 and
+    jumps to 108 (105-107 dropped, a ``missing-stream-gap``) and ends. With a table of one
+    stream (``--limit streams=1``) B's opening evicts A after 103: the jump lies past the
+    cut and is not judged."""
+    a = Flow(w, client_ip(5), 42_001, isn=5_000)
+    b = Flow(w, client_ip(6), 42_002, isn=6_000)
+    a.data(True, post(session_of(5)))
+    a.data(False, response_head(session_of(5)))
+    a.send(False, PSH | ACK, b"".join(chunk(event(n)) for n in (101, 102, 103)))
+    b.data(True, post(session_of(6)))
+    b.data(False, response_head(session_of(6)))
+    b.send(False, PSH | ACK, chunk(event(201)))
+    a.send(False, PSH | ACK, b"".join(chunk(event(n)) for n in (104, 108)) + b"0\r\n\r\n")
+    a.close()
+    b.send(False, PSH | ACK, chunk(event(202)) + b"0\r\n\r\n")
+    b.close()
+
+
 def long_stream(w: PcapWriter, n: int, chunked: bool = True) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
     (not ``chunked``) a close-delimited body."""
@@ -378,6 +398,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "streams-one-session": lambda w, n: concurrent_streams(w, n, sessions=1),
     "streams-open": lambda w, n: concurrent_streams(w, n, close=False),
     "streams-inferred": lambda w, n: concurrent_streams(w, n, sessions=-1, one_client=True),
+    "streams-midstream": lambda w, n: concurrent_streams(w, n, handshake=False),
     "events": lambda w, n: long_stream(w, n),
     "events-close": lambda w, n: long_stream(w, n, chunked=False),
     "big-event": lambda w, n: big_event(w, n),

@@ -106,7 +106,7 @@ def build_facts(
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
     cols = event_columns(events, frame_, codecs, logged)
     taken = CounterExclusions(
-        streams, front.shared_session, front.server_groups, keyed_roots(cols, frame_)
+        streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
     judge = ReplayJudge(index, requests, front.foreign, first_seen_in=_replayed_in(cols))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -129,16 +130,27 @@ def event_columns(
     """``events``: the partition's evidence events; ``frame``: :func:`stream_frame`;
     ``codecs``: each response's ID scheme; ``logged``: streams an event log describes
     (producer order to check)."""
-    stream_events = (
-        events.join(
-            frame.select("conn_id", "ex_index", "rank", pl.col("session_id").alias("session_k")),
+    # The order (stream time, position) is found on the key columns; every column is then
+    # gathered once (a partition of one long stream holds one copy of its events, not one
+    # per step).
+    order = (
+        events.select("conn_id", "ex_index", "position")
+        .with_row_index("row")
+        .join(
+            frame.select("conn_id", "ex_index", "rank", pl.col("session_id").alias("session")),
             on=["conn_id", "ex_index"],
             how="inner",
         )
-        .drop("session")
-        .rename({"session_k": "session"})
         .sort("rank", "position")
     )
+    rows = order.get_column("row")
+    in_place = rows.len() == events.height and bool(
+        (rows.to_numpy() == np.arange(events.height)).all()
+    )
+    stream_events = (
+        events.drop("session") if in_place else events.drop("session").gather(rows)
+    ).hstack([order.get_column("rank"), order.get_column("session")])
+    del order, rows
     keyed = event_keys(stream_events, codecs)
     carries = pl.col("id_field").fill_null("") != ""
     outlier = (

@@ -33,6 +33,7 @@ from sse_forensics.evidence.store import buckets_of
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
+    DEFAULT_PREFIXED,
     MIN_FITTING,
     OUTLIER_SHARE,
     IdCodec,
@@ -276,34 +277,77 @@ def _folds(
     return folds, dropped
 
 
+# The separators the packaged prefixed patterns need (DEFAULT_PREFIXED, COUNTER_FIRST): an
+# ID without any of them matches neither, and is not handed to Python's ``re``.
+_PACKAGED_PATTERNS = (DEFAULT_PREFIXED, COUNTER_FIRST)
+_SEPARATOR = r"[_:/-]"
+
+
 def _match_prefixed(ids: pl.Series, pattern: str, max_digits: int) -> pl.DataFrame:
     """For each distinct ID: does ``pattern`` match it (``re.match``) with a counter
     ``facts.ids.counter`` can read (``max_digits``), its ``stream`` group and ``seq`` — with
-    Python's ``re``, so a user's pattern means what it means elsewhere."""
+    Python's ``re``, so a user's pattern means what it means elsewhere (a packaged pattern
+    only sees the IDs holding one of its separators: the others cannot match it)."""
+    schema = {"id_field": pl.String, "m": pl.Boolean, "prefix": pl.String, "seq": pl.Int64}
+    distinct = ids.unique()
+    if pattern in _PACKAGED_PATTERNS:
+        hopeless = distinct.filter(~distinct.str.contains(_SEPARATOR).fill_null(False))
+        distinct = distinct.filter(distinct.str.contains(_SEPARATOR).fill_null(True))
+    else:
+        hopeless = distinct.clear()
     codec = IdCodec("prefixed", re.compile(pattern), max_digits)
-    values = ids.unique().to_list()
+    values = distinct.to_list()
     keys = [codec.key(v) for v in values]
-    return pl.DataFrame(
+    tried = pl.DataFrame(
         {
             "id_field": values,
             "m": [k is not None for k in keys],
             "prefix": [None if k is None else k.prefix for k in keys],
             "seq": [None if k is None else k.seq for k in keys],
         },
-        schema={"id_field": pl.String, "m": pl.Boolean, "prefix": pl.String, "seq": pl.Int64},
+        schema=schema,
     )
+    if not hopeless.len():
+        return tried
+    rest = pl.DataFrame({"id_field": hopeless}).with_columns(
+        pl.lit(False).alias("m"),
+        pl.lit(None, pl.String).alias("prefix"),
+        pl.lit(None, pl.Int64).alias("seq"),
+    )
+    return pl.concat([tried, rest.select(list(schema))])
+
+
+# A decimal integer as ``facts.ids.INT_ID`` reads one, in ASCII: the IDs Python's ``re``
+# would read differently (a digit of another script, a final newline before ``$``) are
+# read by ``IdCodec.key`` itself.
+_ASCII_INT = r"^(?:0|[1-9][0-9]*)$"
+_NOT_PLAIN = r"[^\x00-\x7f]|\n$"
 
 
 def _int_keys(ids: pl.Series, max_digits: int) -> pl.DataFrame:
     """For each distinct ID: is it a decimal integer ``facts.ids.counter`` can read
-    (``int_ok``; an over-long one is opaque), and its value (``iseq``)."""
-    codec = IdCodec("int", max_digits=max_digits)
-    values = ids.unique().to_list()
-    seq = [None if k is None else k.seq for k in (codec.key(v) for v in values)]
-    return pl.DataFrame(
-        {"id_field": values, "int_ok": [s is not None for s in seq], "iseq": seq},
-        schema={"id_field": pl.String, "int_ok": pl.Boolean, "iseq": pl.Int64},
+    (``int_ok``; an over-long one is opaque), and its value (``iseq``). Vectorised for
+    ASCII IDs (no leading zero, at most ``max_digits`` digits, within 64 bits, as
+    ``counter`` has it); the rare others go through ``IdCodec.key``."""
+    schema = {"id_field": pl.String, "int_ok": pl.Boolean, "iseq": pl.Int64}
+    distinct = pl.DataFrame({"id_field": ids.unique()}, schema={"id_field": pl.String})
+    value = pl.col("id_field")
+    odd = value.str.contains(_NOT_PLAIN).fill_null(False)
+    plain = distinct.filter(~odd).with_columns(
+        pl.when(value.str.contains(_ASCII_INT) & (value.str.len_bytes() <= max_digits))
+        .then(value.cast(pl.Int64, strict=False))
+        .alias("iseq")
     )
+    plain = plain.with_columns(pl.col("iseq").is_not_null().alias("int_ok")).select(list(schema))
+    others = distinct.filter(odd).get_column("id_field").to_list()
+    if not others:
+        return plain
+    codec = IdCodec("int", max_digits=max_digits)
+    seq = [None if k is None else k.seq for k in (codec.key(v) for v in others)]
+    slow = pl.DataFrame(
+        {"id_field": others, "int_ok": [q is not None for q in seq], "iseq": seq}, schema=schema
+    )
+    return pl.concat([plain, slow])
 
 
 def codec_frame(codecs: Mapping[Key, IdCodec]) -> tuple[pl.DataFrame, dict[str, str]]:
@@ -339,9 +383,13 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme, patterns = codec_frame(codecs)
     # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
-    df = events.join(scheme, on=["conn_id", "ex_index"], how="left")
+    # The keys are computed on the three columns they need and put beside ``events``: a
+    # partition holding one stream of millions of events is not copied whole per join.
+    df = events.select("conn_id", "ex_index", "id_field").join(
+        scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
+    )
     ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
-    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left")
+    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left", maintain_order="left")
     # when/then chains, one branch per scheme (polars' Then, then ChainedThen).
     prefix: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(
         pl.when(pl.col("int_ok")).then(pl.lit(""))
@@ -353,7 +401,7 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         table = _match_prefixed(own, pattern, max_digits).rename(
             {"m": f"m_{name}", "prefix": f"x_{name}", "seq": f"s_{name}"}
         )
-        df = df.join(table, on="id_field", how="left")
+        df = df.join(table, on="id_field", how="left", maintain_order="left")
         matched = pl.col(f"m_{name}").fill_null(False)
         prefix = prefix.when(pl.col("scheme") == name).then(
             pl.when(matched).then(pl.col(f"x_{name}").fill_null(""))
@@ -365,10 +413,12 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         seq.alias("seq"),
         (pl.col("scheme").fill_null("opaque") != "opaque").alias("arithmetic"),
     )
-    df = df.with_columns(
-        pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix")
+    keys = df.select(
+        pl.when(pl.col("seq").is_not_null()).then(pl.col("prefix")).alias("prefix"),
+        "seq",
+        "arithmetic",
     )
-    return df.drop(extra)
+    return events.hstack(keys.get_columns())
 
 
 def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:

@@ -174,16 +174,26 @@ def _rpc(kind: str, method: str | None, rpc_id: str | None, more: str | None) ->
 
 
 class EventSource:
-    """One partition's events, sorted by exchange and position, read back as objects one
-    exchange at a time when a judgement asks for them."""
+    """One partition's events, read back as objects one exchange at a time (in position
+    order) when a judgement asks for them. The events are not copied: a row number per
+    event in (exchange, position) order is all that is kept beside them (issue 16: a
+    stream of ten million events must not cost a sorted copy of every column)."""
 
     def __init__(self, events: pl.DataFrame) -> None:
-        self.events = events.sort("conn_id", "ex_index", "position").select(_EVENT_COLUMNS)
-        spans = (
-            self.events.with_row_index("row")
-            .group_by("conn_id", "ex_index")
-            .agg(pl.col("row").first().alias("start"), pl.len().alias("n"))
+        self.events = events.select(_EVENT_COLUMNS)
+        keys = (
+            events.select("conn_id", "ex_index", "position")
+            .with_row_index("row")
+            .sort("conn_id", "ex_index", "position")
         )
+        self.order = keys.get_column("row").to_numpy()
+        spans = (
+            keys.select("conn_id", "ex_index")
+            .with_row_index("at")
+            .group_by("conn_id", "ex_index")
+            .agg(pl.col("at").first().alias("start"), pl.len().alias("n"))
+        )
+        del keys
         self.spans: dict[tuple[int, int], tuple[int, int]] = {
             (c, i): (start, n) for c, i, start, n in spans.iter_rows()
         }
@@ -225,7 +235,7 @@ class EventSource:
             lnum,
             lts,
             lkind,
-        ) in self.events.slice(span[0], span[1]).iter_rows():
+        ) in self.events[self.order[span[0] : span[0] + span[1]]].iter_rows():
             if fsrc is None:
                 origins: tuple[Origin, ...] = ()
             else:

@@ -9,6 +9,7 @@ connection.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -169,10 +170,11 @@ class CounterExclusions:
         streams: list[StreamRecord],
         shared_sessions: set[str],
         server_groups: dict[tuple[str, int], CounterGroup],
-        keyed: pl.DataFrame,
+        keyed: pl.DataFrame | Callable[[], pl.DataFrame],
     ) -> None:
         """``keyed``: ``session_id, root_conn, root_index, prefix, seq`` of every keyed
-        ID-carrying event of the partition."""
+        ID-carrying event of the partition, or what builds it: a table with a row per
+        event, built only if a stream on a shared counter is judged."""
         self._roots = {s.logical for s in streams}
         self._shared_sessions = shared_sessions
         self._server_groups = server_groups
@@ -183,12 +185,13 @@ class CounterExclusions:
         self._taken: dict[StreamRecord, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
+        keyed = self._keyed() if callable(self._keyed) else self._keyed
+        self._keyed = keyed
         if self._by_session is None:
             self._by_session = {
-                key[0]: df
-                for key, df in self._keyed.partition_by("session_id", as_dict=True).items()
+                key[0]: df for key, df in keyed.partition_by("session_id", as_dict=True).items()
             }
-        return self._by_session.get(session_id, self._keyed.clear())
+        return self._by_session.get(session_id, keyed.clear())
 
     def _own(self, root: StreamRecord) -> frozenset[IdKey]:
         session_id = root.session.session_id

@@ -333,6 +333,17 @@ _COLUMNS: tuple[tuple[str, type, int], ...] = (
     ("wscale", np.int8, -1),
 )
 _FRAME_COLUMNS = ("frame", "ts", "caplen", "wirelen", "data_offset", "linktype", "interface")
+# Columns the finished index holds narrower than they are computed in (issue 16: a flood of
+# tiny frames costs the index per frame): every value fits (a captured length is at most
+# MAX_SANE_CAPLEN or the file's snaplen, an original length is a 32-bit field, link types
+# and interface numbers are small, TCP options at most 40 bytes).
+_STORED_DTYPES: dict[str, type] = {
+    "caplen": np.uint32,
+    "wirelen": np.uint32,
+    "linktype": np.uint32,
+    "interface": np.uint32,
+    "options_len": np.uint8,
+}
 
 
 # -- byte gathering ---------------------------------------------------------------------------
@@ -1280,6 +1291,8 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     else:
         cols, addresses = _merge_rows(files, positions, placed)
     placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
+    for name, dtype in _STORED_DTYPES.items():
+        cols[name] = cols[name].astype(dtype, copy=False)
     return PacketIndex(
         sources=[f.path for f in files],
         addresses=addresses,

@@ -40,6 +40,7 @@ from sse_forensics.reassembly.loss import CaptureLoss
 from sse_forensics.reassembly.receive_buffer import Pieces
 from sse_forensics.reassembly.sse import SSEAnomaly, SSEParser
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
+from sse_forensics.reassembly.stream_table import StreamTable, streams_capped
 from sse_forensics.reassembly.tls import TLSData, TLSGap, TLSKeys, TLSProblem, TLSSession
 from sse_forensics.reassembly.tls.session import TLSEvent
 
@@ -101,6 +102,7 @@ class _ConnectionAnalyzer:
         "coded",
         "connection",
         "errors",
+        "evicted",
         "exchanges",
         "h2",
         "held",
@@ -111,6 +113,7 @@ class _ConnectionAnalyzer:
         "not_http",
         "parsers",
         "sniffed",
+        "streams",
         "tls",
         "tls_first",
         "tls_problem",
@@ -123,6 +126,7 @@ class _ConnectionAnalyzer:
         errors: list[ReadError],
         keys: TLSKeys | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        streams: StreamTable | None = None,
     ) -> None:
         self.connection = connection
         self.keys = keys
@@ -147,6 +151,10 @@ class _ConnectionAnalyzer:
         # of the client's requests: exchange (inconsistent retransmissions are placed there).
         self.body_frames: dict[Origin, tuple[int, int, int]] = {}
         self.inconsistent = 0  # inconsistent retransmissions reported so far
+        # The scan's open event streams (the ``streams`` cap), and this connection's streams
+        # it evicted: the rest of their bodies is counted, not parsed nor kept.
+        self.streams = streams
+        self.evicted: set[int] = set()
 
     def _exchange(self, index: int) -> Exchange:
         ex = self.exchanges.get(index)
@@ -338,6 +346,22 @@ class _ConnectionAnalyzer:
         self._drain(ex, parser)
         ex.trailing = parser.trailing
         del self.parsers[ex.index]
+        if self.streams is not None:
+            self.streams.close(self, ex.index)
+
+    def evict_stream(self, index: int, origin: Origin | None) -> None:
+        """The ``streams`` cap ended this event stream where it stands (:mod:`.stream_table`):
+        a ``cap`` span from its parser's offset on, so a gap reaching past it is
+        indeterminate; its parser is released."""
+        parser = self.parsers.get(index)
+        if parser is None:
+            return
+        ex = self._exchange(index)
+        span = MissingSpan("server", parser.offset, None, "cap", origin, None)
+        ex.holes.append(BodyHole(parser.offset, span))
+        ex.events.extend(parser.skip(None))
+        self._close_parser(ex, parser)
+        self.evicted.add(index)
 
     def _note_body(self, origin: Origin | None, exchange: int, offset: int, size: int) -> None:
         if origin is None:
@@ -479,6 +503,10 @@ class _ConnectionAnalyzer:
         for ev in events:
             if isinstance(ev, ResponseBody):
                 ex = self._exchange(ev.exchange)
+                if ev.exchange in self.evicted:  # the streams cap ended its parsing
+                    ex.body_bytes += len(ev.data)
+                    ex.last_body_origin = ev.origin
+                    continue
                 parser = self.parsers.get(ev.exchange)
                 at = parser.offset if parser is not None else ex.body_bytes
                 self._note_body(ev.origin, ev.exchange, at, len(ev.data))
@@ -487,6 +515,8 @@ class _ConnectionAnalyzer:
                 if parser is not None and ev.exchange in self.coded:
                     continue
                 if parser is not None:
+                    if self.streams is not None:
+                        self.streams.touch(self, ev.exchange)
                     ex.events.extend(parser.feed(ev.data, ev.origin))
                     self._drain(ex, parser)
                 else:
@@ -508,6 +538,8 @@ class _ConnectionAnalyzer:
                         self.parsers[ev.exchange] = SSEParser(
                             report_empty=True, max_event_bytes=self.limits.event_bytes
                         )
+                        if self.streams is not None:
+                            self.streams.open(self, ev.exchange, ev.origin)
             elif isinstance(ev, Tunnel):
                 ex = self._exchange(ev.exchange)
                 if ev.protocol.strip().lower() == "h2c" and self.h2 is None:
@@ -633,6 +665,7 @@ def reassemble(
         tls_keys = TLSKeys(stats=capture_stats)
     result = Reassembly()
     tracker = ConnectionTracker(max_flows=limits.flows)
+    streams = StreamTable(limits.streams)
     analyzers: dict[int, _ConnectionAnalyzer] = {}
     errors = result.errors
     last_ts: float | None = None
@@ -643,7 +676,9 @@ def reassemble(
         for conn, direction, piece in pieces:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
-                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(conn, errors, tls_keys, limits)
+                analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
+                    conn, errors, tls_keys, limits, streams
+                )
             analyzer.data(direction, piece)
 
     def finalise(conn: Connection) -> None:
@@ -683,6 +718,8 @@ def reassemble(
         finalise(conn)
     if tracker.evicted:
         errors.append(flows_capped(tracker, limits))
+    if streams.evicted:
+        errors.append(streams_capped(streams, limits))
 
     result.frames = frames
     result.tcp_segments = segments

@@ -356,7 +356,9 @@ def render_report(result: ScanResult, rules: RuleSet) -> str:
             body.append(_ladder_table(ladders.get(session_id)))
         else:
             head = '<section class="session" id="session-none"><h2>Other findings</h2>'
-        body.extend(_finding(index[f.fingerprint], f, rules, incident.get(f.fingerprint)) for f in findings)
+        body.extend(
+            _finding(index[f.fingerprint], f, rules, incident.get(f.fingerprint)) for f in findings
+        )
         sections.append(head + "\n".join(body) + "</section>")
 
     scripts = [plotly_js(), PLOT_BOOTSTRAP] if figures else []

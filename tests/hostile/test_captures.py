@@ -234,6 +234,42 @@ def test_evicted_streams_end_where_they_were_evicted(tmp_path: Path) -> None:
     }
 
 
+def test_the_streams_cap_evicts_the_stream_idle_the_longest(tmp_path: Path) -> None:
+    """Issue 16: ``streams`` bounds the event streams parsed at once. 300 open streams read
+    on the exact path (no handshake captured) through a table of 100: the first 200 are
+    ended where they stood (their events after it not read, their streams not judged past
+    it), the cap is reported once, and the ordinary gap is still found."""
+    path = tmp_path / "streams.pcap"
+    hostile.write(path, lambda w: hostile.concurrent_streams(w, 300, events=3, handshake=False))
+    result = _scan(path, streams=100)
+    assert _caps(result) == {"streams": 1}
+    (cap,) = result.caps
+    assert cap.what.startswith("200 open event stream(s) evicted")
+    assert result.loss.evicted_connections == 0  # streams, not connections, went
+    # Heads first, then the events round-robin: only the last 100 streams' events are read.
+    assert result.stats.events == ORDINARY_EVENTS + 100 * 3
+    unjudged = [json.loads(u) for u in result.tables["sessions"]["unjudged"].drop_nulls()]
+    assert sum("(cap)" in item["why"] for items in unjudged for item in items) == 200
+    assert ORDINARY in _findings(result)
+    assert _scan(path).caps == []  # under the default cap nothing is evicted
+
+
+def test_a_gap_past_a_stream_eviction_is_not_judged(tmp_path: Path) -> None:
+    """A jump on a stream after the ``streams`` cap evicted it is not reported as a silent
+    gap (its bytes were not parsed): the stream is listed as not judged past the cut."""
+    path = tmp_path / "evicted-jump.pcap"
+    hostile.write(path, hostile.evicted_jump)
+    jump = ("missing-stream-gap", "silent_corruption", "105", "107")
+    assert {ORDINARY, jump} <= _findings(_scan(path))
+    result = _scan(path, streams=1)
+    assert _caps(result) == {"streams": 1}
+    assert ORDINARY in _findings(result)
+    assert not any(f[2:] == ("105", "107") for f in _findings(result))
+    (items,) = [json.loads(u) for u in result.tables["sessions"]["unjudged"].drop_nulls()]
+    (item,) = items
+    assert "after event 103: what was sent after it could not be seen" in item["why"]
+
+
 # -- inconsistent retransmissions ----------------------------------------------------------
 
 INCONSISTENT = SAMPLES / "crafted-inconsistent-retransmission.pcap"

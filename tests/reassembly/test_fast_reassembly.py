@@ -490,6 +490,20 @@ def test_small_batches_and_three_shards(tmp_path: Path, monkeypatch) -> None:
     assert result.fast == 50
 
 
+def test_heads_in_pieces_and_events_in_slices(tmp_path: Path, monkeypatch) -> None:
+    """Event-stream heads parsed a few hundred bytes at a time and events turned into rows
+    a few at a time (issue 16: bounded memory for one long stream) give the same rows."""
+    from sse_forensics.reassembly.fast import capture, sse
+
+    path = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(path, 3000, 7)
+    monkeypatch.setattr(sse, "HEAD_PIECE", 300)
+    monkeypatch.setattr(capture, "EVENT_SLICE", 7)
+    assert assert_equivalent([str(path)], shards=(1,)).fast == 50
+    for name in ("mcp-sdk-resume.pcap", "resume-storm.pcap", "gap-signal-late.pcap"):
+        assert_equivalent([str(SAMPLES / name)], shards=(1,))
+
+
 def test_without_the_columnar_sse_parser(monkeypatch) -> None:
     """The stand-in for ``sse_columns.parse_body`` (one SSEParser feed) gives the same."""
     from sse_forensics.reassembly.fast import sse

@@ -21,6 +21,7 @@ what :func:`~sse_forensics.reassembly.capture.reassemble` with
 from __future__ import annotations
 
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +73,10 @@ RowSink = Callable[[pl.DataFrame, pl.DataFrame, pl.DataFrame], None]
 R_FOREIGN = "http: TLS or HTTP/2 (read by the exact path)"
 BATCH_BYTES = 8 << 20
 """Payload bytes of the candidates framed together (bounds the joined copies)."""
+EVENT_SLICE = 1 << 17
+"""Events classified and turned into evidence rows at once: a batch of one long stream
+holds its parsed events, not every column of every one of them (issue 16)."""
+_VERSION_KEY = "protocolVersion"
 
 
 @dataclass(slots=True)
@@ -261,8 +266,9 @@ def reassemble_fast(
         at = int(np.searchsorted(frames, conn.first.number))
         return int(groups.first_row[row_group[int(rows[at])]])
 
-    # 2. The exact path for the groups that are not candidates.
-    main_decided: list[float] = []
+    # 2. The exact path for the groups that are not candidates. (Rows of decision kept as
+    # 8-byte doubles: a flood decides a connection per SYN.)
+    main_decided = array("d")
 
     def main_id(row: float, conn: Connection) -> int:
         before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
@@ -288,9 +294,12 @@ def reassemble_fast(
         ledger=ledger,
         report_caps=part == 0,
     )
-    others = np.flatnonzero(~check.candidate)
-    if len(others):
-        main.feed_rows(np.sort(np.concatenate([groups.group_rows(g) for g in others.tolist()])))
+    if not bool(check.candidate.all()):
+        # The rows of every other group, ascending (masked, not gathered group by group:
+        # a flood has a group per SYN).
+        other_rows = np.repeat(~check.candidate, np.diff(groups.starts))
+        main.feed_rows(np.sort(groups.rows[other_rows]))
+        del other_rows
     main.close(capture_end)
     clock.lap("exact")
 
@@ -703,9 +712,13 @@ class _Batch:
             endpoints = events.filter((pl.col("position") < 2) & (pl.col("event") == "endpoint"))
             for b, data in endpoints.select("body", "data").iter_rows():
                 endpoint_data.setdefault(b, []).append(data)
-        classes, marked = classify_events(events)
-        if marked:
-            for b, data in events.select("body", "data")[marked].iter_rows():
+        # Data that may name the protocol version, in order: a superset of what
+        # ``exchange_protocol_version`` takes one from (it reads them in turn and skips the
+        # others, as it does every event's data on the exact path).
+        marked = events.select(pl.col("data").str.contains(_VERSION_KEY, literal=True))
+        marked_rows = np.flatnonzero(marked.to_series().fill_null(False).to_numpy())
+        if len(marked_rows):
+            for b, data in events.select("body", "data")[marked_rows].iter_rows():
                 versions.setdefault(b, []).append(data)
         first_row, last_row = self._event_rows(events, body)
         ctx.clock.lap("events")
@@ -759,20 +772,28 @@ class _Batch:
                     body_session[b] = key.session
                     body_ex[b] = (conn.id, ex.index)
         ctx.clock.lap("exchanges")
-        ev_frame = _event_frame(
-            ctx.index,
-            events,
-            classes,
-            body,
-            len(owners),
-            body_session,
-            body_ex,
-            first_row,
-            last_row,
-        )
-        ctx.clock.lap("event-rows")
-        ctx.sink(ConnectionColumns.frame(conn_buf), ExchangeColumns.frame(ex_buf), ev_frame)
-        ctx.clock.lap("sink")
+        conn_frame, ex_frame = ConnectionColumns.frame(conn_buf), ExchangeColumns.frame(ex_buf)
+        del conn_buf, ex_buf
+        for lo in range(0, max(events.height, 1), EVENT_SLICE):
+            part = events.slice(lo, EVENT_SLICE)
+            hi = lo + part.height
+            classes, _ = classify_events(part)
+            ev_frame = _event_frame(
+                ctx.index,
+                part,
+                classes,
+                body[lo:hi],
+                len(owners),
+                body_session,
+                body_ex,
+                first_row[lo:hi],
+                last_row[lo:hi],
+            )
+            del classes
+            ctx.clock.lap("event-rows")
+            ctx.sink(conn_frame, ex_frame, ev_frame)
+            conn_frame, ex_frame = conn_frame.clear(), ex_frame.clear()
+            ctx.clock.lap("sink")
 
     def _event_rows(self, events: pl.DataFrame, body: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows (frames) holding each event's first and last byte."""

@@ -35,6 +35,7 @@ from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
 from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
+from sse_forensics.reassembly.stream_table import StreamTable, streams_capped
 from sse_forensics.reassembly.tls import TLSKeys
 
 ERRORS_PER_KIND = 100
@@ -77,6 +78,8 @@ class ExactDriver:
         self.sink = sink
         self.own = own
         self.tracker = ConnectionTracker(max_flows=limits.flows, keep=False)
+        # Streams of this driver's own connections (a shard parses only those).
+        self.streams = StreamTable(limits.streams)
         self.ledger = ledger if ledger is not None else ConnectionLedger()
         self.analyzers: dict[int, _ConnectionAnalyzer] = {}
         self.errors: list[ReadError] = []
@@ -101,7 +104,7 @@ class ExactDriver:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
                 analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
-                    conn, errors, self.tls_keys, self.limits
+                    conn, errors, self.tls_keys, self.limits, self.streams
                 )
             analyzer.data(direction, piece)
 
@@ -195,6 +198,9 @@ class ExactDriver:
         if tracker.evicted and self.report_caps:
             self.errors.append(flows_capped(tracker, self.limits))
             self._keep_errors(END, 2, 0)
+        if self.streams.evicted:
+            self.errors.append(streams_capped(self.streams, self.limits))
+            self._keep_errors(END, 2, 1)
         for err in self._unlisted():
             self.keyed.append(((END, 3, 0, self._seq), err))
             self._seq += 1

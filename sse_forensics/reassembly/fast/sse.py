@@ -218,6 +218,51 @@ def _parse_heads(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
     return events, comments, anomalies
 
 
+HEAD_PIECE = 4 << 20
+"""Bytes of the concatenated heads parsed in one call: the columnar parser's working
+arrays grow with the lines it reads at once (issue 16: one stream of ten million events)."""
+
+
+def _piece_end(heads: bytes, lo: int) -> int:
+    """Where the piece of ``heads`` starting at ``lo`` ends: just after its last LF-terminated
+    blank line within :data:`HEAD_PIECE` bytes (a parser is there where a fresh one starts),
+    else after the first one beyond (one event longer than a piece), else the end."""
+    want = lo + HEAD_PIECE
+    window = 4096
+    while True:
+        at = max(lo, want - window)
+        best = _last_blank(heads, at, want)
+        if best >= at + 3 or at == lo:
+            break
+        window *= 4
+    if best > lo:
+        return best
+    later = [heads.find(p, want) for p in _BLANK_ENDS]
+    found = [f + len(p) for f, p in zip(later, _BLANK_ENDS, strict=True) if f >= 0]
+    return min(found) if found else len(heads)
+
+
+def _parse_head_pieces(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """:func:`_parse_heads` of ``heads``, a piece (:data:`HEAD_PIECE`) at a time: cut
+    after blank lines, the pieces give the events, comments and anomalies of the whole."""
+    if len(heads) <= HEAD_PIECE:
+        return _parse_heads(heads)
+    events, comments, anomalies = [], [], []
+    view = memoryview(heads)
+    try:
+        lo = 0
+        while lo < len(heads):
+            hi = _piece_end(heads, lo)
+            ev, cm, an = _parse_heads(bytes(view[lo:hi]))
+            events.append(ev.with_columns(pl.col("start") + lo, pl.col("end") + lo))
+            comments.append(cm + lo)
+            anomalies.append(an.with_columns(pl.col(c) + lo for c in ("start", "end") if c in an))
+            lo = hi
+    finally:
+        view.release()
+    return pl.concat(events), np.concatenate(comments), pl.concat(anomalies)
+
+
 def _body_of(head_start: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     if not len(offsets):
         return np.zeros(0, dtype=np.int64)
@@ -258,7 +303,8 @@ def parse_bodies(source: BodySource, max_event_bytes: int | None = None) -> Pars
     if n:
         np.cumsum(head_len[:-1], out=head_start[1:])
 
-    events, comment_starts, anomalies = _parse_heads(heads)
+    events, comment_starts, anomalies = _parse_head_pieces(heads)
+    del heads
     ev_start = events["start"].to_numpy()
     ev_body = _body_of(head_start, ev_start)
     base = head_start[ev_body]
