@@ -33,7 +33,7 @@ from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import EvidenceStore
-from sse_forensics.evidence.tables import EventColumns
+from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -63,7 +63,7 @@ class Spill:
             tagged = rows.with_columns(self.bucket_of(key).alias("__bucket"))
             parts = {
                 int(b): part.drop("__bucket")
-                for (b,), part in tagged.partition_by("__bucket", as_dict=True).items()
+                for b, part in split_by(tagged, "__bucket").items()
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)

@@ -25,6 +25,7 @@ from sse_forensics.evidence.tables import (
     EventColumns,
     ExchangeColumns,
     concat,
+    split_by,
 )
 
 # Batches held in memory before the store writes them to its scratch directory. Parquet
@@ -114,11 +115,11 @@ class EvidenceStore:
             ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
             pairs = ex.select("conn_id", "_bucket").unique()
             conns = connections.join(pairs, on="conn_id", how="inner")
-            for (bucket,), part in ex.partition_by("_bucket", as_dict=True).items():
+            for bucket, part in split_by(ex, "_bucket").items():
                 self._hold(int(bucket), ExchangeColumns, part.drop("_bucket"))
-            for (bucket,), part in ev.partition_by("_bucket", as_dict=True).items():
+            for bucket, part in split_by(ev, "_bucket").items():
                 self._hold(int(bucket), EventColumns, part.drop("_bucket"))
-            for (bucket,), part in conns.partition_by("_bucket", as_dict=True).items():
+            for bucket, part in split_by(conns, "_bucket").items():
                 self._hold(int(bucket), ConnectionColumns, part.drop("_bucket"))
         if self._held > self.memory_budget:
             self.spill()

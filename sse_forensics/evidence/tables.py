@@ -241,3 +241,12 @@ EVIDENCE_TABLES: tuple[type[Columns], ...] = (ConnectionColumns, ExchangeColumns
 def concat(frames: Iterable[pl.DataFrame], table: type[Columns]) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     return pl.concat(frames, how="vertical") if frames else table.frame()
+
+
+def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
+    """``df``'s rows grouped by the value of ``column`` (groups in order of first
+    appearance, rows in their order): one query for all groups, where polars'
+    ``partition_by(as_dict=True)`` runs one more per group to read its key."""
+    if not df.height:
+        return {}
+    return {part.get_column(column)[0]: part for part in df.partition_by(column)}
