@@ -29,7 +29,7 @@ from typing import Protocol
 
 import polars as pl
 
-from sse_forensics.evidence.store import buckets_of
+from sse_forensics.evidence.store import bucket_expr, buckets_of
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
@@ -120,12 +120,13 @@ class Front:
         """The part one task needs (small to hand to a worker process)."""
         servers = set(self.server_groups)
         return Front(
-            dropped={k for k in self.dropped if k in keys},
-            folds={k: v for k, v in self.folds.items() if k in keys},
-            links={k: v for k, v in self.links.items() if k in keys},
-            codecs={s: c for s, c in self.codecs.items() if s in sessions},
-            stream_codecs={k: c for k, c in self.stream_codecs.items() if k in keys},
-            scopes={s: c for s, c in self.scopes.items() if s in sessions},
+            # Looked up through the task's own keys: a scan's tasks together stay linear.
+            dropped=self.dropped & keys,
+            folds={k: v for k, v in self.folds.items() if k in keys},  # order kept
+            links={k: self.links[k] for k in keys if k in self.links},
+            codecs={s: self.codecs[s] for s in sessions if s in self.codecs},
+            stream_codecs={k: self.stream_codecs[k] for k in keys if k in self.stream_codecs},
+            scopes={s: self.scopes[s] for s in sessions if s in self.scopes},
             shared_session=self.shared_session & sessions,
             shared_server=dict(self.shared_server),
             server_groups={s: self.server_groups[s] for s in servers},
@@ -471,18 +472,24 @@ def _stream_codecs(
     return session_codecs, stream_codecs
 
 
-def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
-    """Per ``group`` (server or session): do most roots carry mostly values other roots of
-    the group carry too (per-stream counters, each starting again)? Streams with fewer than
-    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
-    ``keys``: ``root, prefix, seq``; ``roots``: each root's ``group``."""
-    if not keys.height:
-        return {}
-    # The group as a small integer: the keys are many, the groups few.
+def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[int, str]]:
+    """Each root's ``group`` (server or session) as a small integer ``g`` (the keys are
+    many, the groups few), and the group of each ``g``: computed once per scan."""
     codes = roots.select("root", group).with_columns(
         pl.col(group).rank("dense").cast(pl.Int64).alias("g")
     )
-    k = keys.join(codes.select("root", "g"), on="root", how="inner")
+    return codes.select("root", "g"), dict(codes.select("g", group).unique().iter_rows())
+
+
+def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict:
+    """Per group (server or session): do most roots carry mostly values other roots of
+    the group carry too (per-stream counters, each starting again)? Streams with fewer than
+    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
+    ``keys``: ``root, prefix, seq``; ``codes``: :func:`_group_codes`."""
+    if not keys.height:
+        return {}
+    root_group, names = codes
+    k = keys.join(root_group, on="root", how="inner")
     holders = k.group_by(["g", "prefix", "seq"]).agg(pl.len().alias("holders"))
     per_root = (
         k.join(holders, on=["g", "prefix", "seq"], how="left")
@@ -495,7 +502,6 @@ def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict:
         .sum()
         .alias("mostly"),
     )
-    names = dict(codes.select("g", group).unique().iter_rows())
     return {
         names[g]: bool(j > 0 and m * 2 >= j)
         for g, j, m in per_group.select("g", "judged", "mostly").iter_rows()
@@ -578,14 +584,25 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     resumes = streams.filter(pl.col("leid").fill_null("") != "").select(
         "rank", "conn_id", "index", "session", "session_inferred", "leid"
     )
-    wanted = resumes.get_column("leid").unique().implode()
+    # Only the sightings a link can pick: the ID in the resume's own session, or any
+    # session's for a resume whose session was inferred (or is unknown). Per-stream
+    # counters repeat every ID in every stream: filtering by ID alone kept every event.
+    wanted = resumes.select("session", pl.col("leid").alias("id_field"), pl.lit(True).alias("_w"))
+    wanted = wanted.unique(["session", "id_field"])
+    wanted_any = (
+        resumes.filter(pl.col("session_inferred") | pl.col("session").is_null())
+        .get_column("leid")
+        .unique()
+        .implode()
+    )
     patterns = _patterns(config)
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
     for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         seen_parts.append(
-            id_events.filter(pl.col("id_field").is_in(wanted))
+            id_events.join(wanted, on=["session", "id_field"], how="left")
+            .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
             .group_by(["rank", "session", "id_field"])
             .agg(
                 pl.col("position").max().alias("pos"),
@@ -758,9 +775,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     # Per session, task by task: a root and every stream it roots are judged in one task.
     session_repeats: dict = {}
     task_keys = []
+    session_codes = _group_codes(all_roots, "session")
     for parts in key_parts.values():
         keys = pl.concat(parts).unique()
-        session_repeats.update(_repeats(keys, all_roots, "session"))
+        session_repeats.update(_repeats(keys, session_codes))
         task_keys.append(keys)
     del key_parts
     # (root, prefix, seq): a root's session and server are the root's own (root_info).
@@ -775,7 +793,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
-    server_repeats = _repeats(root_keys, all_roots, "server")
+    server_repeats = _repeats(root_keys, _group_codes(all_roots, "server"))
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
@@ -875,15 +893,19 @@ def _foreign(
         .iter_rows()
     }
     out: dict[tuple[Key, int], ForeignEvent] = {}
-    pairs = replayed.join(first, on=["id_field", "h"], how="inner")
-    bucket = buckets_of(
-        pairs.get_column("session").to_list() + pairs.get_column("f_session").to_list(), buckets
+    # A task that holds the first sighting itself needs nothing: only the others are read.
+    def task(session: str) -> pl.Expr:
+        return bucket_expr(buckets, session).replace_strict(task_of, return_dtype=pl.Int64)
+
+    pairs = (
+        replayed.join(first, on=["id_field", "h"], how="inner")
+        .filter(task("session") != task("f_session"))
+        .select(
+            "conn_id", "ex_index", "position", "f_session", "f_src", "f_num", "f_ts", "f_kind",
+            "f_conn", "f_index",
+        )  # fmt: skip
     )
     for row in pairs.iter_rows(named=True):
-        mine = task_of[bucket[row["session"]]]
-        theirs = task_of[bucket[row["f_session"]]]
-        if mine == theirs:
-            continue  # the task sees the first sighting itself
         origin = (
             Origin(row["f_src"], row["f_num"], row["f_ts"], row["f_kind"])
             if row["f_src"] is not None
