@@ -22,6 +22,7 @@ another session's events).
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Protocol
 import polars as pl
 
 from sse_forensics.evidence.store import bucket_expr, buckets_of
+from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
@@ -489,13 +491,33 @@ def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> 
     if not keys.height:
         return {}
     root_group, names = codes
-    k = keys.join(root_group, on="root", how="inner")
-    holders = k.group_by(["g", "prefix", "seq"]).agg(pl.len().alias("holders"))
-    per_root = (
-        k.join(holders, on=["g", "prefix", "seq"], how="left")
+    return _judge_groups(_per_root(keys, root_group, _holders(keys, root_group)), names)
+
+
+def _holders(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
+    """``g, prefix, seq, holders``: how many of ``keys``' roots carry each value. Roots of
+    different tasks are distinct, so the holders of a whole scan are the tasks' sum."""
+    return (
+        keys.join(root_group, on="root", how="inner")
+        .group_by(["g", "prefix", "seq"])
+        .agg(pl.len().alias("holders"))
+    )
+
+
+def _per_root(
+    keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame
+) -> pl.DataFrame:
+    """``g, root, n, shared``: each root's values, and how many of them another root of its
+    group carries too (``holders``: :func:`_holders` over every root of the group)."""
+    return (
+        keys.join(root_group, on="root", how="inner")
+        .join(holders, on=["g", "prefix", "seq"], how="left")
         .group_by(["g", "root"])
         .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
     )
+
+
+def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict:
     per_group = per_root.group_by("g").agg(
         (pl.col("n") >= MIN_VALUES_TO_JUDGE).sum().alias("judged"),
         ((pl.col("n") >= MIN_VALUES_TO_JUDGE) & (pl.col("shared") * 2 > pl.col("n")))
@@ -506,6 +528,18 @@ def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> 
         names[g]: bool(j > 0 and m * 2 >= j)
         for g, j, m in per_group.select("g", "judged", "mostly").iter_rows()
     }
+
+
+def _packed(df: pl.DataFrame) -> bytes:
+    """``df`` compressed in memory (Parquet): the keys of a whole scan, one task's read
+    back at a time."""
+    buf = io.BytesIO()
+    df.write_parquet(buf, compression="lz4", statistics=False)
+    return buf.getvalue()
+
+
+def _task_keys(parts: list[bytes]) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(io.BytesIO(p)) for p in parts]).unique()
 
 
 class FrontSource(Protocol):
@@ -749,7 +783,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
-    key_parts: dict[int, list[pl.DataFrame]] = {}
+    key_parts: dict[int, list[bytes]] = {}
     for bucket, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         # Each response read under its logical stream's scheme, else its session's.
@@ -768,48 +802,65 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .select("conn_id", "ex_index", "session", "prefix", "seq")
         )
         key_parts.setdefault(task_of[bucket], []).append(
-            keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
-            .select("root", "prefix", "seq")
-            .unique()
+            _packed(
+                keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
+                .select("root", "prefix", "seq")
+                .unique()
+            )
         )
-    # Per session, task by task: a root and every stream it roots are judged in one task.
+    # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
+    # task, and a root's session and server are the root's own (root_info). Per session
+    # within the task; per server over every task (holders summed, then each task's roots).
     session_repeats: dict = {}
-    task_keys = []
     session_codes = _group_codes(all_roots, "session")
+    server_roots, server_names = _group_codes(all_roots, "server")
+    holder_parts = []
     for parts in key_parts.values():
-        keys = pl.concat(parts).unique()
+        keys = _task_keys(parts)
         session_repeats.update(_repeats(keys, session_codes))
-        task_keys.append(keys)
-    del key_parts
-    # (root, prefix, seq): a root's session and server are the root's own (root_info).
-    root_keys = (
-        pl.concat(task_keys)
-        if task_keys
-        else pl.DataFrame(schema={"root": pl.UInt32, "prefix": pl.String, "seq": pl.Int64})
+        holder_parts.append(_holders(keys, server_roots))
+    holders = (
+        pl.concat(holder_parts).group_by(["g", "prefix", "seq"]).agg(pl.col("holders").sum())
+        if holder_parts
+        else None
     )
-    del task_keys
+    del holder_parts
+    server_repeats = (
+        _judge_groups(
+            pl.concat([_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]),
+            server_names,
+        )
+        if holders is not None
+        else {}
+    )
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
-    server_repeats = _repeats(root_keys, _group_codes(all_roots, "server"))
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
     front.shared_session = {
         s for s, n in roots_per_session.items() if n > 1 and not session_repeats.get(s, False)
     }
-    for server in shared_servers:
-        ip, port = server.split("\x00")
-        key = (ip, int(port))
-        front.shared_server[key] = sessions_per_server[server] > 1
-        values = root_keys.join(
-            all_roots.filter(pl.col("server") == server).select("root"), on="root", how="semi"
-        ).select("prefix", "seq")
-        front.server_groups[key] = CounterGroup.from_arrays(
-            values.get_column("prefix").to_list(), values.get_column("seq").to_numpy()
+    if shared_servers:  # every value of a shared counter: one group per server
+        shared_roots = all_roots.filter(pl.col("server").is_in(list(shared_servers))).select(
+            "root", "server"
         )
+        found = [
+            _task_keys(p).join(shared_roots, on="root", how="inner") for p in key_parts.values()
+        ]
+        values = split_by(pl.concat(found), "server") if found else {}
+        for server in shared_servers:
+            ip, port = server.split("\x00")
+            key = (ip, int(port))
+            front.shared_server[key] = sessions_per_server[server] > 1
+            mine = values.get(server, pl.DataFrame(schema={"prefix": pl.String, "seq": pl.Int64}))
+            front.server_groups[key] = CounterGroup.from_arrays(
+                mine.get_column("prefix").to_list(), mine.get_column("seq").to_numpy()
+            )
+    del key_parts
     # Scope per session: the last root of the session (server by server) decides.
     order = all_roots.sort("root")
     for server_key, session in order.select("server", "session").iter_rows():
