@@ -115,7 +115,8 @@ class Front:
     shared_session: set[str] = field(default_factory=set)  # session-wide counters
     shared_server: dict[Server, bool] = field(default_factory=dict)  # server-wide: many sessions?
     server_groups: dict[Server, CounterGroup] = field(default_factory=dict)
-    foreign: dict[tuple[Key, int], ForeignEvent] = field(default_factory=dict)
+    # Per replaying stream, its events' positions → where each was first seen.
+    foreign: dict[Key, dict[int, ForeignEvent]] = field(default_factory=dict)
     tasks: list[list[int]] = field(default_factory=list)
 
     def for_sessions(self, sessions: set[str], keys: set[Key]) -> Front:
@@ -132,7 +133,7 @@ class Front:
             shared_session=self.shared_session & sessions,
             shared_server=dict(self.shared_server),
             server_groups={s: self.server_groups[s] for s in servers},
-            foreign={k: v for k, v in self.foreign.items() if k[0] in keys},
+            foreign={k: self.foreign[k] for k in keys if k in self.foreign},
         )
 
 
@@ -881,7 +882,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
 
 def _foreign(
     source: FrontSource, rank_of: pl.DataFrame, resumed: pl.DataFrame, front: Front
-) -> dict[tuple[Key, int], ForeignEvent]:
+) -> dict[Key, dict[int, ForeignEvent]]:
     """The first sighting of each replayed event (same ID, same data) when it lies in a
     stream another task judges. ``resumed``: the resumes' streams."""
     if not resumed.height:
@@ -943,7 +944,7 @@ def _foreign(
         )
         .iter_rows()
     }
-    out: dict[tuple[Key, int], ForeignEvent] = {}
+    out: dict[Key, dict[int, ForeignEvent]] = {}
     # A task that holds the first sighting itself needs nothing: only the others are read.
     def task(session: str) -> pl.Expr:
         return bucket_expr(buckets, session).replace_strict(task_of, return_dtype=pl.Int64)
@@ -962,7 +963,7 @@ def _foreign(
             if row["f_src"] is not None
             else None
         )
-        out[((row["conn_id"], row["ex_index"]), row["position"])] = ForeignEvent(
+        out.setdefault((row["conn_id"], row["ex_index"]), {})[row["position"]] = ForeignEvent(
             origin, labels[(row["f_conn"], row["f_index"])], row["f_session"]
         )
     return out
