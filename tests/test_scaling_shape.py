@@ -120,12 +120,12 @@ def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
     package = str(Path(pipeline.__file__).parent)
     lines = 0
 
-    def local(frame, event, arg):  # noqa: ANN001, ANN202
+    def local(frame, event, arg):
         nonlocal lines
         lines += event == "line"
         return local
 
-    def tracer(frame, event, arg):  # noqa: ANN001, ANN202
+    def tracer(frame, event, arg):
         return local if frame.f_code.co_filename.startswith(package) else None
 
     wrapped = {name: getattr(pipeline, name) for name in ("cross_session_front", "_task_front")}

@@ -62,8 +62,7 @@ class Spill:
         else:
             tagged = rows.with_columns(self.bucket_of(key).alias("__bucket"))
             parts = {
-                int(b): part.drop("__bucket")
-                for b, part in split_by(tagged, "__bucket").items()
+                int(b): part.drop("__bucket") for b, part in split_by(tagged, "__bucket").items()
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)

@@ -505,9 +505,7 @@ def _holders(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _per_root(
-    keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame
-) -> pl.DataFrame:
+def _per_root(keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame) -> pl.DataFrame:
     """``g, root, n, shared``: each root's values, and how many of them another root of its
     group carries too (``holders``: :func:`_holders` over every root of the group)."""
     return (
@@ -828,7 +826,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     del holder_parts
     server_repeats = (
         _judge_groups(
-            pl.concat([_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]),
+            pl.concat(
+                [_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]
+            ),
             server_names,
         )
         if holders is not None
@@ -945,17 +945,19 @@ def _foreign(
         .iter_rows()
     }
     out: dict[Key, dict[int, ForeignEvent]] = {}
+
     # A task that holds the first sighting itself needs nothing: only the others are read.
     def task(session: str) -> pl.Expr:
         return bucket_expr(buckets, session).replace_strict(task_of, return_dtype=pl.Int64)
 
+    wanted: list[str] = [
+        "conn_id", "ex_index", "position", "f_session", "f_src", "f_num", "f_ts", "f_kind",
+        "f_conn", "f_index",
+    ]  # fmt: skip
     pairs = (
         replayed.join(first, on=["id_field", "h"], how="inner")
         .filter(task("session") != task("f_session"))
-        .select(
-            "conn_id", "ex_index", "position", "f_session", "f_src", "f_num", "f_ts", "f_kind",
-            "f_conn", "f_index",
-        )  # fmt: skip
+        .select(wanted)
     )
     for row in pairs.iter_rows(named=True):
         origin = (

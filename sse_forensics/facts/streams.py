@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import polars as pl
 
+from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.front import label_of
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import (
@@ -20,7 +21,6 @@ from sse_forensics.facts.model import (
     StreamRecord,
 )
 from sse_forensics.facts.sessions import ExchangeKey
-from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.taken import NO_KEYS, NOTHING_TAKEN, CounterGroup, TakenKeys
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.reassembly.flows import Connection
