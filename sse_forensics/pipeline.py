@@ -376,9 +376,14 @@ def analyze_partition(
             records, load_connections(connections), front, events, sessions, latest_post
         )
         findings, _ = evaluate(rules, facts.tables, provided)
-    counts = {name: df.height for name, df in facts.tables.items()}
-    tables = facts.tables if keep_tables else {"sessions": facts.tables["sessions"]}
-    return PartitionResult(tables, findings, counts, facts if keep_records else None)
+        fact_tables, kept = facts.tables, facts if keep_records else None
+        if kept is None:  # freed here by reference counting, not walked by the collector
+            for stream in facts.streams:
+                stream.release()
+            del records, facts
+    counts = {name: df.height for name, df in fact_tables.items()}
+    tables = fact_tables if keep_tables else {"sessions": fact_tables["sessions"]}
+    return PartitionResult(tables, findings, counts, kept)
 
 
 @dataclass(slots=True)
