@@ -875,6 +875,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             scope = "unknown"
         front.scopes[session] = scope
 
+    # The per-stream tables of the scan are done with: not held while the events are read
+    # again below.
+    del streams, seen, roots, root_info, by_stream, all_roots, order, stats, root_of
+    del key_of_rank, session_of_rank
     # First sightings of replayed data events, when another task holds them.
     front.foreign = _foreign(source, rank_of, resumed, front)
     return front
@@ -904,29 +908,35 @@ def _foreign(
         "conn_id", "ex_index", "session", "position", "id_field",
         "first_src", "first_num", "first_ts", "first_kind", data_hash,
     ]  # fmt: skip
-    # The first sighting of each: in every partition its first, then the first of those.
-    firsts = [
-        events.join(pairs_wanted, on=["id_field", "h"], how="semi")
-        .join(rank_of, on=["conn_id", "ex_index"], how="inner")
-        .sort(["rank", "position"])
-        .unique(["id_field", "h"], keep="first")
-        for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
-    ]
-    first = (
-        pl.concat(firsts)
-        .sort(["rank", "position"])
-        .unique(["id_field", "h"], keep="first")
-        .select(
-            "id_field",
-            "h",
-            pl.col("session").alias("f_session"),
-            pl.col("conn_id").alias("f_conn"),
-            pl.col("ex_index").alias("f_index"),
-            pl.col("first_src").alias("f_src"),
-            pl.col("first_num").alias("f_num"),
-            pl.col("first_ts").alias("f_ts"),
-            pl.col("first_kind").alias("f_kind"),
+
+    # The first sighting of each: in every partition its first, then the first of those
+    # and the earlier partitions' (a stream, so a (rank, position), lies in one partition).
+    # Folded as the partitions are read: identical events recur in every partition.
+    def earliest(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        return pl.concat(frames).sort(["rank", "position"]).unique(["id_field", "h"], keep="first")
+
+    found: pl.DataFrame | None = None
+    for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids)):
+        mine = earliest(
+            [
+                events.join(pairs_wanted, on=["id_field", "h"], how="semi").join(
+                    rank_of, on=["conn_id", "ex_index"], how="inner"
+                )
+            ]
         )
+        found = mine if found is None else earliest([found, mine])
+    if found is None:  # cannot be: the replayed events themselves are among them
+        return {}
+    first = found.select(
+        "id_field",
+        "h",
+        pl.col("session").alias("f_session"),
+        pl.col("conn_id").alias("f_conn"),
+        pl.col("ex_index").alias("f_index"),
+        pl.col("first_src").alias("f_src"),
+        pl.col("first_num").alias("f_num"),
+        pl.col("first_ts").alias("f_ts"),
+        pl.col("first_kind").alias("f_kind"),
     )
     buckets = source.buckets
     exchanges = source.exchanges(
