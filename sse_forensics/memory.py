@@ -40,15 +40,16 @@ def return_freed_memory() -> None:
 # polars allocates through its own jemalloc, which keeps freed pages resident for a while
 # (polars sets ``dirty_decay_ms:500,muzzy_decay_ms:1000``): a scan that allocates and frees
 # columns batch after batch holds the last second or two of freed batches on top of what it
-# uses (benchmarks/scale.py, 417 MB log set, peak while reading the logs: 480-518 MB, and
-# 240-330 MB with pages returned at once; 52 MB set: 319 -> 276 MB). polars appends the
-# variable's value to its own settings, so these win.
-POLARS_ALLOCATOR = "dirty_decay_ms:0,muzzy_decay_ms:0"
+# uses. Peak RSS on benchmarks/scale.py's log sets of 52 MB / 417 MB:
+# polars' setting 319-329 MB / 499-532 MB; 100 ms and no muzzy pages 302 MB / 457 MB for
+# about the same CPU time; pages returned at once 276-284 MB / 414 MB but 4x the system
+# time (+18 s at 417 MB). polars appends the variable's value to its own, so these win.
+POLARS_ALLOCATOR = "dirty_decay_ms:100,muzzy_decay_ms:0"
 _JEMALLOC_CONF = "_RJEM_MALLOC_CONF"  # the variable polars' jemalloc reads when it starts
 
 
 def configure_polars_allocator() -> None:
-    """Ask polars' allocator to return freed pages at once. Effective only before polars
+    """Ask polars' allocator to return freed pages sooner. Effective only before polars
     is imported (the command line calls it first); a ``_RJEM_MALLOC_CONF`` the user set
     is kept instead. Worker processes inherit it."""
     os.environ.setdefault(_JEMALLOC_CONF, POLARS_ALLOCATOR)
