@@ -462,6 +462,9 @@ def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     return compute_front(_StoreSource(store), config)
 
 
+_TASK_KEYS: list[str | pl.Expr] = ["session", "conn_id", "index"]
+
+
 def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:
     sessions = set(exchanges.get_column("session").unique().to_list())
     keys = set(exchanges.select("conn_id", "index").iter_rows())
@@ -475,9 +478,9 @@ def _analyze_files(
     provided: frozenset[str],
     keep_tables: bool,
 ) -> PartitionResult:
-    """One task in a worker process: its Parquet files in, its facts and findings out."""
+    """One task in a worker process: its Parquet files and its share of the front
+    (:func:`_task_front`) in, its facts and findings out."""
     connections, exchanges, events = read_files(files)
-    front = _task_front(front, exchanges)
     return analyze_partition(
         connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
     )
@@ -503,9 +506,15 @@ def analyze_store(
     if parallel and tasks and not keep_records:
         store.spill()  # workers read the partitions from disk, not through a pipe
         with _worker_pool(executor, min(jobs, len(tasks))) as pool:
+            # Each task is sent its own share of the front, not the whole scan's.
             futures = [
                 pool.submit(
-                    _analyze_files, store.task_files(t), front, rules, provided, keep_tables
+                    _analyze_files,
+                    store.task_files(t),
+                    _task_front(front, store.task_columns(t, ExchangeColumns, _TASK_KEYS)),
+                    rules,
+                    provided,
+                    keep_tables,
                 )
                 for t in tasks
             ]

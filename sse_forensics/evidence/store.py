@@ -206,6 +206,13 @@ class EvidenceStore:
             if frames:
                 yield b, self._joined(frames, table, columns)
 
+    def task_columns(
+        self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]
+    ) -> pl.DataFrame:
+        """:meth:`columns` of the buckets of one task only."""
+        frames = [f for b in buckets for f in self._read(b, table, columns, None)]
+        return self._joined(frames, table, columns)
+
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""
         parts = [
