@@ -62,7 +62,7 @@ class Spill:
         else:
             tagged = rows.with_columns(self.bucket_of(key).alias("__bucket"))
             parts = {
-                int(b): part.drop("__bucket") for b, part in split_by(tagged, "__bucket").items()
+                int(b): part for b, part in split_by(tagged, "__bucket", keep_key=False).items()
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)
@@ -176,6 +176,10 @@ def ingest_logs(
             out.exchanges += exchanges
             out.connections += connections
     out.next_conn_id = next_id
+    # One file per partition and table for what the clients' rows left in memory: each
+    # client partition added a batch to every session partition it touches.
+    if buckets > 1:
+        store.spill()
     out.stats = log_stats(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )

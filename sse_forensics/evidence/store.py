@@ -115,12 +115,12 @@ class EvidenceStore:
             ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
             pairs = ex.select("conn_id", "_bucket").unique()
             conns = connections.join(pairs, on="conn_id", how="inner")
-            for bucket, part in split_by(ex, "_bucket").items():
-                self._hold(int(bucket), ExchangeColumns, part.drop("_bucket"))
-            for bucket, part in split_by(ev, "_bucket").items():
-                self._hold(int(bucket), EventColumns, part.drop("_bucket"))
-            for bucket, part in split_by(conns, "_bucket").items():
-                self._hold(int(bucket), ConnectionColumns, part.drop("_bucket"))
+            for bucket, part in split_by(ex, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), ExchangeColumns, part)
+            for bucket, part in split_by(ev, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), EventColumns, part)
+            for bucket, part in split_by(conns, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), ConnectionColumns, part)
         if self._held > self.memory_budget:
             self.spill()
 
