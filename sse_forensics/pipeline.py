@@ -331,9 +331,14 @@ def analyze_partition(
             records, load_connections(connections), front, events, sessions, latest_post
         )
         findings, _ = evaluate(rules, facts.tables, provided)
-    counts = {name: df.height for name, df in facts.tables.items()}
-    tables = facts.tables if keep_tables else {"sessions": facts.tables["sessions"]}
-    return PartitionResult(tables, findings, counts, facts if keep_records else None)
+        fact_tables, kept = facts.tables, facts if keep_records else None
+        if kept is None:  # freed here by reference counting, not walked by the collector
+            for stream in facts.streams:
+                stream.release()
+            del records, facts
+    counts = {name: df.height for name, df in fact_tables.items()}
+    tables = fact_tables if keep_tables else {"sessions": fact_tables["sessions"]}
+    return PartitionResult(tables, findings, counts, kept)
 
 
 @dataclass(slots=True)
@@ -416,6 +421,9 @@ def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     return compute_front(_StoreSource(store), config)
 
 
+_TASK_KEYS: list[str | pl.Expr] = ["session", "conn_id", "index"]
+
+
 def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:
     sessions = set(exchanges.get_column("session").unique().to_list())
     keys = set(exchanges.select("conn_id", "index").iter_rows())
@@ -429,9 +437,9 @@ def _analyze_files(
     provided: frozenset[str],
     keep_tables: bool,
 ) -> PartitionResult:
-    """One task in a worker process: its Parquet files in, its facts and findings out."""
+    """One task in a worker process: its Parquet files and its share of the front
+    (:func:`_task_front`) in, its facts and findings out."""
     connections, exchanges, events = read_files(files)
-    front = _task_front(front, exchanges)
     return analyze_partition(
         connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
     )
@@ -457,9 +465,15 @@ def analyze_store(
     if parallel and tasks and not keep_records:
         store.spill()  # workers read the partitions from disk, not through a pipe
         with _worker_pool(executor, min(jobs, len(tasks))) as pool:
+            # Each task is sent its own share of the front, not the whole scan's.
             futures = [
                 pool.submit(
-                    _analyze_files, store.task_files(t), front, rules, provided, keep_tables
+                    _analyze_files,
+                    store.task_files(t),
+                    _task_front(front, store.task_columns(t, ExchangeColumns, _TASK_KEYS)),
+                    rules,
+                    provided,
+                    keep_tables,
                 )
                 for t in tasks
             ]

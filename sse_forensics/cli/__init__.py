@@ -17,6 +17,9 @@ def main() -> None:
 
         print(f"sse-forensics {__version__}")
         return
+    from sse_forensics.memory import configure_polars_allocator
+
+    configure_polars_allocator()  # before anything imports polars
     from sse_forensics.cli.commands import app
 
     try:

@@ -51,6 +51,7 @@ from sse_forensics.evidence.log_partitions import (
     session_rows,
 )
 from sse_forensics.evidence.store import DEFAULT_MEMORY_BUDGET, EvidenceStore
+from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import StreamSessions, iter_log_batches
 from sse_forensics.ingest.logs.formats import compile_format
@@ -435,7 +436,7 @@ def _number(
 def _by_bucket(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
     if not df.height:
         return {}
-    return {int(b): part for (b,), part in df.partition_by(_BUCKET, as_dict=True).items()}
+    return {int(b): part for b, part in split_by(df, _BUCKET).items()}
 
 
 def _adopt(store: EvidenceStore, futures: list[Future[PartRows]], out: LogIngest) -> list[PartRows]:

@@ -255,7 +255,46 @@ def _log_info(rows: pl.DataFrame) -> pl.DataFrame:
     return emitted.join(evicted, on=keys, how="full", coalesce=True, nulls_equal=True)
 
 
-def _info_json(row: dict[str, Any] | None, group: dict[str, Any]) -> str:
+def _group_connections(
+    groups: pl.DataFrame, access: pl.DataFrame, line_of: dict[int, int]
+) -> pl.DataFrame:
+    """One pseudo-connection per event-log group (``label``led), from its first to its
+    last record; its client is the address of the access line that describes the stream
+    (``line_of``: group → access row), else :data:`LOG_HOST`."""
+    lines = pl.DataFrame(
+        {"group": list(line_of), "arow": list(line_of.values())},
+        schema={"group": groups.schema["group"], "arow": access.schema["arow"]},
+    ).join(access.select("arow", "client_ip"), on="arow", how="left")
+    client = pl.col("client_ip")
+
+    def origin(prefix: str) -> list[pl.Expr]:
+        return [
+            pl.col(f"{prefix}_src"),
+            pl.col(f"{prefix}_line").alias(f"{prefix}_num"),
+            pl.col(f"{prefix}_ts").fill_null(0.0),
+            pl.lit("line").alias(f"{prefix}_kind"),
+        ]
+
+    return ConnectionColumns.conform(
+        groups.join(lines, on="group", how="left", maintain_order="left").select(
+            "conn_id",
+            (pl.lit("log:") + pl.col("label")).alias("community_id"),
+            pl.when(client.is_null() | (client == ""))
+            .then(pl.lit(LOG_HOST))
+            .otherwise(client)
+            .alias("client_ip"),
+            pl.lit(0).alias("client_port"),
+            pl.lit(LOG_HOST).alias("server_ip"),
+            pl.lit(0).alias("server_port"),
+            pl.lit(True).alias("from_log"),
+            *origin("first"),
+            *origin("last"),
+            pl.lit(None, pl.Binary).alias("state"),
+        )
+    )
+
+
+def _info_json(row: dict[str, Any] | None, stream: str | None) -> str:
     evicted: dict[str, list[Any]] = {}
     why: dict[str, str] = {}
     row = row or {}
@@ -274,7 +313,7 @@ def _info_json(row: dict[str, Any] | None, group: dict[str, Any]) -> str:
             "emitted": row.get("emitted") or [],
             "evicted": evicted,
             "evicted_why": why,
-            "stream": group["stream"] or "",
+            "stream": stream or "",
         }
     ).decode()
 
@@ -447,23 +486,13 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
         + pl.col("exchange_key")
     )
     info_rows = {(r["session"], r["stream"]): r for r in log.info.iter_rows(named=True)}
-    conn_rows = ConnectionColumns.buffer()
-    log_info = []
-    for row in groups.with_columns(label.alias("label")).iter_rows(named=True):
-        first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
-        last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
-        arow = line_of.get(row["group"])  # the access line of this stream names its client
-        client = (access["client_ip"][arow] if arow is not None else None) or LOG_HOST
-        _append_connection(conn_rows, row["conn_id"], row["label"], client, first, last)
-        info = (
-            None
-            if row["refused"]
-            else _info_json(info_rows.get((row["session"], row["stream"])), row)
-        )
-        log_info.append(info)
+    log_info = [
+        None if refused else _info_json(info_rows.get((session, stream)), stream)
+        for session, stream, refused in groups.select("session", "stream", "refused").iter_rows()
+    ]
     groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))
     return SessionPart(
-        ConnectionColumns.frame(conn_rows),
+        _group_connections(groups.with_columns(label.alias("label")), access, line_of),
         _event_log_exchanges(groups, access, line_of),
         _event_log_events(log.records, groups),
         access.filter(~pl.col("arow").is_in(list(merged))).drop("arow"),

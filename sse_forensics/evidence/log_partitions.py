@@ -34,7 +34,7 @@ from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import EvidenceStore
-from sse_forensics.evidence.tables import EventColumns
+from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -68,8 +68,7 @@ class Spill:
         else:
             tagged = rows.with_columns(self.bucket_of(key).alias("__bucket"))
             parts = {
-                int(b): part.drop("__bucket")
-                for (b,), part in tagged.partition_by("__bucket", as_dict=True).items()
+                int(b): part for b, part in split_by(tagged, "__bucket", keep_key=False).items()
             }
         for bucket, part in parts.items():
             self._held.setdefault((name, bucket), []).append(part)
@@ -183,6 +182,10 @@ def ingest_logs(
             out.exchanges += exchanges
             out.connections += connections
     out.next_conn_id = next_id
+    # One file per partition and table for what the clients' rows left in memory: each
+    # client partition added a batch to every session partition it touches.
+    if buckets > 1:
+        store.spill()
     out.stats = log_stats(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )

@@ -25,6 +25,7 @@ from sse_forensics.evidence.tables import (
     EventColumns,
     ExchangeColumns,
     concat,
+    split_by,
 )
 
 # Batches held in memory before the store writes them to its scratch directory. Parquet
@@ -114,12 +115,12 @@ class EvidenceStore:
             ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
             pairs = ex.select("conn_id", "_bucket").unique()
             conns = connections.join(pairs, on="conn_id", how="inner")
-            for (bucket,), part in ex.partition_by("_bucket", as_dict=True).items():
-                self._hold(int(bucket), ExchangeColumns, part.drop("_bucket"))
-            for (bucket,), part in ev.partition_by("_bucket", as_dict=True).items():
-                self._hold(int(bucket), EventColumns, part.drop("_bucket"))
-            for (bucket,), part in conns.partition_by("_bucket", as_dict=True).items():
-                self._hold(int(bucket), ConnectionColumns, part.drop("_bucket"))
+            for bucket, part in split_by(ex, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), ExchangeColumns, part)
+            for bucket, part in split_by(ev, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), EventColumns, part)
+            for bucket, part in split_by(conns, "_bucket", keep_key=False).items():
+                self._hold(int(bucket), ConnectionColumns, part)
         if self._held > self.memory_budget:
             self.spill()
 
@@ -204,6 +205,13 @@ class EvidenceStore:
             frames = self._read(b, table, columns, where)
             if frames:
                 yield b, self._joined(frames, table, columns)
+
+    def task_columns(
+        self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]
+    ) -> pl.DataFrame:
+        """:meth:`columns` of the buckets of one task only."""
+        frames = [f for b in buckets for f in self._read(b, table, columns, None)]
+        return self._joined(frames, table, columns)
 
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""

@@ -243,3 +243,17 @@ EVIDENCE_TABLES: tuple[type[Columns], ...] = (ConnectionColumns, ExchangeColumns
 def concat(frames: Iterable[pl.DataFrame], table: type[Columns]) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     return pl.concat(frames, how="vertical") if frames else table.frame()
+
+
+def split_by(df: pl.DataFrame, column: str, keep_key: bool = True) -> dict[Any, pl.DataFrame]:
+    """``df``'s rows grouped by the value of ``column`` (groups in order of first
+    appearance, rows in their order; without the column unless ``keep_key``): one query for
+    all groups, where polars' ``partition_by(as_dict=True)`` runs one more per group to read
+    its key (and a ``drop`` per group one more again)."""
+    if not df.height:
+        return {}
+    if keep_key:
+        return {part.get_column(column)[0]: part for part in df.partition_by(column)}
+    keys = df.get_column(column).unique(maintain_order=True).to_list()
+    parts = df.partition_by(column, maintain_order=True, include_key=False)
+    return dict(zip(keys, parts, strict=True))

@@ -22,6 +22,7 @@ another session's events).
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from sse_forensics.evidence.store import buckets_of
+from sse_forensics.evidence.store import bucket_expr, buckets_of
+from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
@@ -117,23 +119,25 @@ class Front:
     shared_session: set[str] = field(default_factory=set)  # session-wide counters
     shared_server: dict[Server, bool] = field(default_factory=dict)  # server-wide: many sessions?
     server_groups: dict[Server, CounterGroup] = field(default_factory=dict)
-    foreign: dict[tuple[Key, int], ForeignEvent] = field(default_factory=dict)
+    # Per replaying stream, its events' positions → where each was first seen.
+    foreign: dict[Key, dict[int, ForeignEvent]] = field(default_factory=dict)
     tasks: list[list[int]] = field(default_factory=list)
 
     def for_sessions(self, sessions: set[str], keys: set[Key]) -> Front:
         """The part one task needs (small to hand to a worker process)."""
         servers = set(self.server_groups)
         return Front(
-            dropped={k for k in self.dropped if k in keys},
-            folds={k: v for k, v in self.folds.items() if k in keys},
-            links={k: v for k, v in self.links.items() if k in keys},
-            codecs={s: c for s, c in self.codecs.items() if s in sessions},
-            stream_codecs={k: c for k, c in self.stream_codecs.items() if k in keys},
-            scopes={s: c for s, c in self.scopes.items() if s in sessions},
+            # Looked up through the task's own keys: a scan's tasks together stay linear.
+            dropped=self.dropped & keys,
+            folds={k: v for k, v in self.folds.items() if k in keys},  # order kept
+            links={k: self.links[k] for k in keys if k in self.links},
+            codecs={s: self.codecs[s] for s in sessions if s in self.codecs},
+            stream_codecs={k: self.stream_codecs[k] for k in keys if k in self.stream_codecs},
+            scopes={s: self.scopes[s] for s in sessions if s in self.scopes},
             shared_session=self.shared_session & sessions,
             shared_server=dict(self.shared_server),
             server_groups={s: self.server_groups[s] for s in servers},
-            foreign={k: v for k, v in self.foreign.items() if k[0] in keys},
+            foreign={k: self.foreign[k] for k in keys if k in self.foreign},
         )
 
 
@@ -527,35 +531,70 @@ def _stream_codecs(
     return session_codecs, stream_codecs
 
 
-def _repeats(keys: pl.DataFrame, roots: pl.DataFrame, group: str) -> dict[Any, bool]:
-    """Per ``group`` (server or session): do most roots carry mostly values other roots of
-    the group carry too (per-stream counters, each starting again)? Streams with fewer than
-    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
-    ``keys``: ``root, prefix, seq``; ``roots``: each root's ``group``."""
-    if not keys.height:
-        return {}
-    # The group as a small integer: the keys are many, the groups few.
+def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[int, str]]:
+    """Each root's ``group`` (server or session) as a small integer ``g`` (the keys are
+    many, the groups few), and the group of each ``g``: computed once per scan."""
     codes = roots.select("root", group).with_columns(
         pl.col(group).rank("dense").cast(pl.Int64).alias("g")
     )
-    k = keys.join(codes.select("root", "g"), on="root", how="inner")
-    holders = k.group_by(["g", "prefix", "seq"]).agg(pl.len().alias("holders"))
-    per_root = (
-        k.join(holders, on=["g", "prefix", "seq"], how="left")
+    return codes.select("root", "g"), dict(codes.select("g", group).unique().iter_rows())
+
+
+def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict[Any, bool]:
+    """Per group (server or session): do most roots carry mostly values other roots of
+    the group carry too (per-stream counters, each starting again)? Streams with fewer than
+    :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
+    ``keys``: ``root, prefix, seq``; ``codes``: :func:`_group_codes`."""
+    if not keys.height:
+        return {}
+    root_group, names = codes
+    return _judge_groups(_per_root(keys, root_group, _holders(keys, root_group)), names)
+
+
+def _holders(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
+    """``g, prefix, seq, holders``: how many of ``keys``' roots carry each value. Roots of
+    different tasks are distinct, so the holders of a whole scan are the tasks' sum."""
+    return (
+        keys.join(root_group, on="root", how="inner")
+        .group_by(["g", "prefix", "seq"])
+        .agg(pl.len().alias("holders"))
+    )
+
+
+def _per_root(keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame) -> pl.DataFrame:
+    """``g, root, n, shared``: each root's values, and how many of them another root of its
+    group carries too (``holders``: :func:`_holders` over every root of the group)."""
+    return (
+        keys.join(root_group, on="root", how="inner")
+        .join(holders, on=["g", "prefix", "seq"], how="left")
         .group_by(["g", "root"])
         .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
     )
+
+
+def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bool]:
     per_group = per_root.group_by("g").agg(
         (pl.col("n") >= MIN_VALUES_TO_JUDGE).sum().alias("judged"),
         ((pl.col("n") >= MIN_VALUES_TO_JUDGE) & (pl.col("shared") * 2 > pl.col("n")))
         .sum()
         .alias("mostly"),
     )
-    names = dict(codes.select("g", group).unique().iter_rows())
     return {
         names[g]: bool(j > 0 and m * 2 >= j)
         for g, j, m in per_group.select("g", "judged", "mostly").iter_rows()
     }
+
+
+def _packed(df: pl.DataFrame) -> bytes:
+    """``df`` compressed in memory (Parquet): the keys of a whole scan, one task's read
+    back at a time."""
+    buf = io.BytesIO()
+    df.write_parquet(buf, compression="lz4", statistics=False)
+    return buf.getvalue()
+
+
+def _task_keys(parts: list[bytes]) -> pl.DataFrame:
+    return pl.concat([pl.read_parquet(io.BytesIO(p)) for p in parts]).unique()
 
 
 class FrontSource(Protocol):
@@ -636,14 +675,25 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     resumes = streams.filter(pl.col("leid").fill_null("") != "").select(
         "rank", "conn_id", "index", "session", "session_inferred", "leid"
     )
-    wanted = resumes.get_column("leid").unique().implode()
+    # Only the sightings a link can pick: the ID in the resume's own session, or any
+    # session's for a resume whose session was inferred (or is unknown). Per-stream
+    # counters repeat every ID in every stream: filtering by ID alone kept every event.
+    wanted = resumes.select("session", pl.col("leid").alias("id_field"), pl.lit(True).alias("_w"))
+    wanted = wanted.unique(["session", "id_field"])
+    wanted_any = (
+        resumes.filter(pl.col("session_inferred") | pl.col("session").is_null())
+        .get_column("leid")
+        .unique()
+        .implode()
+    )
     patterns = _patterns(config)
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
     for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         seen_parts.append(
-            id_events.filter(pl.col("id_field").is_in(wanted))
+            id_events.join(wanted, on=["session", "id_field"], how="left")
+            .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
             .group_by(["rank", "session", "id_field"])
             .agg(
                 pl.col("position").max().alias("pos"),
@@ -790,7 +840,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
-    key_parts: dict[int, list[pl.DataFrame]] = {}
+    key_parts: dict[int, list[bytes]] = {}
     for part, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         # Each response read under its logical stream's scheme, else its session's.
@@ -809,47 +859,67 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .select("conn_id", "ex_index", "session", "prefix", "seq")
         )
         key_parts.setdefault(task_of[part], []).append(
-            keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
-            .select("root", "prefix", "seq")
-            .unique()
+            _packed(
+                keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
+                .select("root", "prefix", "seq")
+                .unique()
+            )
         )
-    # Per session, task by task: a root and every stream it roots are judged in one task.
+    # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
+    # task, and a root's session and server are the root's own (root_info). Per session
+    # within the task; per server over every task (holders summed, then each task's roots).
     session_repeats: dict[Any, bool] = {}
-    task_keys = []
+    session_codes = _group_codes(all_roots, "session")
+    server_roots, server_names = _group_codes(all_roots, "server")
+    holder_parts = []
     for parts in key_parts.values():
-        keys = pl.concat(parts).unique()
-        session_repeats.update(_repeats(keys, all_roots, "session"))
-        task_keys.append(keys)
-    del key_parts
-    # (root, prefix, seq): a root's session and server are the root's own (root_info).
-    root_keys = (
-        pl.concat(task_keys)
-        if task_keys
-        else pl.DataFrame(schema={"root": pl.UInt32, "prefix": pl.String, "seq": pl.Int64})
+        keys = _task_keys(parts)
+        session_repeats.update(_repeats(keys, session_codes))
+        holder_parts.append(_holders(keys, server_roots))
+    holders = (
+        pl.concat(holder_parts).group_by(["g", "prefix", "seq"]).agg(pl.col("holders").sum())
+        if holder_parts
+        else None
     )
-    del task_keys
+    del holder_parts
+    server_repeats = (
+        _judge_groups(
+            pl.concat(
+                [_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]
+            ),
+            server_names,
+        )
+        if holders is not None
+        else {}
+    )
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
         all_roots.group_by("server").agg(pl.col("session").n_unique()).iter_rows()
     )
-    server_repeats = _repeats(root_keys, all_roots, "server")
     shared_servers = {
         s for s, n in roots_per_server.items() if n > 1 and not server_repeats.get(s, False)
     }
     front.shared_session = {
         s for s, n in roots_per_session.items() if n > 1 and not session_repeats.get(s, False)
     }
-    for server in shared_servers:
-        ip, port = server.split("\x00")
-        key = (ip, int(port))
-        front.shared_server[key] = sessions_per_server[server] > 1
-        values = root_keys.join(
-            all_roots.filter(pl.col("server") == server).select("root"), on="root", how="semi"
-        ).select("prefix", "seq")
-        front.server_groups[key] = CounterGroup.from_arrays(
-            values.get_column("prefix").to_list(), values.get_column("seq").to_numpy()
+    if shared_servers:  # every value of a shared counter: one group per server
+        shared_roots = all_roots.filter(pl.col("server").is_in(list(shared_servers))).select(
+            "root", "server"
         )
+        found = [
+            _task_keys(p).join(shared_roots, on="root", how="inner") for p in key_parts.values()
+        ]
+        values = split_by(pl.concat(found), "server") if found else {}
+        for server in shared_servers:
+            ip, port = server.split("\x00")
+            key = (ip, int(port))
+            front.shared_server[key] = sessions_per_server[server] > 1
+            mine = values.get(server, pl.DataFrame(schema={"prefix": pl.String, "seq": pl.Int64}))
+            front.server_groups[key] = CounterGroup.from_arrays(
+                mine.get_column("prefix").to_list(), mine.get_column("seq").to_numpy()
+            )
+    del key_parts
     # Scope per session: the last root of the session (server by server) decides.
     order = all_roots.sort("root")
     for server_key, session in order.select("server", "session").iter_rows():
@@ -863,6 +933,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             scope = "unknown"
         front.scopes[session] = scope
 
+    # The per-stream tables of the scan are done with: not held while the events are read
+    # again below.
+    del streams, seen, roots, root_info, by_stream, all_roots, order, stats, root_of
+    del key_of_rank, session_of_rank
     # First sightings of replayed data events, when another task holds them.
     front.foreign = _foreign(source, rank_of, resumed, front)
     return front
@@ -870,7 +944,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
 
 def _foreign(
     source: FrontSource, rank_of: pl.DataFrame, resumed: pl.DataFrame, front: Front
-) -> dict[tuple[Key, int], ForeignEvent]:
+) -> dict[Key, dict[int, ForeignEvent]]:
     """The first sighting of each replayed event (same ID, same data) when it lies in a
     stream another task judges. ``resumed``: the resumes' streams."""
     if not resumed.height:
@@ -892,29 +966,35 @@ def _foreign(
         "conn_id", "ex_index", "session", "position", "id_field",
         "first_src", "first_num", "first_ts", "first_kind", data_hash,
     ]  # fmt: skip
-    # The first sighting of each: in every partition its first, then the first of those.
-    firsts = [
-        events.join(pairs_wanted, on=["id_field", "h"], how="semi")
-        .join(rank_of, on=["conn_id", "ex_index"], how="inner")
-        .sort(["rank", "position"])
-        .unique(["id_field", "h"], keep="first")
-        for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids))
-    ]
-    first = (
-        pl.concat(firsts)
-        .sort(["rank", "position"])
-        .unique(["id_field", "h"], keep="first")
-        .select(
-            "id_field",
-            "h",
-            pl.col("session").alias("f_session"),
-            pl.col("conn_id").alias("f_conn"),
-            pl.col("ex_index").alias("f_index"),
-            pl.col("first_src").alias("f_src"),
-            pl.col("first_num").alias("f_num"),
-            pl.col("first_ts").alias("f_ts"),
-            pl.col("first_kind").alias("f_kind"),
+
+    # The first sighting of each: in every partition its first, then the first of those
+    # and the earlier partitions' (a stream, so a (rank, position), lies in one partition).
+    # Folded as the partitions are read: identical events recur in every partition.
+    def earliest(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        return pl.concat(frames).sort(["rank", "position"]).unique(["id_field", "h"], keep="first")
+
+    found: pl.DataFrame | None = None
+    for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids)):
+        mine = earliest(
+            [
+                events.join(pairs_wanted, on=["id_field", "h"], how="semi").join(
+                    rank_of, on=["conn_id", "ex_index"], how="inner"
+                )
+            ]
         )
+        found = mine if found is None else earliest([found, mine])
+    if found is None:  # cannot be: the replayed events themselves are among them
+        return {}
+    first = found.select(
+        "id_field",
+        "h",
+        pl.col("session").alias("f_session"),
+        pl.col("conn_id").alias("f_conn"),
+        pl.col("ex_index").alias("f_index"),
+        pl.col("first_src").alias("f_src"),
+        pl.col("first_num").alias("f_num"),
+        pl.col("first_ts").alias("f_ts"),
+        pl.col("first_kind").alias("f_kind"),
     )
     buckets = source.buckets
     exchanges = source.exchanges(
@@ -932,22 +1012,28 @@ def _foreign(
         )
         .iter_rows()
     }
-    out: dict[tuple[Key, int], ForeignEvent] = {}
-    pairs = replayed.join(first, on=["id_field", "h"], how="inner")
-    bucket = buckets_of(
-        pairs.get_column("session").to_list() + pairs.get_column("f_session").to_list(), buckets
+    out: dict[Key, dict[int, ForeignEvent]] = {}
+
+    # A task that holds the first sighting itself needs nothing: only the others are read.
+    def task(session: str) -> pl.Expr:
+        return bucket_expr(buckets, session).replace_strict(task_of, return_dtype=pl.Int64)
+
+    wanted: list[str] = [
+        "conn_id", "ex_index", "position", "f_session", "f_src", "f_num", "f_ts", "f_kind",
+        "f_conn", "f_index",
+    ]  # fmt: skip
+    pairs = (
+        replayed.join(first, on=["id_field", "h"], how="inner")
+        .filter(task("session") != task("f_session"))
+        .select(wanted)
     )
     for row in pairs.iter_rows(named=True):
-        mine = task_of[bucket[row["session"]]]
-        theirs = task_of[bucket[row["f_session"]]]
-        if mine == theirs:
-            continue  # the task sees the first sighting itself
         origin = (
             Origin(row["f_src"], row["f_num"], row["f_ts"], row["f_kind"])
             if row["f_src"] is not None
             else None
         )
-        out[((row["conn_id"], row["ex_index"]), row["position"])] = ForeignEvent(
+        out.setdefault((row["conn_id"], row["ex_index"]), {})[row["position"]] = ForeignEvent(
             origin, labels[(row["f_conn"], row["f_index"])], row["f_session"]
         )
     return out

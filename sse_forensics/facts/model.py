@@ -209,6 +209,12 @@ class StreamRecord:
             self._events = out
         return self._events
 
+    def release(self) -> None:
+        """Drop the event records built for this stream: each points back at its stream,
+        and the cycles would wait for the cyclic collector (pipeline.analyze_partition)."""
+        self._events = None
+        self.resumed_event = None
+
     @property
     def logical(self) -> StreamRecord:
         return self.root or self

@@ -71,7 +71,7 @@ class ReplayJudge:
         self,
         index: StreamIndex,
         requests: RequestIndex,
-        foreign: dict[tuple[tuple[int, int], int], ForeignEvent] | None = None,
+        foreign: dict[tuple[int, int], dict[int, ForeignEvent]] | None = None,
         first_seen_in: Callable[[set[tuple[str, str]]], set[tuple[int, int]]] | None = None,
     ) -> None:
         self.index = index
@@ -294,12 +294,13 @@ class ReplayJudge:
             for ev in s.events
             if ev.key is not None and s is not r
         }
+        foreign = self.foreign.get((r.exchange.connection_id, r.exchange.index), {})
         for e in data:
             if not e.carries_id:
                 continue
             if codec.scheme == "prefixed" and e.key is not None and e.key.prefix in own_prefixes:
                 continue
-            elsewhere = self.foreign.get(((r.exchange.connection_id, r.exchange.index), e.position))
+            elsewhere = foreign.get(e.position)
             if elsewhere is not None:
                 if not (scope == "server" or codec.scheme != "int"):
                     continue

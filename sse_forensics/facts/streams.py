@@ -14,8 +14,9 @@ from typing import Any
 
 import polars as pl
 
+from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.front import label_of
-from sse_forensics.facts.ids import IdCodec, IdKey
+from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import (
     ExchangeRecord,
     SessionRecord,
@@ -23,7 +24,7 @@ from sse_forensics.facts.model import (
     StreamRecord,
 )
 from sse_forensics.facts.sessions import ExchangeKey
-from sse_forensics.facts.taken import NOTHING_TAKEN, CounterGroup, TakenKeys
+from sse_forensics.facts.taken import NO_KEYS, NOTHING_TAKEN, CounterGroup, TakenKeys
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
@@ -181,31 +182,34 @@ class CounterExclusions:
         self._keyed = keyed
         self._by_session: dict[str, pl.DataFrame] | None = None
         self._session_groups: dict[str, CounterGroup] = {}
-        self._own_keys: dict[str, dict[tuple[int, int], frozenset[IdKey]]] = {}
+        self._own_keys: dict[str, dict[tuple[int, int], CounterGroup]] = {}
         self._taken: dict[StreamRecord, TakenKeys] = {}
 
     def _session_keys(self, session_id: str) -> pl.DataFrame:
         keyed = self._keyed() if callable(self._keyed) else self._keyed
         self._keyed = keyed
-        if self._by_session is None:
-            self._by_session = {
-                key[0]: df for key, df in keyed.partition_by("session_id", as_dict=True).items()
-            }
+        if self._by_session is None:  # one query for every session of the partition
+            self._by_session = split_by(keyed, "session_id")
         return self._by_session.get(session_id, keyed.clear())
 
-    def _own(self, root: StreamRecord) -> frozenset[IdKey]:
+    def _own(self, root: StreamRecord) -> CounterGroup:
         session_id = root.session.session_id
         own = self._own_keys.get(session_id)
-        if own is None:  # every logical stream of the session at once
-            grouped: dict[tuple[int, int], set[IdKey]] = defaultdict(set)
-            for rc, ri, p, q in (
-                self._session_keys(session_id)
-                .select("root_conn", "root_index", "prefix", "seq")
-                .iter_rows()
+        if own is None:  # every logical stream of the session at once, over its rows only
+            keys = self._session_keys(session_id)
+            grouped: dict[tuple[int, int], dict[str, set[int]]] = defaultdict(
+                lambda: defaultdict(set)
+            )
+            for rc, ri, p, q in zip(
+                *(keys.get_column(c).to_list() for c in ("root_conn", "root_index", "prefix")),
+                keys.get_column("seq").to_list(),
+                strict=True,
             ):
-                grouped[(rc, ri)].add(IdKey(p, q))
-            own = self._own_keys[session_id] = {k: frozenset(v) for k, v in grouped.items()}
-        return own.get((root.exchange.connection_id, root.exchange.index), frozenset())
+                grouped[(rc, ri)][p].add(q)
+            own = self._own_keys[session_id] = {
+                k: CounterGroup.from_sets(v) for k, v in grouped.items()
+            }
+        return own.get((root.exchange.connection_id, root.exchange.index), NO_KEYS)
 
     def get(self, root: StreamRecord, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
         taken = self._taken.get(root)

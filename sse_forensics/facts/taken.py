@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import SupportsInt
 
 from sse_forensics.facts.ids import IdKey
@@ -35,20 +35,31 @@ class CounterGroup:
         group.sorted = {p: sorted(v) for p, v in by_prefix.items()}
         return group
 
+    @classmethod
+    def from_sets(cls, by_prefix: dict[str, set[int]]) -> CounterGroup:
+        """From the counter values of each prefix."""
+        group = cls(())
+        group.sorted = {p: sorted(v) for p, v in by_prefix.items()}
+        return group
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, IdKey) and bool(self.between(key.prefix, key.seq, key.seq))
+
     def between(self, prefix: str, start: int, end: int) -> list[int]:
         seqs = self.sorted.get(prefix, [])
         return seqs[bisect_left(seqs, start) : bisect_right(seqs, end)]
 
 
 class TakenKeys:
-    """The values of a group that streams *other than* ``own`` carried (plus ``extra``)."""
+    """The values of a group that streams *other than* ``own`` (the keys a logical stream
+    carried itself) carried (plus ``extra``)."""
 
     __slots__ = ("extra", "group", "own")
 
     def __init__(
         self,
         group: CounterGroup | None = None,
-        own: frozenset[IdKey] = frozenset(),
+        own: Container[IdKey] = frozenset(),
         extra: frozenset[IdKey] = frozenset(),
     ) -> None:
         self.group = group
@@ -79,3 +90,4 @@ class TakenKeys:
 
 
 NOTHING_TAKEN = TakenKeys()
+NO_KEYS = CounterGroup(())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from support.log_sets import write_log_set
 
+from sse_forensics import pipeline
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import LogOptions, scan_paths
@@ -42,6 +43,55 @@ def test_logs_cost_grows_linearly(tmp_path: Path) -> None:
     options = LogOptions(ACCESS_FORMAT)
     small = _calls(write_log_set(tmp_path, 120), options)
     large = _calls(write_log_set(tmp_path, 240), options)
+    assert large / small <= MAX_GROWTH, (small, large)
+
+
+def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
+    """Lines of sse_forensics run by the scan's cross-session pass and by handing each task
+    its share (``pipeline.cross_session_front``, ``pipeline._task_front``). Lines, not
+    calls: a comprehension over the whole scan's streams is one call but a line per
+    stream."""
+    package = str(Path(pipeline.__file__).parent)
+    lines = 0
+
+    def local(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(package) else None
+
+    wrapped = {name: getattr(pipeline, name) for name in ("cross_session_front", "_task_front")}
+
+    def traced(name: str):
+        def call(*args, **kwargs):
+            sys.settrace(tracer)
+            try:
+                return wrapped[name](*args, **kwargs)
+            finally:
+                sys.settrace(None)
+
+        return call
+
+    try:
+        for name in wrapped:
+            setattr(pipeline, name, traced(name))
+        result = scan_paths(paths, logs=logs, buckets=buckets)
+    finally:
+        for name, fn in wrapped.items():
+            setattr(pipeline, name, fn)
+    assert result.findings
+    return lines
+
+
+def test_cross_session_pass_grows_linearly_with_the_partitions(tmp_path: Path) -> None:
+    """As a production scan does, twice the input in twice the partitions: nothing done per
+    partition or task may walk what the whole scan holds (each task's share of the front,
+    the counter groups' names, the foreign first sightings)."""
+    options = LogOptions(ACCESS_FORMAT)
+    small = _front_lines(write_log_set(tmp_path, 90), options, buckets=45)
+    large = _front_lines(write_log_set(tmp_path, 180), options, buckets=90)
     assert large / small <= MAX_GROWTH, (small, large)
 
 

@@ -10,6 +10,7 @@ saying where it broke.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -406,6 +407,7 @@ def read_head(path: str, size: int = 64 * 1024) -> bytes:
 _ROTATION = re.compile(r"^(?P<base>.*?)(?:\.(?P<n>\d+)|-(?P<date>\d{8,10}))?(?:\.(?:gz|zst))?$")
 
 
+@functools.lru_cache(maxsize=4096)  # asked once per stream, of a few files
 def rotation_key(path: str) -> tuple[str, int, str]:
     """Sort key putting a rotated set in time order: oldest first.
 
