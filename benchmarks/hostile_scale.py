@@ -20,15 +20,13 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from scale import run_timed  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out" / "hostile"
 
@@ -54,45 +52,13 @@ def _hostile():
     return module
 
 
-def run_once(
-    cmd: list[str], timeout: float = 0
-) -> tuple[float, float, float, bytes, int, bytes, bool]:
-    """``benchmarks/scale.py``'s ``run_once`` plus the child's CPU seconds: wall time until
-    its output is read and it has exited, CPU (user + system) and peak RSS (MB) from
-    ``os.wait4``, stdout, exit code, stderr, killed at ``timeout``."""
-    with tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
-        killed = threading.Event()
-
-        def kill() -> None:
-            killed.set()
-            proc.kill()
-
-        timer = threading.Timer(timeout, kill) if timeout > 0 else None
-        if timer:
-            timer.start()
-        assert proc.stdout is not None
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        if timer:
-            timer.cancel()
-        proc.stdout.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        stderr = err.read()
-    cpu = usage.ru_utime + usage.ru_stime
-    return seconds, cpu, usage.ru_maxrss / 1024, out, proc.returncode, stderr, killed.is_set()
-
-
 def _scan(path: Path, limits: list[str], timeout: float | None) -> dict:
-    """One scan as a child process (:func:`run_once`) and its JSON document."""
+    """One scan as a child process (``scale.run_timed``) and its JSON document."""
     cmd = [sys.executable, "-m", "sse_forensics", "scan", str(path), "--format", "json"]
     cmd += ["--jobs", "1"]
     for item in limits:
         cmd += ["--limit", item]
-    seconds, cpu, rss, out, code, err, killed = run_once(cmd, timeout or 0)
+    seconds, cpu, rss, out, code, err, killed = run_timed(cmd, timeout or 0)
     if killed:
         return {"seconds": None, "cpu": cpu, "rss": rss, "status": "timeout", "doc": None}
     crashed = code not in (0, 1, 3, 4) or b"Traceback" in err

@@ -98,11 +98,14 @@ class Measure:
         return not self.crashed and not self.timed_out
 
 
-def run_once(cmd: list[str], timeout: float = 0) -> tuple[float, float, bytes, int, bytes, bool]:
+def run_timed(
+    cmd: list[str], timeout: float = 0
+) -> tuple[float, float, float, bytes, int, bytes, bool]:
     """Wall time from exec until the child has exited and its stdout is read to the end;
     peak RSS (MB) of that child from ``os.wait4`` (``ru_maxrss`` is KiB on Linux). stderr
     goes to a temporary file so a chatty child cannot block on a full pipe. With a
-    ``timeout``, the child is killed when it runs longer (last value True)."""
+    ``timeout``, the child is killed when it runs longer (last value True). The second value
+    is the child's CPU seconds (user + system), also from ``os.wait4``."""
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
@@ -125,7 +128,14 @@ def run_once(cmd: list[str], timeout: float = 0) -> tuple[float, float, bytes, i
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
         err.seek(0)
         stderr = err.read()
-    return seconds, usage.ru_maxrss / 1024, out, proc.returncode, stderr, killed.is_set()
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024, out, proc.returncode, stderr, killed.is_set()
+
+
+def run_once(cmd: list[str], timeout: float = 0) -> tuple[float, float, bytes, int, bytes, bool]:
+    """:func:`run_timed` without the CPU seconds."""
+    seconds, _cpu, rss, out, code, stderr, killed = run_timed(cmd, timeout)
+    return seconds, rss, out, code, stderr, killed
 
 
 def measure(
