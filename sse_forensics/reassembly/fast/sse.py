@@ -68,19 +68,25 @@ def _first_line_blank(head: bytes, start: int) -> int:
     return -1
 
 
-def head_end(buf: bytes, lo: int, hi: int, bom: int) -> int:
-    """Offset just after the last LF-terminated blank line of ``buf[lo:hi]`` (``lo`` when
-    there is none). ``bom``: bytes of a leading byte order mark (the body's first line starts
-    after it). Searched backwards in growing windows: a stream's last blank line is near its
-    end."""
+def _last_blank_within(buf: bytes, lo: int, hi: int) -> int:
+    """:func:`_last_blank` over ``buf[lo:hi]``, searched backwards in growing windows (the
+    last blank line is usually near ``hi``)."""
     window = 4096
     while True:
         at = max(lo, hi - window)
         best = _last_blank(buf, at, hi)
         # A match that starts before ``at`` ends before at + 3: anything later was seen.
         if best >= at + 3 or at == lo:
-            break
+            return best
         window *= 4
+
+
+def head_end(buf: bytes, lo: int, hi: int, bom: int) -> int:
+    """Offset just after the last LF-terminated blank line of ``buf[lo:hi]`` (``lo`` when
+    there is none). ``bom``: bytes of a leading byte order mark (the body's first line starts
+    after it). Searched backwards in growing windows: a stream's last blank line is near its
+    end."""
+    best = _last_blank_within(buf, lo, hi)
     if best < 0:
         best = _first_line_blank(buf[lo : lo + bom + 2], bom)
         best = best + lo if best >= 0 else lo
@@ -228,13 +234,7 @@ def _piece_end(heads: bytes, lo: int) -> int:
     blank line within :data:`HEAD_PIECE` bytes (a parser is there where a fresh one starts),
     else after the first one beyond (one event longer than a piece), else the end."""
     want = lo + HEAD_PIECE
-    window = 4096
-    while True:
-        at = max(lo, want - window)
-        best = _last_blank(heads, at, want)
-        if best >= at + 3 or at == lo:
-            break
-        window *= 4
+    best = _last_blank_within(heads, lo, want)
     if best > lo:
         return best
     later = [heads.find(p, want) for p in _BLANK_ENDS]
