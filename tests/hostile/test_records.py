@@ -27,18 +27,10 @@ from sse_forensics.result import ScanResult
 
 sys.path.insert(0, str(SAMPLES))  # samples/ is not a package
 import hostile_records as hostile
+from support.cli import run  # in-process; the pasted-command test below spawns bash
 
 ORDINARY = hostile.ORDINARY_SESSION
 LOG_SESSION = hostile.LOG_SESSION
-
-
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        timeout=300,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
 
 
 def scan(paths: list[Path], *limits: str, log_map: Path | None = None) -> ScanResult:
