@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run_text as _in_process
 
 from sse_forensics.report.selection import (
     Selection,
@@ -26,13 +27,7 @@ OPAQUE = SAMPLES / "opaque-resume-jump.pcap"
 
 
 def run(*args: str, columns: int = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    return _in_process(*args, columns=columns)
 
 
 def rule_ids(jsonl: str) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
+from support.cli import run as _in_process
 
 from sse_forensics.engine.incidents import group_incidents, summarize
 from sse_forensics.pipeline import scan_paths
@@ -186,12 +187,7 @@ def test_jsonl_and_ocsf_carry_the_incident_id() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    return _in_process(*args, columns=120)
 
 
 def test_terminal_prints_the_incident_summary() -> None:

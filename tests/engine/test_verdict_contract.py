@@ -20,6 +20,7 @@ from types import ModuleType
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run as _in_process
 from support.hand_capture import HandCapture, progress_event, silent_only, uuids
 
 from sse_forensics.engine.evaluate import evaluate_rule
@@ -54,12 +55,7 @@ crafted = _crafted()
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    return _in_process(*args, columns=120)
 
 
 # -- 1a. backpressure-disconnect signals no gap ---------------------------------------------

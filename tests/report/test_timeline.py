@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
 from rich.console import Console
+from support.cli import run_text as _in_process
 
 from sse_forensics.facts.build import Facts
 from sse_forensics.pipeline import scan_paths
@@ -50,13 +50,7 @@ def ladder_text(*paths, session=None, all_events=False) -> str:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    return _in_process(*args, columns=200)
 
 
 def test_unsignalled_live_gap_sits_between_its_runs() -> None:

@@ -4,7 +4,9 @@ allocator set before polars loads, a pasted shell command, signals) keep ``subpr
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
@@ -19,9 +21,21 @@ def invoke(*args: str, columns: int = 200) -> Result:
     return result
 
 
-def run(*args: str, columns: int = 200) -> subprocess.CompletedProcess[bytes]:
-    """:func:`invoke`, answered like ``subprocess.run(..., capture_output=True)``."""
-    result = invoke(*args, columns=columns)
+def run(
+    *args: str, columns: int = 200, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """:func:`invoke` (in ``cwd`` if given), answered like ``subprocess.run(...,
+    capture_output=True)``."""
+    with contextlib.chdir(cwd) if cwd else contextlib.nullcontext():
+        result = invoke(*args, columns=columns)
     return subprocess.CompletedProcess(
         ["sse-forensics", *args], result.exit_code, result.stdout_bytes, result.stderr_bytes
+    )
+
+
+def run_text(*args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    """:func:`run` with ``text=True``."""
+    result = invoke(*args, columns=columns)
+    return subprocess.CompletedProcess(
+        ["sse-forensics", *args], result.exit_code, result.stdout, result.stderr
     )
