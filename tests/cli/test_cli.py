@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run as _in_process
 
 CLEAN = SAMPLES / "clean-resume-int.pcap"
 SILENT = SAMPLES / "live-jump-unsignalled.pcap"
@@ -18,13 +18,7 @@ HOSTILE = SAMPLES / "crafted-hostile-bytes.pcap"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        cwd=cwd,
-        timeout=120,
-        env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    return _in_process(*args, columns=120, cwd=cwd)
 
 
 def test_version_and_help() -> None:

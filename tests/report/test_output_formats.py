@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 import referencing
 from conftest import SAMPLES
+from support.cli import run as _in_process
 
 SCHEMAS = SAMPLES.parent / "docs" / "schemas"
 
 
 def _run(*args: str, cwd: Path | None = None) -> bytes:
-    env = {**os.environ, "PYTHONPATH": str(SAMPLES.parent)}
-    return subprocess.run(
-        [sys.executable, "-m", "sse_forensics", *args],
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-    ).stdout
+    return _in_process(*args, cwd=cwd).stdout
 
 
 def _validator(name: str):
