@@ -9,6 +9,7 @@ its own hour, client port and session ID; merged, their connections and findings
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -113,6 +114,7 @@ def _tshark(capture: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
+@functools.cache  # two tests read each committed sample's streams: one tshark per stream
 def _followed_bytes(capture: Path) -> bytes:
     """Both directions of every TCP stream as tshark reassembles them, stream after stream."""
     streams = sorted(set(_tshark(capture, "-T", "fields", "-e", "tcp.stream").split()), key=int)
