@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.scripts import load_script
 
 from sse_forensics.engine.registry import load_rules
 from sse_forensics.pipeline import scan_paths
@@ -32,12 +31,7 @@ needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
 
 
 def _load_crafted() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("samples_crafted", SAMPLES_DIR / "crafted.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("samples/crafted.py", "samples_crafted")
 
 
 crafted = _load_crafted()

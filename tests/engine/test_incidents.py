@@ -6,16 +6,16 @@ named only on its evidence (``replay-handoff``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
 from support.cli import run as _in_process
+from support.proxy_legs import two_legs
+from support.scripts import load_script
 
 from sse_forensics.engine.incidents import group_incidents, summarize
 from sse_forensics.pipeline import scan_paths
@@ -91,28 +91,10 @@ def test_both_legs_of_a_proxy_are_one_incident_with_both_as_evidence() -> None:
     }
 
 
-def _legs(capture: Path, out: Path) -> Path:
-    """``capture`` plus a copy on other ports half a millisecond later (a proxy's second
-    leg, as tests/report/test_siem_schemas.py builds it)."""
-    import scapy.all as scapy
-
-    packets = scapy.rdpcap(str(capture))
-    leg = []
-    for packet in packets:
-        copy = packet.copy()
-        copy[scapy.TCP].sport += 7
-        copy[scapy.TCP].dport += 7
-        del copy[scapy.TCP].chksum
-        copy.time = packet.time + 0.0005
-        leg.append(copy)
-    scapy.wrpcap(str(out), sorted([*packets, *leg], key=lambda p: p.time))
-    return out
-
-
 @pytest.mark.parametrize("name", ["resume-jump-unsignalled", "resume-410", "resume-storm"])
 def test_a_second_leg_adds_findings_not_incidents(name: str, tmp_path: Path) -> None:
     alone = _incidents(SAMPLES / f"{name}.pcap")
-    both = _incidents(_legs(SAMPLES / f"{name}.pcap", tmp_path / "legs.pcap"))
+    both = _incidents(two_legs(SAMPLES / f"{name}.pcap", tmp_path / "legs.pcap"))
     assert [i.fingerprint for i in both] == [i.fingerprint for i in alone]
     assert sum(len(i.findings) for i in both) > sum(len(i.findings) for i in alone)
     assert all(
@@ -291,12 +273,7 @@ def test_a_live_gap_after_a_whole_replay_is_a_handoff_not_eviction() -> None:
 
 
 def _crafted():
-    spec = importlib.util.spec_from_file_location("samples_crafted", SAMPLES / "crafted.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("samples/crafted.py", "samples_crafted")
 
 
 def test_a_live_gap_after_a_truncated_replay_is_not_a_handoff(tmp_path: Path) -> None:

@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -22,6 +20,7 @@ import pytest
 from conftest import SAMPLES
 from support.cli import run as _in_process
 from support.hand_capture import HandCapture, progress_event, silent_only, uuids
+from support.scripts import load_script
 
 from sse_forensics.engine.evaluate import evaluate_rule
 from sse_forensics.engine.registry import load_rules
@@ -43,12 +42,7 @@ BD = 'event: backpressure-disconnect\ndata: {{"last_written_id": {w}}}\n\n'
 
 
 def _crafted() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("samples_crafted", SAMPLES / "crafted.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("samples/crafted.py", "samples_crafted")
 
 
 crafted = _crafted()

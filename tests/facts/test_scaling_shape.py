@@ -6,12 +6,12 @@ depend on the machine or its load. Speed itself is measured in ``benchmarks/``."
 from __future__ import annotations
 
 import cProfile
-import importlib.util
 import pstats
 import sys
 from pathlib import Path
 
 from support.log_sets import write_log_set
+from support.scripts import load_script
 
 from sse_forensics import pipeline
 from sse_forensics.facts.config import AnalysisConfig
@@ -98,13 +98,7 @@ def test_cross_session_pass_grows_linearly_with_the_partitions(tmp_path: Path) -
 def test_capture_cost_grows_linearly(tmp_path: Path) -> None:
     """Same connections and sessions, twice the streams and events on each: per-session
     work must not walk every stream of the session for every stream."""
-    spec = importlib.util.spec_from_file_location(
-        "make_capture", ROOT / "benchmarks" / "make_capture.py"
-    )
-    assert spec and spec.loader
-    make_capture = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = make_capture  # its dataclasses look themselves up there
-    spec.loader.exec_module(make_capture)
+    make_capture = load_script("benchmarks/make_capture.py", "make_capture")
     small_pcap, large_pcap = tmp_path / "small.pcap", tmp_path / "large.pcap"
     make_capture.write_capture(small_pcap, packets=6000, seed=3)
     make_capture.write_capture(large_pcap, packets=12000, seed=3)
@@ -115,13 +109,7 @@ def test_capture_cost_grows_linearly(tmp_path: Path) -> None:
 
 def _hostile(tmp: Path, name: str, build) -> str:
     """A capture of samples/hostile.py (with its ordinary silent gap, so findings exist)."""
-    spec = importlib.util.spec_from_file_location(
-        "samples_hostile", ROOT / "samples" / "hostile.py"
-    )
-    assert spec and spec.loader
-    hostile = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = hostile
-    spec.loader.exec_module(hostile)
+    hostile = load_script("samples/hostile.py", "samples_hostile")
     path = tmp / f"{name}.pcap"
     hostile.write(path, lambda w: build(hostile, w))
     return str(path)

@@ -7,14 +7,13 @@ through ``Limits`` (``--limit``) where the default would need gigabytes to fire.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import tracemalloc
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.scripts import load_script
 
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.packet_index import index_captures
@@ -31,12 +30,7 @@ from sse_forensics.result import ScanResult
 
 
 def _load_hostile():
-    spec = importlib.util.spec_from_file_location("samples_hostile", SAMPLES / "hostile.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("samples/hostile.py", "samples_hostile")
 
 
 hostile = _load_hostile()

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.mutations import mutated_capture
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.linklayer import decode_tcp
@@ -58,29 +58,8 @@ def time_limit(seconds: int = PER_EXAMPLE_SECONDS) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@st.composite
-def mutated_capture(draw) -> bytes:
-    """A sample capture with bytes flipped, a range cut or duplicated, or truncated."""
-    if not SMALL_SAMPLES:
-        pytest.skip("no samples")
-    data = bytearray(draw(st.sampled_from(SMALL_SAMPLES)).read_bytes())
-    for _ in range(draw(st.integers(0, 8))):
-        at = draw(st.integers(0, len(data) - 1))
-        data[at] = draw(st.integers(0, 255))
-    action = draw(st.sampled_from(["none", "truncate", "cut", "duplicate"]))
-    a = draw(st.integers(4, len(data)))
-    b = draw(st.integers(a, min(len(data), a + 400)))
-    if action == "truncate":
-        del data[a:]
-    elif action == "cut":
-        del data[a:b]
-    elif action == "duplicate":
-        data[a:a] = data[a:b]
-    return bytes(data)
-
-
 @FUZZ
-@given(mutated_capture())
+@given(mutated_capture(SMALL_SAMPLES))
 def test_readers_never_raise_on_mutated_captures(tmp_path_factory, content):
     path = tmp_path_factory.mktemp("fuzz") / "m.pcap"
     path.write_bytes(content)
@@ -98,7 +77,7 @@ def test_readers_never_raise_on_mutated_captures(tmp_path_factory, content):
 
 
 @FUZZ
-@given(mutated_capture())
+@given(mutated_capture(SMALL_SAMPLES))
 def test_scan_never_raises_and_stays_small_on_mutated_captures(tmp_path_factory, content):
     path = tmp_path_factory.mktemp("fuzz") / "m.pcap"
     path.write_bytes(content)

@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from support.pcapng import block, epb, idb, option, shb
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.inputs import classify_inputs, merged_frames
@@ -93,33 +94,6 @@ def pcap_bytes(records, endian="<", nanos=False, linktype=1, snaplen=65535) -> b
     for sec, frac, data in records:
         out += struct.pack(endian + "IIII", sec, frac, len(data), len(data)) + data
     return out
-
-
-def block(endian: str, btype: int, body: bytes) -> bytes:
-    body += b"\0" * (-len(body) % 4)
-    total = len(body) + 12
-    return struct.pack(endian + "II", btype, total) + body + struct.pack(endian + "I", total)
-
-
-def option(endian: str, code: int, value: bytes) -> bytes:
-    return struct.pack(endian + "HH", code, len(value)) + value + b"\0" * (-len(value) % 4)
-
-
-def shb(endian: str) -> bytes:
-    return block(endian, 0x0A0D0D0A, struct.pack(endian + "IHHq", 0x1A2B3C4D, 1, 0, -1))
-
-
-def idb(endian: str, linktype: int, options: bytes = b"") -> bytes:
-    if options:
-        options += struct.pack(endian + "HH", 0, 0)
-    return block(endian, 1, struct.pack(endian + "HHI", linktype, 0, 0) + options)
-
-
-def epb(endian: str, ifid: int, ticks: int, data: bytes) -> bytes:
-    head = struct.pack(
-        endian + "IIIII", ifid, ticks >> 32, ticks & 0xFFFFFFFF, len(data), len(data)
-    )
-    return block(endian, 6, head + data)
 
 
 def write(tmp_path: Path, name: str, content: bytes) -> str:

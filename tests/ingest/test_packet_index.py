@@ -5,15 +5,15 @@ frame, wording, timestamp; in the order reassemble collects them) and the same C
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import socket
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.pcapng import block, epb, idb, isb, opb, option, shb, spb
+from support.scripts import load_script
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.ingest.inputs import merged_frames
@@ -112,14 +112,7 @@ def test_shared_cut_capture() -> None:
 
 
 def _make_capture_module():
-    spec = importlib.util.spec_from_file_location(
-        "make_capture", ROOT / "benchmarks" / "make_capture.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/make_capture.py", "make_capture")
 
 
 @pytest.fixture(scope="module")
@@ -460,55 +453,6 @@ def test_fallback_counts_only_frames_that_need_it(tmp_path: Path) -> None:
 
 
 # -- hand-built pcapng ----------------------------------------------------------------------
-
-
-def block(endian: str, btype: int, body: bytes) -> bytes:
-    body += b"\0" * (-len(body) % 4)
-    total = len(body) + 12
-    return struct.pack(endian + "II", btype, total) + body + struct.pack(endian + "I", total)
-
-
-def option(endian: str, code: int, value: bytes) -> bytes:
-    return struct.pack(endian + "HH", code, len(value)) + value + b"\0" * (-len(value) % 4)
-
-
-def shb(endian: str) -> bytes:
-    return block(endian, 0x0A0D0D0A, struct.pack(endian + "IHHq", 0x1A2B3C4D, 1, 0, -1))
-
-
-def idb(endian: str, linktype: int, options: bytes = b"", snaplen: int = 0) -> bytes:
-    if options:
-        options += struct.pack(endian + "HH", 0, 0)
-    return block(endian, 1, struct.pack(endian + "HHI", linktype, 0, snaplen) + options)
-
-
-def epb(endian: str, ifid: int, ticks: int, data: bytes, wirelen: int | None = None) -> bytes:
-    wire = len(data) if wirelen is None else wirelen
-    head = struct.pack(endian + "IIIII", ifid, ticks >> 32, ticks & 0xFFFFFFFF, len(data), wire)
-    return block(endian, 6, head + data)
-
-
-def opb(endian: str, ifid: int, ticks: int, data: bytes) -> bytes:
-    head = struct.pack(
-        endian + "HHIIII", ifid, 0, ticks >> 32, ticks & 0xFFFFFFFF, len(data), len(data)
-    )
-    return block(endian, 2, head + data)
-
-
-def spb(endian: str, data: bytes, wirelen: int | None = None) -> bytes:
-    wire = len(data) if wirelen is None else wirelen
-    return block(endian, 3, struct.pack(endian + "I", wire) + data)
-
-
-def isb(endian: str, ifid: int, ifdrop: int, osdrop: int) -> bytes:
-    return block(
-        endian,
-        5,
-        struct.pack(endian + "III", ifid, 0, 0)
-        + option(endian, 5, struct.pack(endian + "Q", ifdrop))
-        + option(endian, 7, struct.pack(endian + "Q", osdrop))
-        + b"\0\0\0\0",
-    )
 
 
 def pcapng_variety(endian: str) -> bytes:

@@ -29,6 +29,7 @@ from support.fast_path import (
     fast,
     make_capture_module,
 )
+from support.mutations import mutated_capture
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.evidence.classify import classify, put_classified
@@ -331,28 +332,8 @@ def test_random_conversations_mostly_take_the_fast_path(tmp_path: Path) -> None:
 SMALL_SAMPLES = sorted(p for p in _captures(SAMPLES) if p.stat().st_size < 16_000)
 
 
-@st.composite
-def mutated_capture(draw) -> bytes:
-    """A sample capture with bytes flipped, a range cut or duplicated, or truncated (as in
-    test_fuzz.py)."""
-    data = bytearray(draw(st.sampled_from(SMALL_SAMPLES)).read_bytes())
-    for _ in range(draw(st.integers(0, 8))):
-        at = draw(st.integers(0, len(data) - 1))
-        data[at] = draw(st.integers(0, 255))
-    action = draw(st.sampled_from(["none", "truncate", "cut", "duplicate"]))
-    a = draw(st.integers(4, len(data)))
-    b = draw(st.integers(a, min(len(data), a + 400)))
-    if action == "truncate":
-        del data[a:]
-    elif action == "cut":
-        del data[a:b]
-    elif action == "duplicate":
-        data[a:a] = data[a:b]
-    return bytes(data)
-
-
 @FUZZ
-@given(mutated_capture())
+@given(mutated_capture(SMALL_SAMPLES))
 def test_mutated_samples(tmp_path_factory, content: bytes) -> None:
     path = tmp_path_factory.mktemp("mutated") / "m.pcap"
     path.write_bytes(content)

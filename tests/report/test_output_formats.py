@@ -8,9 +8,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import referencing
 from conftest import SAMPLES
 from support.cli import run as _in_process
+from support.schemas import schema_validator
 
 SCHEMAS = SAMPLES.parent / "docs" / "schemas"
 
@@ -19,19 +19,8 @@ def _run(*args: str, cwd: Path | None = None) -> bytes:
     return _in_process(*args, cwd=cwd).stdout
 
 
-def _validator(name: str):
-    registry = referencing.Registry()
-    for path in SCHEMAS.glob("*.schema.json"):
-        schema = json.loads(path.read_text())
-        resource = referencing.Resource.from_contents(schema)
-        registry = registry.with_resources([(path.name, resource), (schema["$id"], resource)])
-    schema = json.loads((SCHEMAS / name).read_text())
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
-
-
 def test_jsonl_findings_match_schema() -> None:
-    validator = _validator("finding.schema.json")
+    validator = schema_validator("finding.schema.json")
     lines = _run("scan", str(SAMPLES), "--format", "jsonl").splitlines()
     assert len(lines) >= 15
     for line in lines:
@@ -40,7 +29,7 @@ def test_jsonl_findings_match_schema() -> None:
 
 def test_json_document_matches_schema() -> None:
     doc = json.loads(_run("scan", str(SAMPLES), "--format", "json"))
-    _validator("scan-document.schema.json").validate(doc)
+    schema_validator("scan-document.schema.json").validate(doc)
     assert sum(doc["verdicts"].values()) == len(doc["findings"])
 
 
@@ -49,7 +38,7 @@ def test_schema_rejects_a_broken_finding() -> None:
     finding = json.loads(line.splitlines()[0])
     finding["sse_forensics"]["classification"] = "probably_fine"
     with pytest.raises(jsonschema.ValidationError):
-        _validator("finding.schema.json").validate(finding)
+        schema_validator("finding.schema.json").validate(finding)
 
 
 def test_jsonl_is_byte_identical_across_runs_directories_and_order(tmp_path: Path) -> None:

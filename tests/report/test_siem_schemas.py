@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import SAMPLES, SHARED_CAPTURES, sample_captures
+from support.proxy_legs import two_legs
 from support.schemas import (
     NAMESPACE,
     SCHEMAS,
@@ -277,30 +278,11 @@ def test_log_only_findings_use_the_access_log_client_address() -> None:
 # -- ids -----------------------------------------------------------------------------------
 
 
-def _two_legs(capture: Path, out: Path) -> Path:
-    """``capture`` plus a copy of it on other ports half a millisecond later: what a capture
-    on a proxy host shows (the client's leg and the upstream leg carry the same session, the
-    same streams and event IDs, on two connections)."""
-    import scapy.all as scapy
-
-    packets = scapy.rdpcap(str(capture))
-    leg = []
-    for packet in packets:
-        copy = packet.copy()
-        copy[scapy.TCP].sport += 7
-        copy[scapy.TCP].dport += 7
-        del copy[scapy.TCP].chksum
-        copy.time = packet.time + 0.0005
-        leg.append(copy)
-    scapy.wrpcap(str(out), sorted([*packets, *leg], key=lambda p: p.time))
-    return out
-
-
 @pytest.mark.parametrize("name", ["resume-jump-unsignalled", "resume-410", "live-jump-unsignalled"])
 def test_ids_are_unique_when_one_resume_is_seen_on_two_connections(
     name: str, tmp_path: Path
 ) -> None:
-    capture = _two_legs(SAMPLES / f"{name}.pcap", tmp_path / f"{name}-proxy.pcap")
+    capture = two_legs(SAMPLES / f"{name}.pcap", tmp_path / f"{name}-proxy.pcap")
     findings = scan_paths([str(capture)]).findings
     alone = scan_paths([str(SAMPLES / f"{name}.pcap")]).findings
     assert len(findings) > len(alone)

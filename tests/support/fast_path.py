@@ -3,11 +3,9 @@ equivalence check between the two paths' results."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import random
 import struct
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from sse_forensics.ingest.packet_index import index_captures
 from sse_forensics.reassembly.capture import reassemble
 from sse_forensics.reassembly.fast import combine, reassemble_fast
 from sse_forensics.reassembly.fast.capture import tls_keys_for
+from support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,13 +134,7 @@ def _first_difference(a: pl.DataFrame, b: pl.DataFrame) -> str:
 
 
 def make_capture_module():
-    spec = importlib.util.spec_from_file_location(
-        "make_capture", ROOT / "benchmarks" / "make_capture.py"
-    )
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules.setdefault("make_capture", module)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script("benchmarks/make_capture.py", "make_capture")
 
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
