@@ -115,12 +115,14 @@ class EvidenceStore:
             ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
             pairs = ex.select("conn_id", "_bucket").unique()
             conns = connections.join(pairs, on="conn_id", how="inner")
-            for bucket, part in split_by(ex, "_bucket", keep_key=False).items():
-                self._hold(int(bucket), ExchangeColumns, part)
-            for bucket, part in split_by(ev, "_bucket", keep_key=False).items():
-                self._hold(int(bucket), EventColumns, part)
-            for bucket, part in split_by(conns, "_bucket", keep_key=False).items():
-                self._hold(int(bucket), ConnectionColumns, part)
+            routed: tuple[tuple[type[Columns], pl.DataFrame], ...] = (
+                (ExchangeColumns, ex),
+                (EventColumns, ev),
+                (ConnectionColumns, conns),
+            )
+            for table, df in routed:
+                for bucket, part in split_by(df, "_bucket", keep_key=False).items():
+                    self._hold(int(bucket), table, part)
         if self._held > self.memory_budget:
             self.spill()
 
