@@ -112,10 +112,15 @@ def _tshark(capture: Path, *args: str) -> str:
 def _followed_bytes(capture: Path) -> bytes:
     """Both directions of every TCP stream as tshark reassembles them, stream after stream."""
     streams = sorted(set(_tshark(capture, "-T", "fields", "-e", "tcp.stream").split()), key=int)
+    # One tshark for all streams: it prints one block per ``-z follow``, in no set order.
+    follow = [arg for n in streams for arg in ("-z", f"follow,tcp,raw,{n}")]
+    blocks = re.findall(
+        r"^Filter: tcp\.stream eq (\d+)\n(.*?)^=+$", _tshark(capture, "-q", *follow), re.M | re.S
+    )
+    assert sorted(int(n) for n, _ in blocks) == [int(n) for n in streams]
     data = b""
-    for stream in streams:
-        out = _tshark(capture, "-q", "-z", f"follow,tcp,raw,{stream}")
-        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", out, re.MULTILINE)
+    for _, block in sorted(blocks, key=lambda b: int(b[0])):
+        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", block, re.MULTILINE)
         data += b"".join(bytes.fromhex(line) for line in hex_lines)
     return data
 
