@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run as run_in_process
 
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
 from sse_forensics.cluster.spec import ClusterSpec
@@ -520,7 +521,8 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
 
 
 def test_cli_local_cluster_output_is_byte_identical(distributed) -> None:
-    """``scan --cluster local:2`` (two worker processes) over the capture samples and every
+    """``scan --cluster local:2`` (two worker processes; the command itself runs in this
+    process) over the capture samples and every
     log sample at once: stdout holds the bytes a local scan writes, the exit code is a local
     scan's, and stderr starts with the dashboard link."""
     paths = ["samples", *(os.path.relpath(d, REPO) for d in LOG_DIRS)]
@@ -530,12 +532,7 @@ def test_cli_local_cluster_output_is_byte_identical(distributed) -> None:
         local = scan_paths(paths, jobs=1, keep_tables=False)
     finally:
         os.chdir(cwd)
-    run = subprocess.run(
-        [sys.executable, "-m", "sse_forensics", "scan", *paths, "-f", "jsonl", *CLUSTER_2],
-        capture_output=True,
-        cwd=REPO,
-        timeout=180,
-    )
+    run = run_in_process("scan", *paths, "-f", "jsonl", *CLUSTER_2, cwd=REPO)
     assert run.stdout == findings_jsonl(local) and run.stdout
     assert run.returncode == 1  # silent corruption (that exit code wins over damaged input)
     assert run.stderr.startswith(b"Dask dashboard: http://")

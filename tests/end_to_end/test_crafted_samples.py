@@ -108,14 +108,29 @@ def _tshark(capture: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
-@functools.cache  # two tests read each committed sample's streams: one tshark per stream
+FRAME_FIELDS = ("frame.time_epoch", "tcp.srcport", "tcp.dstport", "tcp.stream")
+
+
+@functools.cache  # two tests read each committed sample's frames and streams
+def _frame_fields(capture: Path) -> list[list[str]]:
+    """:data:`FRAME_FIELDS` of every frame, as tshark reads them."""
+    out = _tshark(capture, "-T", "fields", *(x for f in FRAME_FIELDS for x in ("-e", f)))
+    return [line.split("\t") for line in out.splitlines()]
+
+
+@functools.cache
 def _followed_bytes(capture: Path) -> bytes:
     """Both directions of every TCP stream as tshark reassembles them, stream after stream."""
-    streams = sorted(set(_tshark(capture, "-T", "fields", "-e", "tcp.stream").split()), key=int)
+    streams = sorted({stream for *_, stream in _frame_fields(capture) if stream}, key=int)
+    # One tshark for all streams: it prints one block per ``-z follow``, in no set order.
+    follow = [arg for n in streams for arg in ("-z", f"follow,tcp,raw,{n}")]
+    blocks = re.findall(
+        r"^Filter: tcp\.stream eq (\d+)\n(.*?)^=+$", _tshark(capture, "-q", *follow), re.M | re.S
+    )
+    assert sorted(int(n) for n, _ in blocks) == [int(n) for n in streams]
     data = b""
-    for stream in streams:
-        out = _tshark(capture, "-q", "-z", f"follow,tcp,raw,{stream}")
-        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", out, re.MULTILINE)
+    for _, block in sorted(blocks, key=lambda b: int(b[0])):
+        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", block, re.MULTILINE)
         data += b"".join(bytes.fromhex(line) for line in hex_lines)
     return data
 
@@ -226,9 +241,7 @@ def _expected_session(name: str) -> bytes:
 @pytest.mark.parametrize(("index", "name"), list(enumerate(WIRE_IDS)))
 def test_each_sample_is_its_own_incident(index: int, name: str) -> None:
     capture = _capture(name)
-    fields = ("frame.time_epoch", "tcp.srcport", "tcp.dstport")
-    out = _tshark(capture, "-T", "fields", *(x for f in fields for x in ("-e", f)))
-    rows = [line.split("\t") for line in out.splitlines()]
+    rows = [row[:3] for row in _frame_fields(capture)]
     times = [float(t) for t, _, _ in rows]
     slot = BASE_EPOCH_S + index * HOUR_S
     assert slot <= min(times) and max(times) < slot + 60, "within the first minute of its hour"

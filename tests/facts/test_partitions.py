@@ -4,6 +4,7 @@ give the same findings, fact tables and JSON lines."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -54,11 +55,16 @@ def test_cross_session_replay_is_found_across_partitions() -> None:
         ], buckets
 
 
+@functools.cache  # what both worker-process tests compare with
+def _samples_in_one_process() -> ScanResult:
+    return scan_paths([str(SAMPLES)], jobs=1, buckets=6)
+
+
 def test_worker_processes_give_the_same_findings() -> None:
     """``--jobs 2``: the partitions are judged in two spawned worker processes that read
     them back from the scratch Parquet files."""
     paths = [str(SAMPLES)]
-    alone = scan_paths(paths, jobs=1, buckets=6)
+    alone = _samples_in_one_process()
     pooled = scan_paths(paths, jobs=2, buckets=6)
     assert pooled.stats.partitions == alone.stats.partitions > 1
     assert findings_jsonl(pooled) == findings_jsonl(alone)
@@ -71,8 +77,8 @@ def test_capture_sharded_across_workers_gives_the_same_findings(monkeypatch) -> 
 
     monkeypatch.setattr(pipeline, "SHARD_BYTES", 0)
     paths = [str(SAMPLES)]
-    alone = scan_paths(paths, jobs=1, buckets=4)
-    sharded = scan_paths(paths, jobs=2, buckets=4)
+    alone = _samples_in_one_process()  # one process: SHARD_BYTES plays no part
+    sharded = scan_paths(paths, jobs=2, buckets=6)
     assert findings_jsonl(sharded) == findings_jsonl(alone)
     assert sharded.stats == alone.stats
     assert [e.as_dict() for e in sharded.errors] == [e.as_dict() for e in alone.errors]
@@ -105,8 +111,6 @@ def test_logs_are_partitioned_and_spilled_without_changing_a_finding(
     held in memory or spilled to Parquet at every batch, give the same JSON lines and
     sessions — for an event log with its access log, an access log alone, and an event
     log whose records name their session only at the end of each stream."""
-    import functools
-
     from sse_forensics import pipeline
     from sse_forensics.evidence.store import EvidenceStore
     from sse_forensics.pipeline import LogOptions

@@ -88,10 +88,14 @@ def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
 def test_cross_session_pass_grows_linearly_with_the_partitions(tmp_path: Path) -> None:
     """As a production scan does, twice the input in twice the partitions: nothing done per
     partition or task may walk what the whole scan holds (each task's share of the front,
-    the counter groups' names, the foreign first sightings)."""
+    the counter groups' names, the foreign first sightings).
+
+    A task walking the whole scan's links, stream codecs and foreign sightings instead of
+    looking its own keys up gives 2.47x here (2.01x as written); each partition costs
+    about 0.1 s to judge, so the sizes are the smallest that keep that apart from 2.3x."""
     options = LogOptions(ACCESS_FORMAT)
-    small = _front_lines(write_log_set(tmp_path, 90), options, buckets=45)
-    large = _front_lines(write_log_set(tmp_path, 180), options, buckets=90)
+    small = _front_lines(write_log_set(tmp_path, 44), options, buckets=22)
+    large = _front_lines(write_log_set(tmp_path, 88), options, buckets=44)
     assert large / small <= MAX_GROWTH, (small, large)
 
 
