@@ -436,8 +436,6 @@ class _Frames:
     cols: dict[str, np.ndarray]
     # (frames yielded before the error, error), in the reader's order
     errors: list[tuple[int, ReadError]]
-    # The first _HEAD bytes at each frame's data_offset, when the reader gathered them.
-    head: np.ndarray | None = None
 
 
 def _empty_frames() -> dict[str, np.ndarray]:
@@ -532,8 +530,9 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
     if skip or not count:
         return _Frames(_empty_frames(), errors)
     at = np.frombuffer(offsets, dtype=np.int64).copy()
-    block = data.rows(at, rec_len + _HEAD)
-    head = block[:, :16].view(endian + "u4")
+    del offsets
+    # Record headers only: the decode gathers each window's frame heads (issue 9).
+    head = data.rows(at, 16).view(endian + "u4")
     sec_a = head[:, 0].astype(np.float64)
     frac_a = head[:, 1].astype(np.float64)
     cols = {
@@ -541,13 +540,13 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
         # sec + frac / per_second as the reader computes it: frac and per_second are exact
         # doubles, so the division is the correctly rounded one Python's int / int gives.
         "ts": sec_a + frac_a / float(per_second),
-        "caplen": head[:, 2].astype(np.int64),
-        "wirelen": head[:, 3].astype(np.int64),
+        "caplen": head[:, 2].astype(_STORED_DTYPES["caplen"]),
+        "wirelen": head[:, 3].astype(_STORED_DTYPES["wirelen"]),
         "data_offset": at + rec_len,
-        "linktype": np.full(count, linktype, dtype=np.int64),
-        "interface": np.zeros(count, dtype=np.int64),
+        "linktype": np.full(count, linktype, dtype=_STORED_DTYPES["linktype"]),
+        "interface": np.zeros(count, dtype=_STORED_DTYPES["interface"]),
     }
-    return _Frames(cols, errors, block[:, rec_len:])
+    return _Frames(cols, errors)
 
 
 def _options(buf: Buffer, pos: int, end: int, endian: str) -> Iterator[tuple[int, int, int]]:
@@ -709,8 +708,7 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     ctx_count = np.array([c[3] for c in walk.contexts], dtype=np.int64)[ctx]
 
     # Block header, packet block header (EPB/OPB: 28 bytes in all) and the frame's start.
-    block = data.rows(at, 28 + _HEAD)
-    head = block[:, :28]
+    head = data.rows(at, 28)  # the decode gathers each window's frame heads (issue 9)
     block_type = _u32_either(head, 0, ctx_big)
     block_len = _u32_either(head, 4, ctx_big)
     body = at + 8
@@ -805,14 +803,13 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     cols = {
         "frame": rows + 1,
         "ts": ts[rows],
-        "caplen": caplen[rows],
-        "wirelen": wirelen[rows],
+        "caplen": caplen[rows].astype(_STORED_DTYPES["caplen"]),
+        "wirelen": wirelen[rows].astype(_STORED_DTYPES["wirelen"]),
         "data_offset": data_at[rows],
-        "linktype": linktype[rows],
-        "interface": ifid[rows],
+        "linktype": linktype[rows].astype(_STORED_DTYPES["linktype"]),
+        "interface": ifid[rows].astype(_STORED_DTYPES["interface"]),
     }
-    frame_heads = None if spb[rows].any() else block[rows, 28:]
-    return _Frames(cols, errors, frame_heads)
+    return _Frames(cols, errors)
 
 
 def _pcapng_timestamps(
@@ -1082,6 +1079,53 @@ def _decode(
     return _Decoded(cols, addresses, errors, int(np.count_nonzero(fallback)))
 
 
+DECODE_WINDOW = 1 << 18
+"""Frames decoded at once. The decode's temporaries (frame heads, offsets, masks: a few
+hundred bytes per frame) are held for one window, not for the whole file (issue 9: a
+capture of ten million frames must not cost gigabytes while it is indexed)."""
+# Frame columns the decode computes with as int64 (they are stored narrower).
+_WIDE = ("caplen", "wirelen", "linktype", "interface")
+
+
+def _decode_windows(
+    path: str, buf: Buffer, data: _Bytes, frames: dict[str, np.ndarray]
+) -> _Decoded:
+    """:func:`_decode` over windows of :data:`DECODE_WINDOW` frames, into columns of their
+    stored widths: the same columns, errors (rows of the file) and fallback count; the
+    address table lists each address once, in order of first window."""
+    n = len(frames["frame"])
+    cols = {
+        name: np.full(n, fill, dtype=_STORED_DTYPES.get(name, dtype))
+        for name, dtype, fill in _COLUMNS
+        if name not in _FRAME_COLUMNS
+    }
+    addresses: list[str] = []
+    known: dict[str, int] = {}
+    errors: list[tuple[int, ReadError]] = []
+    fallback = 0
+    for lo in range(0, n, DECODE_WINDOW):
+        hi = min(n, lo + DECODE_WINDOW)
+        window = {
+            name: col[lo:hi].astype(np.int64) if name in _WIDE else col[lo:hi]
+            for name, col in frames.items()
+        }
+        part = _decode(path, buf, data, window, None)
+        del window
+        remap = np.empty(len(part.addresses) + 1, dtype=np.int32)
+        remap[-1] = -1  # no address stays -1
+        for k, address in enumerate(part.addresses):
+            got = known.get(address)
+            if got is None:
+                got = known[address] = len(addresses)
+                addresses.append(address)
+            remap[k] = got
+        for name, col in part.cols.items():
+            cols[name][lo:hi] = remap[col] if name in ("src", "dst") else col
+        errors.extend((row + lo, err) for row, err in part.errors)
+        fallback += part.fallback
+    return _Decoded(cols, addresses, errors, fallback)
+
+
 def _tcp_offsets(linktype: int, data: bytes, wirelen: int) -> tuple[int, int, int, int]:
     """(IP version, TCP header, payload start, captured payload end) of a frame that
     ``decode_tcp`` decoded to a segment: its offsets, walked the same way."""
@@ -1209,7 +1253,7 @@ def _index_file(path: str) -> _FileIndex:
     try:
         read = _read_pcapng if magic == PCAPNG_SHB else _read_pcap
         frames = read(path, buf, size, data, stats)
-        decoded = _decode(path, buf, data, frames.cols, frames.head)
+        decoded = _decode_windows(path, buf, data, frames.cols)
     except BaseException:
         del data  # release the numpy view of the map before closing it
         if isinstance(buf, mmap.mmap):

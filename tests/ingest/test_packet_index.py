@@ -559,3 +559,22 @@ def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
         assert joined == b"".join(index.payload(int(i)) for i in rows)
         assert index.fds and index.fds[0] is not None
     assert index.fds == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "crafted-pcapng-ns-nullloop-prefixed.pcapng",
+        "crafted-vlan-ipv6-live-jump.pcap",
+        "crafted-snaplen.pcap",
+        "crafted-proxy-two-legs.pcap",
+    ],
+)
+def test_decoded_in_windows(name: str, monkeypatch) -> None:
+    """Frames decoded a few at a time (issue 9: the decode's temporaries are held for a
+    window, not the file) give the same index, errors and address per row."""
+    from sse_forensics.ingest import packet_index
+
+    monkeypatch.setattr(packet_index, "DECODE_WINDOW", 3)
+    index = assert_same([str(SAMPLES / name)])
+    assert len(index) > 3 and len(set(index.addresses)) == len(index.addresses)

@@ -152,7 +152,62 @@ class GroupCheck:
         return lo + np.flatnonzero(self.overlap_len[lo:hi] > 0)
 
 
+CLASSIFY_ROWS = 1 << 18
+"""Grouped rows classified at once (whole groups): the classification's temporaries (some
+thirty values per row) are held for one slice of groups, not for the whole capture
+(issue 16: a flood of a million SYNs cost 480 MB there)."""
+
+
 def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
+    """Every group's :class:`GroupCheck`, computed over slices of whole groups of about
+    :data:`CLASSIFY_ROWS` rows (each group's check depends on its own rows only)."""
+    n = len(groups.rows)
+    if n <= CLASSIFY_ROWS:
+        return _classify(index, groups, capture_end)
+    parts: list[tuple[int, GroupCheck]] = []
+    g0 = 0
+    while g0 < len(groups):
+        lo = int(groups.starts[g0])
+        g1 = max(g0 + 1, int(np.searchsorted(groups.starts, lo + CLASSIFY_ROWS, side="right")) - 1)
+        g1 = min(g1, len(groups))
+        hi = int(groups.starts[g1])
+        part = FlowGroups(
+            groups.rows[lo:hi], groups.starts[g0 : g1 + 1] - lo, groups.first_row[g0:g1]
+        )
+        parts.append((lo, _classify(index, part, capture_end)))
+        g0 = g1
+    return _join_checks(parts, n)
+
+
+def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
+    """The checks of consecutive slices of groups (each with its first grouped row) as one;
+    grouped indexes shifted, "none" values (-1, a slice's row count) made the whole's."""
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(c, name) for _lo, c in parts])
+
+    final = np.concatenate([np.where(c.final >= 0, c.final + lo, -1) for lo, c in parts])
+    first_rst = np.concatenate(
+        [np.where(c.first_rst < len(c.server), c.first_rst + lo, n) for lo, c in parts]
+    )
+    return GroupCheck(
+        [why for _lo, c in parts for why in c.reason],
+        cat("candidate"),
+        cat("exact_tcp"),
+        cat("server"),
+        cat("offset"),
+        cat("fresh"),
+        cat("skip"),
+        final,
+        first_rst,
+        np.concatenate([c.shift for _lo, c in parts]).reshape(-1, 2),
+        cat("overlap_len"),
+        cat("overlap_skip"),
+        cat("overlap_at"),
+    )
+
+
+def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
     rows = groups.rows
     starts = groups.starts
     n_groups = len(groups)
