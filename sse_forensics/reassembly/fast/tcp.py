@@ -139,7 +139,7 @@ class GroupCheck:
     skip: np.ndarray  # int64 per grouped row: payload bytes before them (already seen)
     final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
     first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
-    shift: np.ndarray  # int64 [G, 2]: window scale of client, server
+    shift: np.ndarray  # int8 [G, 2]: window scale of client, server
     # Per grouped row: payload bytes that repeat bytes already delivered (a retransmission
     # or overlap the reassembler compares with the first copy), where they start in the
     # payload and in the stream.
@@ -439,7 +439,7 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         plen - fresh,
         final,
         first_rst,
-        shift,
+        shift.astype(np.int8),  # at most 14 (RFC 7323 §2.3); the check is kept per group
         overlap_len,
         overlap_skip,
         ov_lo,
