@@ -127,6 +127,123 @@ _u16be = struct.Struct("!H").unpack_from
 # -- the result -----------------------------------------------------------------------------
 
 
+class Addresses:
+    """The distinct IP addresses of an index, kept packed (16 bytes each, an IPv4 address in
+    the last 4) and formatted as ``decode_tcp`` formats them when one is asked for (issue 16:
+    a flood from a million addresses must not hold a million strings). A read-only sequence
+    of ``str``."""
+
+    __slots__ = ("_cache", "_flags", "_raw")
+    _CACHE = 1 << 16  # formatted addresses remembered (cleared when full)
+
+    def __init__(self, packed: np.ndarray | None = None, v6: np.ndarray | None = None) -> None:
+        # Kept as bytes: slicing them is the cheapest read per address.
+        self._raw = b"" if packed is None else np.ascontiguousarray(packed, np.uint8).tobytes()
+        self._flags = b"" if v6 is None else np.ascontiguousarray(v6, np.uint8).tobytes()
+        self._cache: dict[int, str] = {}
+
+    @property
+    def packed(self) -> np.ndarray:
+        """uint8 [n, 16] (read-only)."""
+        return np.frombuffer(self._raw, dtype=np.uint8).reshape(-1, 16)
+
+    @property
+    def v6(self) -> np.ndarray:
+        """bool [n]: an IPv6 address (read-only)."""
+        return np.frombuffer(self._flags, dtype=np.bool_)
+
+    @classmethod
+    def from_ipv4(cls, values: np.ndarray) -> Addresses:
+        """IPv4 addresses given as integers (network order read big-endian)."""
+        packed = np.zeros((len(values), 16), dtype=np.uint8)
+        packed[:, 12:] = values.astype(">u4").view(np.uint8).reshape(-1, 4)
+        return cls(packed, np.zeros(len(values), dtype=bool))
+
+    @classmethod
+    def from_ipv6(cls, values: np.ndarray) -> Addresses:
+        """IPv6 addresses given as 16-byte rows (uint8 [n, 16] or 16-byte voids)."""
+        packed = np.ascontiguousarray(values).view(np.uint8).reshape(-1, 16)
+        return cls(packed, np.ones(len(packed), dtype=bool))
+
+    @classmethod
+    def from_text(cls, texts: Sequence[str]) -> Addresses:
+        """Addresses as ``decode_tcp`` writes them."""
+        packed = np.zeros((len(texts), 16), dtype=np.uint8)
+        v6 = np.zeros(len(texts), dtype=bool)
+        for k, text in enumerate(texts):
+            six = ":" in text
+            raw = socket.inet_pton(socket.AF_INET6 if six else socket.AF_INET, text)
+            packed[k, 16 - len(raw) :] = np.frombuffer(raw, dtype=np.uint8)
+            v6[k] = six
+        return cls(packed, v6)
+
+    def keys(self) -> np.ndarray:
+        """One 17-byte value per address (version flag and bytes): equal keys, equal
+        addresses."""
+        both = np.concatenate([self.v6[:, None].astype(np.uint8), self.packed], axis=1)
+        return np.ascontiguousarray(both).view(np.dtype((np.void, 17)))[:, 0]
+
+    def __len__(self) -> int:
+        return len(self._flags)
+
+    def __getitem__(self, i: int) -> str:
+        got = self._cache.get(i)
+        if got is None:
+            if i < 0:
+                i += len(self)
+            if self._flags[i]:
+                got = socket.inet_ntop(socket.AF_INET6, self._raw[16 * i : 16 * i + 16])
+            else:
+                got = socket.inet_ntoa(self._raw[16 * i + 12 : 16 * i + 16])
+            if len(self._cache) >= self._CACHE:
+                self._cache.clear()
+            self._cache[i] = got
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Addresses):
+            return bool(np.array_equal(self.keys(), other.keys()))
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Addresses({list(self)[:8]!r}{'...' if len(self) > 8 else ''})"
+
+    def __reduce__(self) -> tuple[type[Addresses], tuple[np.ndarray, np.ndarray]]:
+        return (Addresses, (self.packed, self.v6))
+
+
+def join_addresses(tables: Sequence[Addresses]) -> tuple[Addresses, list[np.ndarray]]:
+    """The union of ``tables`` (each address once, in order of first appearance) and, per
+    table, where each of its entries went (int32, with a trailing -1 so that -1, "no
+    address", stays -1 when used as an index)."""
+    if len(tables) == 1:
+        (only,) = tables
+        return only, [np.arange(-1, len(only), dtype=np.int32)[np.r_[1 : len(only) + 1, 0]]]
+    keys = np.concatenate([t.keys() for t in tables]) if tables else np.zeros(0, "V17")
+    if not len(keys):
+        return Addresses(), [np.full(1, -1, dtype=np.int32) for _ in tables]
+    _unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int32)
+    rank[order] = np.arange(len(first), dtype=np.int32)
+    where = rank[inverse.reshape(-1)]
+    packed = np.concatenate([t.packed for t in tables])[first[order]]
+    v6 = np.concatenate([t.v6 for t in tables])[first[order]]
+    remaps = []
+    at = 0
+    for t in tables:
+        remaps.append(np.append(where[at : at + len(t)], np.int32(-1)).astype(np.int32))
+        at += len(t)
+    return Addresses(packed, v6), remaps
+
+
 @dataclass(eq=False)
 class PacketIndex:
     """Columns (numpy arrays, one element per frame, in the order the readers yield frames)
@@ -157,7 +274,7 @@ class PacketIndex:
     """
 
     sources: list[str]
-    addresses: list[str]
+    addresses: Addresses
     file: np.ndarray
     frame: np.ndarray
     ts: np.ndarray
@@ -436,8 +553,6 @@ class _Frames:
     cols: dict[str, np.ndarray]
     # (frames yielded before the error, error), in the reader's order
     errors: list[tuple[int, ReadError]]
-    # The first _HEAD bytes at each frame's data_offset, when the reader gathered them.
-    head: np.ndarray | None = None
 
 
 def _empty_frames() -> dict[str, np.ndarray]:
@@ -532,8 +647,9 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
     if skip or not count:
         return _Frames(_empty_frames(), errors)
     at = np.frombuffer(offsets, dtype=np.int64).copy()
-    block = data.rows(at, rec_len + _HEAD)
-    head = block[:, :16].view(endian + "u4")
+    del offsets
+    # Record headers only: the decode gathers each window's frame heads (issue 9).
+    head = data.rows(at, 16).view(endian + "u4")
     sec_a = head[:, 0].astype(np.float64)
     frac_a = head[:, 1].astype(np.float64)
     cols = {
@@ -541,13 +657,13 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
         # sec + frac / per_second as the reader computes it: frac and per_second are exact
         # doubles, so the division is the correctly rounded one Python's int / int gives.
         "ts": sec_a + frac_a / float(per_second),
-        "caplen": head[:, 2].astype(np.int64),
-        "wirelen": head[:, 3].astype(np.int64),
+        "caplen": head[:, 2].astype(_STORED_DTYPES["caplen"]),
+        "wirelen": head[:, 3].astype(_STORED_DTYPES["wirelen"]),
         "data_offset": at + rec_len,
-        "linktype": np.full(count, linktype, dtype=np.int64),
-        "interface": np.zeros(count, dtype=np.int64),
+        "linktype": np.full(count, linktype, dtype=_STORED_DTYPES["linktype"]),
+        "interface": np.zeros(count, dtype=_STORED_DTYPES["interface"]),
     }
-    return _Frames(cols, errors, block[:, rec_len:])
+    return _Frames(cols, errors)
 
 
 def _options(buf: Buffer, pos: int, end: int, endian: str) -> Iterator[tuple[int, int, int]]:
@@ -709,8 +825,7 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     ctx_count = np.array([c[3] for c in walk.contexts], dtype=np.int64)[ctx]
 
     # Block header, packet block header (EPB/OPB: 28 bytes in all) and the frame's start.
-    block = data.rows(at, 28 + _HEAD)
-    head = block[:, :28]
+    head = data.rows(at, 28)  # the decode gathers each window's frame heads (issue 9)
     block_type = _u32_either(head, 0, ctx_big)
     block_len = _u32_either(head, 4, ctx_big)
     body = at + 8
@@ -805,14 +920,13 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     cols = {
         "frame": rows + 1,
         "ts": ts[rows],
-        "caplen": caplen[rows],
-        "wirelen": wirelen[rows],
+        "caplen": caplen[rows].astype(_STORED_DTYPES["caplen"]),
+        "wirelen": wirelen[rows].astype(_STORED_DTYPES["wirelen"]),
         "data_offset": data_at[rows],
-        "linktype": linktype[rows],
-        "interface": ifid[rows],
+        "linktype": linktype[rows].astype(_STORED_DTYPES["linktype"]),
+        "interface": ifid[rows].astype(_STORED_DTYPES["interface"]),
     }
-    frame_heads = None if spb[rows].any() else block[rows, 28:]
-    return _Frames(cols, errors, frame_heads)
+    return _Frames(cols, errors)
 
 
 def _pcapng_timestamps(
@@ -856,7 +970,7 @@ def _pcapng_timestamps(
 @dataclass(slots=True)
 class _Decoded:
     cols: dict[str, np.ndarray]
-    addresses: list[str]
+    addresses: Addresses
     errors: list[tuple[int, ReadError]]  # (row, error of decode_tcp)
     fallback: int
 
@@ -903,7 +1017,7 @@ def _decode(
         if name not in _FRAME_COLUMNS
     }
     if not n:
-        return _Decoded(cols, [], [], 0)
+        return _Decoded(cols, Addresses(), [], 0)
     off = frames["data_offset"]
     cap = frames["caplen"]
     wirelen = frames["wirelen"]
@@ -1050,14 +1164,14 @@ def _decode(
     _put(cols["claimed_len"], where, end - payload_at)
 
     # Addresses: a table of the distinct ones, formatted as decode_tcp formats them.
-    addresses: list[str] = []
+    tables: list[Addresses] = []
     decoded = np.zeros(n, dtype=bool)
     decoded[rows] = True
     v4_rows, _, _, v4_src, v4_dst, _ = v4
     v4_rows, v4_src, v4_dst = _keep(decoded[v4_rows], v4_rows, v4_src, v4_dst)
     if v4_rows.size:
         unique, inverse = _unique_inverse(np.concatenate([v4_src, v4_dst]))
-        addresses.extend(socket.inet_ntoa(int(a).to_bytes(4, "big")) for a in unique.tolist())
+        tables.append(Addresses.from_ipv4(unique))
         inverse = inverse.astype(np.int32)
         k = v4_rows.size
         where = slice(None) if k == n else v4_rows
@@ -1069,17 +1183,68 @@ def _decode(
     if v6_rows.size:
         both = np.ascontiguousarray(np.concatenate([v6_src, v6_dst]))
         unique, inverse = np.unique(both.view(np.dtype((np.void, 16)))[:, 0], return_inverse=True)
-        first = len(addresses)
-        addresses.extend(socket.inet_ntop(socket.AF_INET6, bytes(a)) for a in unique)
+        first = sum(len(t) for t in tables)
+        tables.append(Addresses.from_ipv6(unique))
         inverse = inverse.reshape(-1).astype(np.int32) + first
         k = v6_rows.size
         cols["src"][v6_rows] = inverse[:k]
         cols["dst"][v6_rows] = inverse[k:]
         cols["ip_version"][v6_rows] = 6
 
-    errors = _fallback(path, buf, frames, cols, addresses, np.flatnonzero(fallback))
+    # (The v4 and v6 tables are disjoint: joined, their indexes stay as they are.)
+    addresses = join_addresses(tables)[0] if tables else Addresses()
+    errors, addresses = _fallback(path, buf, frames, cols, addresses, np.flatnonzero(fallback))
     _window_scale(buf, cols)
     return _Decoded(cols, addresses, errors, int(np.count_nonzero(fallback)))
+
+
+DECODE_WINDOW = 1 << 18
+"""Frames decoded at once. The decode's temporaries (frame heads, offsets, masks: a few
+hundred bytes per frame) are held for one window, not for the whole file (issue 9: a
+capture of ten million frames must not cost gigabytes while it is indexed)."""
+# Frame columns the decode computes with as int64 (they are stored narrower).
+_WIDE = ("caplen", "wirelen", "linktype", "interface")
+
+
+def _decode_windows(
+    path: str, buf: Buffer, data: _Bytes, frames: dict[str, np.ndarray]
+) -> _Decoded:
+    """:func:`_decode` over windows of :data:`DECODE_WINDOW` frames, into columns of their
+    stored widths: the same columns, errors (rows of the file) and fallback count; the
+    address table lists each address once, in order of first window."""
+    n = len(frames["frame"])
+    cols: dict[str, np.ndarray] = {
+        name: np.full(n, fill, dtype=_STORED_DTYPES.get(name, dtype))
+        for name, dtype, fill in _COLUMNS
+        if name not in _FRAME_COLUMNS
+    }
+    tables: list[Addresses] = []
+    errors: list[tuple[int, ReadError]] = []
+    fallback = 0
+    base = 0  # the window's first entry in the concatenation of the windows' tables
+    for lo in range(0, n, DECODE_WINDOW):
+        hi = min(n, lo + DECODE_WINDOW)
+        window = {
+            name: col[lo:hi].astype(np.int64) if name in _WIDE else col[lo:hi]
+            for name, col in frames.items()
+        }
+        part = _decode(path, buf, data, window, None)
+        del window
+        for name, col in part.cols.items():
+            cols[name][lo:hi] = (
+                np.where(col >= 0, col + base, -1) if name in ("src", "dst") else col
+            )
+        tables.append(part.addresses)
+        base += len(part.addresses)
+        errors.extend((row + lo, err) for row, err in part.errors)
+        fallback += part.fallback
+    if len(tables) <= 1:
+        return _Decoded(cols, tables[0] if tables else Addresses(), errors, fallback)
+    addresses, remaps = join_addresses(tables)
+    where = np.concatenate([r[:-1] for r in remaps] + [np.full(1, -1, dtype=np.int32)])
+    for name in ("src", "dst"):
+        cols[name] = where[cols[name]]  # -1 reads the trailing -1
+    return _Decoded(cols, addresses, errors, fallback)
 
 
 def _tcp_offsets(linktype: int, data: bytes, wirelen: int) -> tuple[int, int, int, int]:
@@ -1115,20 +1280,22 @@ def _fallback(
     buf: Buffer,
     frames: dict[str, np.ndarray],
     cols: dict[str, np.ndarray],
-    addresses: list[str],
+    addresses: Addresses,
     rows: np.ndarray,
-) -> list[tuple[int, ReadError]]:
-    """Decode ``rows`` one by one with decode_tcp; fill their columns."""
+) -> tuple[list[tuple[int, ReadError]], Addresses]:
+    """Decode ``rows`` one by one with decode_tcp; fill their columns. Returns the errors
+    and ``addresses`` with the ones only these rows have."""
     errors: list[tuple[int, ReadError]] = []
     if not rows.size:
-        return errors
-    known = {a: i for i, a in enumerate(addresses)}
+        return errors, addresses
+    known: dict[str, int] = {}
+    added: list[str] = []
 
     def address(text: str) -> int:
         got = known.get(text)
         if got is None:
-            got = known[text] = len(addresses)
-            addresses.append(text)
+            got = known[text] = len(addresses) + len(added)
+            added.append(text)
         return got
 
     for row in rows.tolist():
@@ -1167,7 +1334,15 @@ def _fallback(
         cols["payload_offset"][row] = start + payload_at
         cols["payload_len"][row] = len(seg.payload)
         cols["claimed_len"][row] = len(seg.payload) + seg.missing_tail
-    return errors
+    if not added:
+        return errors, addresses
+    # The table's own entries keep their places; an added one goes to its first copy.
+    joined, (_, remap) = join_addresses([addresses, Addresses.from_text(added)])
+    for name in ("src", "dst"):
+        col = cols[name]
+        mine = rows[col[rows] >= len(addresses)]
+        col[mine] = remap[col[mine] - len(addresses)]
+    return errors, joined
 
 
 def _window_scale(buf: Buffer, cols: dict[str, np.ndarray]) -> None:
@@ -1188,7 +1363,7 @@ class _FileIndex:
     path: str
     buf: Buffer
     cols: dict[str, np.ndarray]
-    addresses: list[str]
+    addresses: Addresses
     read_errors: list[tuple[int, ReadError]]  # (frames yielded before it, error)
     decode_errors: list[tuple[int, ReadError]]  # (row, error)
     stats: CaptureStats
@@ -1209,7 +1384,7 @@ def _index_file(path: str) -> _FileIndex:
     try:
         read = _read_pcapng if magic == PCAPNG_SHB else _read_pcap
         frames = read(path, buf, size, data, stats)
-        decoded = _decode(path, buf, data, frames.cols, frames.head)
+        decoded = _decode_windows(path, buf, data, frames.cols)
     except BaseException:
         del data  # release the numpy view of the map before closing it
         if isinstance(buf, mmap.mmap):
@@ -1277,7 +1452,7 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     if not files:
         cols: dict[str, np.ndarray] = {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS}
         cols["file"] = np.zeros(0, dtype=np.int32)
-        addresses: list[str] = []
+        addresses = Addresses()
     elif len(files) == 1:
         (f,) = files
         row_at, error_at = positions[0]
@@ -1309,7 +1484,7 @@ def _merge_rows(
     files: list[_FileIndex],
     positions: list[tuple[np.ndarray, np.ndarray]],
     placed: list[tuple[float, ReadError]],
-) -> tuple[dict[str, np.ndarray], list[str]]:
+) -> tuple[dict[str, np.ndarray], Addresses]:
     """Several files: rows in merged order, as ``inputs.merged_frames`` merges the readers'
     streams (``heapq.merge`` keyed like ``inputs._keyed``); errors appended to ``placed``
     with their merged stream position."""
@@ -1352,18 +1527,7 @@ def _merge_rows(
     row_base = np.cumsum([0] + [len(f.cols["frame"]) for f in files])
     row_global = row_base[row_file] + which[~is_error]  # concatenated row of each merged row
 
-    addresses: list[str] = []
-    known: dict[str, int] = {}
-    remaps = []
-    for f in files:
-        remap = []
-        for a in f.addresses:
-            got = known.get(a)
-            if got is None:
-                got = known[a] = len(addresses)
-                addresses.append(a)
-            remap.append(got)
-        remaps.append(np.array([*remap, -1], dtype=np.int32))  # -1 (no address) stays -1
+    addresses, remaps = join_addresses([f.addresses for f in files])  # -1 stays -1
     cols: dict[str, np.ndarray] = {}
     for name, dtype, _fill in _COLUMNS:
         parts = [f.cols[name] for f in files]

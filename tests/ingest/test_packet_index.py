@@ -559,3 +559,45 @@ def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
         assert joined == b"".join(index.payload(int(i)) for i in rows)
         assert index.fds and index.fds[0] is not None
     assert index.fds == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "crafted-pcapng-ns-nullloop-prefixed.pcapng",
+        "crafted-vlan-ipv6-live-jump.pcap",
+        "crafted-snaplen.pcap",
+        "crafted-proxy-two-legs.pcap",
+    ],
+)
+def test_decoded_in_windows(name: str, monkeypatch) -> None:
+    """Frames decoded a few at a time (issue 9: the decode's temporaries are held for a
+    window, not the file) give the same index, errors and address per row."""
+    from sse_forensics.ingest import packet_index
+
+    monkeypatch.setattr(packet_index, "DECODE_WINDOW", 3)
+    index = assert_same([str(SAMPLES / name)])
+    assert len(index) > 3 and len(set(index.addresses)) == len(index.addresses)
+
+
+@pytest.mark.parametrize("window", [2, 1 << 18])
+def test_address_table_across_windows_and_fallback_frames(
+    tmp_path: Path, window: int, monkeypatch
+) -> None:
+    """Addresses kept packed (issue 16) read as decode_tcp writes them, each listed once,
+    whether a window or a fallback frame (IPv6 fragment header) saw it first."""
+    from sse_forensics.ingest import packet_index
+
+    monkeypatch.setattr(packet_index, "DECODE_WINDOW", window)
+    frag = struct.pack("!BBHI", 6, 0, 0x0001, 9)
+    records = [
+        (ether(ipv6(frag + GET, 44, src="2001:db8::7"), 0x86DD), None),  # fallback first
+        (ether(ipv4(GET, src="10.0.0.9")), None),
+        (ether(ipv6(GET, src="2001:db8::7"), 0x86DD), None),
+        (ether(ipv6(frag + GET, 44, dst="::ffff:10.0.0.9"), 0x86DD), None),
+        (ether(ipv4(GET, src="10.0.0.1", dst="10.0.0.9")), None),
+        (ether(ipv6(GET, src="2001:db8::1"), 0x86DD), None),
+    ]
+    index = assert_same([_write(tmp_path, "mixed.pcap", pcap(records, 1))])
+    listed = list(index.addresses)
+    assert len(listed) == len(set(listed)) == 7 and index.fallback_frames == 2

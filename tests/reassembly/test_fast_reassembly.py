@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -517,3 +518,27 @@ def test_ring_buffer_split_inside_connections(tmp_path: Path) -> None:
     second.write_bytes(header + b"".join(records[half:]))
     result = assert_equivalent([str(first), str(second)])
     assert result.fast == 50
+
+
+def test_flows_classified_in_slices(tmp_path: Path, monkeypatch) -> None:
+    """Groups classified a slice of rows at a time (issue 16: the classification's
+    temporaries are bounded) give the same check, and the same rows end to end."""
+    from sse_forensics.ingest.packet_index import index_capture
+    from sse_forensics.reassembly.fast import tcp
+
+    path = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(path, 3000, 9)
+    names = ("crafted-inconsistent-retransmission.pcap", "crafted-capture-loss.pcap")
+    for p in [str(path), *(str(SAMPLES / name) for name in names)]:
+        with index_capture(p) as index:
+            groups = tcp.group_flows(index)
+            whole = tcp.classify_groups(index, groups, float(index.ts[-1]))
+            monkeypatch.setattr(tcp, "CLASSIFY_ROWS", 40)
+            sliced = tcp.classify_groups(index, groups, float(index.ts[-1]))
+            monkeypatch.setattr(tcp, "CLASSIFY_ROWS", 1 << 18)
+        assert len(index.frame) > 40  # more than one slice (or one group larger than it)
+        for name in tcp.GroupCheck.__slots__:
+            a, b = getattr(whole, name), getattr(sliced, name)
+            assert np.array_equal(np.asarray(a), np.asarray(b)), (p, name)
+    monkeypatch.setattr(tcp, "CLASSIFY_ROWS", 40)
+    assert assert_equivalent([str(path)], shards=(1,)).fast == 50

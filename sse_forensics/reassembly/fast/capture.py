@@ -473,9 +473,10 @@ class _Batch:
         for g, conn_id in members:
             lo, hi = int(groups.starts[g]), int(groups.starts[g + 1])
             rows = groups.rows[lo:hi]
-            server = check.server[lo:hi]
-            fresh = check.fresh[lo:hi]
-            skip = check.skip[lo:hi]
+            clo, chi = check.span(g)
+            server = check.server[clo:chi]
+            fresh = check.fresh[clo:chi]
+            skip = check.skip[clo:chi]
             lens = []
             for side in (False, True):
                 has = (fresh > 0) & (server == side)
@@ -567,14 +568,15 @@ class _Batch:
         views = None
         try:
             for c in self.conns:
-                lo, hi = int(groups.starts[c.group]), int(groups.starts[c.group + 1])
-                at = check.overlaps(lo, hi)
+                clo, chi = check.span(c.group)
+                at = check.overlaps(clo, chi)
                 if not len(at):
                     continue
                 if views is None:
                     views = [memoryview(b) for b in index.buffers]
+                lo = int(groups.starts[c.group])
                 for p in at.tolist():
-                    row = int(groups.rows[p])
+                    row = int(groups.rows[lo + p - clo])
                     server = bool(check.server[p])
                     buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
                     n = int(check.overlap_len[p])

@@ -43,6 +43,8 @@ ERRORS_PER_KIND = 100
 rest are counted in one line (issue 16: a flood of broken connections must not cost one
 object, and one output line, per connection)."""
 _NUMBERS = re.compile(r"\d+")
+FEED_SLICE = 1 << 16
+"""Rows turned into Python ints at once (a list of a million of them costs 36 MB)."""
 
 ErrorKey = tuple[float, int, int, int]
 """(row, phase, flow position, sequence): ``row`` is ``inf`` for the end of the capture,
@@ -169,18 +171,19 @@ class ExactDriver:
         tracker = self.tracker
         feed = tracker.feed
         segment = self.index.segment
-        for row in rows.tolist():
-            seg = segment(row)
-            assert seg is not None, "rows fed are TCP rows"
-            pieces = feed(seg)
-            if tracker.count > self.decided:
-                self._new_connections(row)
-            if pieces:
-                self._route(pieces)
-            for conn in tracker.take_finished():
-                self._finalise(conn)
-            if self.errors:
-                self._keep_errors(row, 0, 0)
+        for lo in range(0, len(rows), FEED_SLICE):
+            for row in rows[lo : lo + FEED_SLICE].tolist():
+                seg = segment(row)
+                assert seg is not None, "rows fed are TCP rows"
+                pieces = feed(seg)
+                if tracker.count > self.decided:
+                    self._new_connections(row)
+                if pieces:
+                    self._route(pieces)
+                for conn in tracker.take_finished():
+                    self._finalise(conn)
+                if self.errors:
+                    self._keep_errors(row, 0, 0)
 
     def close(self, end_ts: float | None) -> None:
         """End of the capture (its last frame at ``end_ts``)."""

@@ -139,20 +139,109 @@ class GroupCheck:
     skip: np.ndarray  # int64 per grouped row: payload bytes before them (already seen)
     final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
     first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
-    shift: np.ndarray  # int64 [G, 2]: window scale of client, server
+    shift: np.ndarray  # int8 [G, 2]: window scale of client, server
     # Per grouped row: payload bytes that repeat bytes already delivered (a retransmission
     # or overlap the reassembler compares with the first copy), where they start in the
     # payload and in the stream.
     overlap_len: np.ndarray
     overlap_skip: np.ndarray
     overlap_at: np.ndarray
+    # int64 [G + 1]: the per-row arrays hold the rows of candidates only (issue 16: a flood's
+    # groups need none), group g's at row_start[g]:row_start[g + 1] (empty unless candidate).
+    row_start: np.ndarray
+
+    def span(self, g: int) -> tuple[int, int]:
+        """Where candidate ``g``'s rows are in the per-row arrays (in group order)."""
+        return int(self.row_start[g]), int(self.row_start[g + 1])
 
     def overlaps(self, lo: int, hi: int) -> np.ndarray:
-        """Grouped indexes in ``[lo, hi)`` (one group) of rows that repeat delivered bytes."""
+        """Positions in ``[lo, hi)`` (one group's :meth:`span`) of rows that repeat
+        delivered bytes."""
         return lo + np.flatnonzero(self.overlap_len[lo:hi] > 0)
 
 
+_PER_ROW = ("server", "offset", "fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
+
+
+CLASSIFY_ROWS = 1 << 18
+"""Grouped rows classified at once (whole groups): the classification's temporaries (some
+thirty values per row) are held for one slice of groups, not for the whole capture
+(issue 16: a flood of a million SYNs cost 480 MB there)."""
+
+
 def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
+    """Every group's :class:`GroupCheck`, computed over slices of whole groups of about
+    :data:`CLASSIFY_ROWS` rows (each group's check depends on its own rows only)."""
+    n = len(groups.rows)
+    if n <= CLASSIFY_ROWS:
+        return _candidates_only(_classify(index, groups, capture_end), groups)
+    parts: list[tuple[int, GroupCheck]] = []
+    g0 = 0
+    while g0 < len(groups):
+        lo = int(groups.starts[g0])
+        g1 = max(g0 + 1, int(np.searchsorted(groups.starts, lo + CLASSIFY_ROWS, side="right")) - 1)
+        g1 = min(g1, len(groups))
+        hi = int(groups.starts[g1])
+        part = FlowGroups(
+            groups.rows[lo:hi], groups.starts[g0 : g1 + 1] - lo, groups.first_row[g0:g1]
+        )
+        parts.append((lo, _candidates_only(_classify(index, part, capture_end), part)))
+        g0 = g1
+    return _join_checks(parts, n)
+
+
+def _candidates_only(check: GroupCheck, groups: FlowGroups) -> GroupCheck:
+    """``check`` with its per-row arrays cut to the rows of candidates."""
+    if bool(check.candidate.all()):
+        return check
+    counts = np.diff(groups.starts)
+    keep = np.repeat(check.candidate, counts)
+    for name in _PER_ROW:
+        setattr(check, name, getattr(check, name)[keep])
+    check.row_start = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.where(check.candidate, counts, 0), out=check.row_start[1:])
+    return check
+
+
+def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
+    """The checks of consecutive slices of groups (each with its first grouped row) as one;
+    grouped indexes shifted, "none" values (-1, a slice's row count) made the whole's."""
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(c, name) for _lo, c in parts])
+
+    final = np.concatenate([np.where(c.final >= 0, c.final + lo, -1) for lo, c in parts])
+    ends = [lo for lo, _c in parts[1:]] + [n]
+    first_rst = np.concatenate(  # a slice's "none" is its own row count
+        [
+            np.where(c.first_rst < end - lo, c.first_rst + lo, n)
+            for (lo, c), end in zip(parts, ends, strict=True)
+        ]
+    )
+    row_start = [np.zeros(1, dtype=np.int64)]
+    at = 0
+    for _lo, c in parts:
+        row_start.append(c.row_start[1:] + at)
+        at += int(c.row_start[-1])
+    return GroupCheck(
+        [why for _lo, c in parts for why in c.reason],
+        cat("candidate"),
+        cat("exact_tcp"),
+        cat("server"),
+        cat("offset"),
+        cat("fresh"),
+        cat("skip"),
+        final,
+        first_rst,
+        np.concatenate([c.shift for _lo, c in parts]).reshape(-1, 2),
+        cat("overlap_len"),
+        cat("overlap_skip"),
+        cat("overlap_at"),
+        np.concatenate(row_start),
+    )
+
+
+def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> GroupCheck:
     rows = groups.rows
     starts = groups.starts
     n_groups = len(groups)
@@ -350,10 +439,11 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
         plen - fresh,
         final,
         first_rst,
-        shift,
+        shift.astype(np.int8),  # at most 14 (RFC 7323 §2.3); the check is kept per group
         overlap_len,
         overlap_skip,
         ov_lo,
+        starts,
     )
 
 
@@ -374,7 +464,8 @@ def build_connection(
     segments after it, such as the last ACK, still count in the first)."""
     lo, hi = int(groups.starts[gi]), int(groups.starts[gi + 1])
     rows = groups.rows[lo:hi]
-    server = check.server[lo:hi]
+    clo, chi = check.span(gi)
+    server = check.server[clo:chi]
     first_row = int(rows[0])
     addresses = index.addresses
     client = (addresses[int(index.src[first_row])], int(index.sport[first_row]))
@@ -412,7 +503,7 @@ def build_connection(
     if rst_p < len(rows):
         conn.rst = _origin(index, int(rows[rst_p]))
         conn.rst_by = "server" if server[rst_p] else "client"
-    fresh = check.fresh[lo:hi]
+    fresh = check.fresh[clo:chi]
     conn.loss = {
         "client": DirectionLoss(bytes_seen=int(fresh[~server].sum())),
         "server": DirectionLoss(bytes_seen=int(fresh[server].sum())),
