@@ -354,6 +354,34 @@ def _int_keys(ids: pl.Series, max_digits: int) -> pl.DataFrame:
     return pl.concat([plain, slow])
 
 
+def _with_int_keys(df: pl.DataFrame, max_digits: int) -> pl.DataFrame:
+    """``df`` (with ``id_field``) plus :func:`_int_keys`' ``int_ok`` and ``iseq``, row by
+    row: computed on the rows with expressions, not joined from a table of distinct IDs (a
+    stream of ten million distinct IDs then costs no hash table of them). ``int_ok`` is
+    false, not null, where there is no ID; readers treat both alike."""
+    value = pl.col("id_field")
+    odd = value.str.contains(_NOT_PLAIN).fill_null(False)
+    iseq = (
+        pl.when(~odd & value.str.contains(_ASCII_INT) & (value.str.len_bytes() <= max_digits))
+        .then(value.cast(pl.Int64, strict=False))
+        .alias("iseq")
+    )
+    df = df.with_columns(iseq).with_columns(pl.col("iseq").is_not_null().alias("int_ok"))
+    others = df.filter(odd).get_column("id_field")
+    if not others.len():
+        return df
+    # The rare IDs Python's ``re`` reads differently: IdCodec.key, once per distinct one.
+    slow = _int_keys(others, max_digits).rename({"int_ok": "s_ok", "iseq": "s_seq"})
+    return (
+        df.join(slow, on="id_field", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(odd).then(pl.col("s_ok")).otherwise(pl.col("int_ok")).alias("int_ok"),
+            pl.when(odd).then(pl.col("s_seq")).otherwise(pl.col("iseq")).alias("iseq"),
+        )
+        .drop("s_ok", "s_seq")
+    )
+
+
 def codec_frame(codecs: Mapping[Key, IdCodec]) -> tuple[pl.DataFrame, dict[str, str]]:
     """``conn_id, ex_index, scheme`` for each response in ``codecs`` (a scheme name per
     distinct codec: ``int``, ``opaque`` or ``p0``, ``p1``… for prefixed patterns), and the
@@ -392,8 +420,7 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     df = events.select("conn_id", "ex_index", "id_field").join(
         scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
     )
-    ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
-    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left", maintain_order="left")
+    df = _with_int_keys(df, max_digits)
     # when/then chains, one branch per scheme (polars' Then, then ChainedThen).
     prefix: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(
         pl.when(pl.col("int_ok")).then(pl.lit(""))
