@@ -58,12 +58,14 @@ class Partition:
     )
 
 
-# Event columns whose values repeat from event to event (a session, a capture file's path, a
-# handful of kinds): read back for judging as categoricals, four bytes a row instead of a
-# string view (16 bytes) plus, past 12 bytes, the string itself, per event (issue 16: one
-# stream of ten million events). The fact layer compares them with strings and casts them
-# back where a fact table shows them.
-EVENT_CATEGORIES = ("session", "event", "kind", "first_src", "first_kind", "last_src", "last_kind")
+# Event columns whose values repeat from event to event and come from a small set (a
+# session, a capture file's path, a handful of kinds; not the ``event`` type a sender
+# chooses: polars interns every distinct categorical value for the life of the process):
+# read back for judging as categoricals, four bytes a row instead of a string view (16
+# bytes) plus, past 12 bytes, the string itself (issue 16: one stream of ten million
+# events). The fact layer compares them with strings and casts them back where a fact
+# table shows them.
+EVENT_CATEGORIES = ("session", "kind", "first_src", "first_kind", "last_src", "last_kind")
 
 
 def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
@@ -71,18 +73,51 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(pl.col(c).cast(pl.Categorical) for c in EVENT_CATEGORIES)
 
 
+def _constant(column: pl.Series) -> tuple[bool, object]:
+    """Whether every row of ``column`` holds one value (nulls included), and that value.
+    Decided without hashing: null count, else min and max (strings other than categoricals
+    are not tried)."""
+    nulls = column.null_count()
+    if nulls == column.len():
+        return True, None
+    if nulls or column.dtype == pl.String or column.dtype == pl.Binary:
+        return False, None
+    values = column.to_physical() if column.dtype == pl.Categorical else column
+    if values.dtype == pl.Boolean:
+        values = values.cast(pl.UInt8)
+    if values.dtype.is_numeric() and values.min() == values.max():
+        return True, column[0]
+    return False, None
+
+
+def compact(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
+    and signal columns of a stream with none, or the connection of a partition of one
+    stream) stored once, as a polars scalar column that filters, gathers and concatenations
+    keep scalar: the events of one long stream cost their varying columns only (issue 16)."""
+    if not df.height:
+        return df
+    scalars = []
+    for column in df.get_columns():
+        same, value = _constant(column)
+        if same:
+            scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
+    return df.with_columns(scalars) if scalars else df
+
+
 def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
     """One spilled file of ``table``; events narrowed (:func:`narrow_events`) as they are
-    read, row group by row group, so a file holding one long stream is never held wide."""
+    read, row group by row group, so a file holding one long stream is never held wide, and
+    compacted (:func:`compact`)."""
     if table is not EventColumns:
         return pl.read_parquet(path)
-    return narrow_events(pl.scan_parquet(path)).collect(engine="streaming")
+    return compact(narrow_events(pl.scan_parquet(path)).collect(engine="streaming"))
 
 
 def _narrowed(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataFrame]:
     if table is not EventColumns:
         return frames
-    return [narrow_events(f.lazy()).collect() for f in frames]
+    return [compact(narrow_events(f.lazy()).collect()) for f in frames]
 
 
 def join_buckets(
