@@ -868,22 +868,25 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     key_parts: dict[int, list[bytes]] = {}
-    for part, events in source.bucket_events(id_columns, _HAS_ID):
-        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
-        # Each response read under its logical stream's scheme, else its session's.
+    stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
+    for part, events in source.bucket_events(["conn_id", "ex_index", "id_field"], _HAS_ID):
+        # Each response read under its logical stream's scheme, else its session's. Only
+        # the three columns keys need are read: an event of a response that is not a
+        # stream has no codec, hence no key.
         by_response = {
             (c, i): front.stream_codecs.get((rc, ri))
             or front.codecs.get(session)
             or IdCodec("opaque")
-            for c, i, session, rc, ri in id_events.select("conn_id", "ex_index", "session")
+            for c, i, session, rc, ri in events.select("conn_id", "ex_index")
             .unique()
+            .join(stream_session, on=["conn_id", "ex_index"], how="inner")
             .join(root_of, on=["conn_id", "ex_index"], how="inner")
             .iter_rows()
         }
         keyed = (
-            event_keys(id_events, by_response)
+            event_keys(events, by_response)
             .filter(pl.col("seq").is_not_null())
-            .select("conn_id", "ex_index", "session", "prefix", "seq")
+            .select("conn_id", "ex_index", "prefix", "seq")
         )
         key_parts.setdefault(task_of[part], []).append(
             _packed(
