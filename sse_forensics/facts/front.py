@@ -567,6 +567,58 @@ def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[in
     return codes.select("root", "g"), dict(codes.select("g", group).unique().iter_rows())
 
 
+def _grouped(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` (``root, prefix, seq``) with each root's group ``g`` (roots without one
+    left out)."""
+    return keys.join(root_group, on="root", how="inner")
+
+
+def _value_hash() -> pl.Expr:
+    return pl.struct("g", "prefix", "seq").hash(seed=0)
+
+
+def _shared_values(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``g, prefix, seq`` of the values more than one root of their group carries, over
+    ``parts`` (:func:`_grouped` keys; a root is in one part only, and its values are
+    distinct). Values are told apart by a hash first; only those whose hash repeats are
+    compared exactly, so millions of values one root alone carries cost one hash each, not
+    a table of counts (issue 16)."""
+    hashes = pl.concat([p.select(_value_hash().alias("h")) for p in parts])
+    repeated = hashes.filter(pl.col("h").is_duplicated()).get_column("h").unique()
+    del hashes
+    schema = {"g": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+    if not repeated.len():
+        return pl.DataFrame(schema=schema)
+    wanted = repeated.implode()
+    candidates = pl.concat(
+        [p.filter(_value_hash().is_in(wanted)).select(list(schema)) for p in parts]
+    )
+    return (
+        candidates.group_by(list(schema))
+        .agg(pl.len().alias("holders"))
+        .filter(pl.col("holders") > 1)
+        .select(list(schema))
+    )
+
+
+def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
+    """``g, root, n, shared``: each root's values, and how many of them another root of its
+    group carries too (``shared``: :func:`_shared_values` over every root of the group)."""
+    counts = grouped.group_by(["g", "root"]).agg(pl.len().alias("n"))
+    if shared.height:
+        wanted = shared.select(_value_hash()).to_series().implode()
+        hits = (
+            grouped.filter(_value_hash().is_in(wanted))
+            .join(shared, on=["g", "prefix", "seq"], how="semi")
+            .group_by(["g", "root"])
+            .agg(pl.len().alias("shared"))
+        )
+        counts = counts.join(hits, on=["g", "root"], how="left")
+    else:
+        counts = counts.with_columns(pl.lit(None, pl.UInt32).alias("shared"))
+    return counts.with_columns(pl.col("shared").fill_null(0))
+
+
 def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict[Any, bool]:
     """Per group (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
@@ -575,28 +627,8 @@ def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> 
     if not keys.height:
         return {}
     root_group, names = codes
-    return _judge_groups(_per_root(keys, root_group, _holders(keys, root_group)), names)
-
-
-def _holders(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
-    """``g, prefix, seq, holders``: how many of ``keys``' roots carry each value. Roots of
-    different tasks are distinct, so the holders of a whole scan are the tasks' sum."""
-    return (
-        keys.join(root_group, on="root", how="inner")
-        .group_by(["g", "prefix", "seq"])
-        .agg(pl.len().alias("holders"))
-    )
-
-
-def _per_root(keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame) -> pl.DataFrame:
-    """``g, root, n, shared``: each root's values, and how many of them another root of its
-    group carries too (``holders``: :func:`_holders` over every root of the group)."""
-    return (
-        keys.join(root_group, on="root", how="inner")
-        .join(holders, on=["g", "prefix", "seq"], how="left")
-        .group_by(["g", "root"])
-        .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
-    )
+    grouped = _grouped(keys, root_group)
+    return _judge_groups(_per_root(grouped, _shared_values([grouped])), names)
 
 
 def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bool]:
@@ -621,6 +653,9 @@ def _packed(df: pl.DataFrame) -> bytes:
 
 
 def _task_keys(parts: list[bytes]) -> pl.DataFrame:
+    """One task's keys, distinct (each part already is: one part needs no other pass)."""
+    if len(parts) == 1:
+        return pl.read_parquet(io.BytesIO(parts[0]))
     return pl.concat([pl.read_parquet(io.BytesIO(p)) for p in parts]).unique()
 
 
@@ -901,27 +936,20 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     session_repeats: dict[Any, bool] = {}
     session_codes = _group_codes(all_roots, "session")
     server_roots, server_names = _group_codes(all_roots, "server")
-    holder_parts = []
     for parts in key_parts.values():
-        keys = _task_keys(parts)
-        session_repeats.update(_repeats(keys, session_codes))
-        holder_parts.append(_holders(keys, server_roots))
-    holders = (
-        pl.concat(holder_parts).group_by(["g", "prefix", "seq"]).agg(pl.col("holders").sum())
-        if holder_parts
-        else None
-    )
-    del holder_parts
-    server_repeats = (
-        _judge_groups(
+        session_repeats.update(_repeats(_task_keys(parts), session_codes))
+    server_repeats: dict[Any, bool] = {}
+    if key_parts:
+        shared = _shared_values([_grouped(_task_keys(p), server_roots) for p in key_parts.values()])
+        server_repeats = _judge_groups(
             pl.concat(
-                [_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]
+                [
+                    _per_root(_grouped(_task_keys(p), server_roots), shared)
+                    for p in key_parts.values()
+                ]
             ),
             server_names,
         )
-        if holders is not None
-        else {}
-    )
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
