@@ -252,6 +252,10 @@ def split_by(df: pl.DataFrame, column: str, keep_key: bool = True) -> dict[Any, 
     its key (and a ``drop`` per group one more again)."""
     if not df.height:
         return {}
+    key = df.get_column(column)
+    if key.null_count() == 0 and key.dtype.is_integer() and key.min() == key.max():
+        # One group (a batch of one long stream): the rows as they are, not a copy.
+        return {key[0]: df if keep_key else df.drop(column)}
     if keep_key:
         return {part.get_column(column)[0]: part for part in df.partition_by(column)}
     keys = df.get_column(column).unique(maintain_order=True).to_list()
