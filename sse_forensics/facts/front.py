@@ -470,26 +470,46 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
     logical stream's scheme needs (:func:`_stream_codecs`), in sums a stream spread over
     several partitions adds up: the IDs judged (``n``, signals left out), how many are
     decimal integers (``int_fit``) and, per pattern, how many fit it (``fit0``…) with the
-    number of distinct prefixes and counter values among those."""
-    ids = id_events.get_column("id_field")
-    judged = id_events.filter(pl.col("kind") != "signal").join(
-        _int_keys(ids, max_digits), on="id_field", how="left"
+    number of distinct prefixes and counter values among those.
+
+    Grouped by response only (its session is one per response, put back after), integer
+    keys computed row by row, and a packaged pattern tried only on the IDs holding one of
+    its separators: a stream of ten million integer IDs costs no table of distinct IDs."""
+    response = ["conn_id", "ex_index"]
+    sessions = id_events.select(*response, "session").unique(response, keep="first")
+    judged = _with_int_keys(
+        id_events.select(*response, "id_field", "kind")
+        .filter(pl.col("kind") != "signal")
+        .drop("kind"),
+        max_digits,
     )
-    response = ["conn_id", "ex_index", "session"]
     out = judged.group_by(response).agg(
         pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
     )
+    judged = judged.select(*response, "id_field")
     for k, pattern in enumerate(patterns):
-        j = judged.join(
-            _match_prefixed(ids, pattern, max_digits), on="id_field", how="left"
-        ).with_columns(pl.col("m").fill_null(False))
-        per = j.group_by(response).agg(
-            pl.col("m").sum().alias(f"fit{k}"),
-            pl.col("prefix").filter(pl.col("m")).n_unique().alias(f"prefixes{k}"),
-            pl.col("seq").filter(pl.col("m")).n_unique().alias(f"seqs{k}"),
+        tried = (
+            judged.filter(pl.col("id_field").str.contains(_SEPARATOR).fill_null(True))
+            if pattern in _PACKAGED_PATTERNS
+            else judged
         )
-        out = out.join(per, on=response, how="left")
-    return out
+        table = _match_prefixed(tried.get_column("id_field"), pattern, max_digits)
+        per = (
+            tried.join(table.filter(pl.col("m")), on="id_field", how="inner")
+            .group_by(response)
+            .agg(
+                pl.len().alias(f"fit{k}"),
+                pl.col("prefix").n_unique().alias(f"prefixes{k}"),
+                pl.col("seq").n_unique().alias(f"seqs{k}"),
+            )
+        )
+        names = [f"fit{k}", f"prefixes{k}", f"seqs{k}"]
+        out = out.join(per, on=response, how="left").with_columns(
+            pl.col(n).fill_null(0) for n in names
+        )
+    return sessions.join(out, on=response, how="inner").select(
+        *response, "session", *[c for c in out.columns if c not in response]
+    )
 
 
 def _stream_codecs(
@@ -751,10 +771,14 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     patterns = _patterns(config)
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
+    leids = resumes.get_column("leid").unique().implode()
     for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         seen_parts.append(
-            id_events.join(wanted, on=["session", "id_field"], how="left")
+            # Only an event carrying some resume's Last-Event-ID can be picked: those few
+            # rows first, then the exact conditions.
+            id_events.filter(pl.col("id_field").is_in(leids))
+            .join(wanted, on=["session", "id_field"], how="left")
             .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
             .group_by(["rank", "session", "id_field"])
             .agg(
