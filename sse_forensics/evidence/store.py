@@ -75,13 +75,16 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
 
 def _constant(column: pl.Series) -> tuple[bool, object]:
     """Whether every row of ``column`` holds one value (nulls included), and that value.
-    Decided without hashing: null count, else min and max (strings other than categoricals
-    are not tried)."""
+    Decided without hashing: null count, else min and max (strings: each compared with the
+    first)."""
     nulls = column.null_count()
     if nulls == column.len():
         return True, None
-    if nulls or column.dtype == pl.String or column.dtype == pl.Binary:
+    if nulls or column.dtype == pl.Binary:
         return False, None
+    if column.dtype == pl.String:
+        first = column[0]
+        return bool((column == first).all()), first
     values = column.to_physical() if column.dtype == pl.Categorical else column
     if values.dtype == pl.Boolean:
         values = values.cast(pl.UInt8)
@@ -90,15 +93,18 @@ def _constant(column: pl.Series) -> tuple[bool, object]:
     return False, None
 
 
-def compact(df: pl.DataFrame) -> pl.DataFrame:
+def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
     and signal columns of a stream with none, or the connection of a partition of one
     stream) stored once, as a polars scalar column that filters, gathers and concatenations
-    keep scalar: the events of one long stream cost their varying columns only (issue 16)."""
+    keep scalar: the events of one long stream cost their varying columns only (issue 16).
+    Only ``columns`` are tried when given (a column already scalar is best left untouched:
+    reading it as a series materialises it)."""
     if not df.height:
         return df
     scalars = []
-    for column in df.get_columns():
+    names = df.columns if columns is None else columns
+    for column in (df.get_column(n) for n in names):
         same, value = _constant(column)
         if same:
             scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from sse_forensics.evidence.store import compact
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import StreamRecord
@@ -25,6 +26,8 @@ from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]
+# Columns event_columns adds that are often one value over a partition (evidence.store.compact).
+_PER_STREAM = ("rank", "session", "prefix", "arithmetic")
 
 
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
@@ -151,7 +154,8 @@ def event_columns(
         events.drop("session") if in_place else events.drop("session").gather(rows)
     ).hstack([order.get_column("rank"), order.get_column("session")])
     del order, rows
-    keyed = event_keys(stream_events, codecs)
+    # The columns added here hold one value per stream: one stream, one scalar column.
+    keyed = compact(event_keys(stream_events, codecs), _PER_STREAM)
     carries = pl.col("id_field").fill_null("") != ""
     outlier = (
         carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
