@@ -198,12 +198,15 @@ def _to_judge(
     # ``keyed`` holds each stream's events together (rank, position order): a run starts
     # where the stream or the prefix changes, numbered over the whole frame (no window per
     # stream; one group per run).
-    numbered = keyed.select(
-        "rank", "conn_id", "ex_index", "id_field", "kind", "prefix", "seq"
-    ).filter(
-        (pl.col("id_field").fill_null("") != "")
-        & (pl.col("kind") != "signal")
-        & pl.col("seq").is_not_null()
+    numbered = (
+        keyed.lazy()
+        .filter(
+            (pl.col("id_field").fill_null("") != "")
+            & (pl.col("kind") != "signal")
+            & pl.col("seq").is_not_null()
+        )
+        .select("rank", "conn_id", "ex_index", "prefix", "seq")
+        .collect()
     )
     starts = (pl.col("rank") != pl.col("rank").shift(1)) | (
         pl.col("prefix") != pl.col("prefix").shift(1)
@@ -290,10 +293,11 @@ def events_plan(cols: EventColumns, frame: pl.DataFrame) -> pl.LazyFrame:
     holding the whole table (issue 16: memory bounded, not per event)."""
     considered = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
     c = (
-        cols.events.select("rank", "id_field", "kind", "prefix", "seq")
+        cols.events.lazy()
         .with_row_index("row")
         .filter(considered)
-        .drop("kind")
+        .select("row", "rank", "id_field", "prefix", "seq")
+        .collect()
     )
     # Each stream's events are together (rank, position order): the previous event of the
     # stream is the previous row when the rank is the same (no window per stream).
