@@ -17,6 +17,7 @@ import orjson
 import polars as pl
 
 from sse_forensics.evidence.store import compact
+from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import StreamRecord
@@ -136,6 +137,24 @@ def event_columns(
     # The order (stream time, position) is found on the key columns; every column is then
     # gathered once (a partition of one long stream holds one copy of its events, not one
     # per step).
+    one = single_response(events)
+    if one is not None:
+        # One response in position order (a partition of one long stream): its rank and
+        # session as scalar columns, nothing joined or sorted.
+        mine = frame.filter((pl.col("conn_id") == one[0]) & (pl.col("ex_index") == one[1])).select(
+            "rank", pl.col("session_id").alias("session")
+        )
+        if mine.height == 1:
+            rank, session = mine.row(0)
+            return _keyed_columns(
+                events.drop("session").with_columns(
+                    pl.lit(rank, pl.Int64).alias("rank"),
+                    pl.lit(session, pl.String).alias("session"),
+                ),
+                frame,
+                codecs,
+                logged,
+            )
     order = (
         events.select("conn_id", "ex_index", "position")
         .with_row_index("row")
@@ -154,6 +173,17 @@ def event_columns(
         events.drop("session") if in_place else events.drop("session").gather(rows)
     ).hstack([order.get_column("rank"), order.get_column("session")])
     del order, rows
+    return _keyed_columns(stream_events, frame, codecs, logged)
+
+
+def _keyed_columns(
+    stream_events: pl.DataFrame,
+    frame: pl.DataFrame,
+    codecs: dict[Key, IdCodec],
+    logged: set[Key],
+) -> EventColumns:
+    """:func:`event_columns` from the partition's stream events in stream time order, with
+    their ``rank`` and ``session``."""
     # The columns added here hold one value per stream: one stream, one scalar column.
     keyed = compact(event_keys(stream_events, codecs), _PER_STREAM)
     carries = pl.col("id_field").fill_null("") != ""

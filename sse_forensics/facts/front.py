@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import polars as pl
 
 from sse_forensics.evidence.store import bucket_expr, buckets_of
-from sse_forensics.evidence.tables import split_by
+from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
@@ -417,9 +417,16 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
     # The keys are computed on the three columns they need and put beside ``events``: a
     # partition holding one stream of millions of events is not copied whole per join.
-    df = events.select("conn_id", "ex_index", "id_field").join(
-        scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
-    )
+    one = single_response(events, ordered=False)
+    if one is not None:  # one response: its scheme as a scalar column, nothing joined
+        named = scheme.filter((pl.col("conn_id") == one[0]) & (pl.col("ex_index") == one[1]))
+        df = events.select("conn_id", "ex_index", "id_field").with_columns(
+            pl.lit(named.item(0, "scheme") if named.height else None, pl.String).alias("scheme")
+        )
+    else:
+        df = events.select("conn_id", "ex_index", "id_field").join(
+            scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
+        )
     df = _with_int_keys(df, max_digits)
     # when/then chains, one branch per scheme (polars' Then, then ChainedThen).
     prefix: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(
