@@ -671,6 +671,16 @@ def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bo
     }
 
 
+def _distinct(keys: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` (``root, prefix, seq``) without repeats: as they are when no two rows hash
+    alike (a stream whose IDs never repeat: one hash per row, no table of the rows), else
+    by polars' exact ``unique``."""
+    hashes = keys.select(pl.struct("root", "prefix", "seq").hash(seed=0).alias("h"))
+    if hashes.get_column("h").is_unique().all():
+        return keys
+    return keys.unique()
+
+
 def _packed(df: pl.DataFrame) -> bytes:
     """``df`` compressed in memory (Parquet): the keys of a whole scan, one task's read
     back at a time."""
@@ -951,14 +961,18 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         }
         keyed = (
             event_keys(events, by_response)
+            .lazy()
             .filter(pl.col("seq").is_not_null())
             .select("conn_id", "ex_index", "prefix", "seq")
+            .collect()
         )
         key_parts.setdefault(task_of[part], []).append(
             _packed(
-                keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
-                .select("root", "prefix", "seq")
-                .unique()
+                _distinct(
+                    keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner").select(
+                        "root", "prefix", "seq"
+                    )
+                )
             )
         )
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one

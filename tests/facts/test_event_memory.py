@@ -168,3 +168,13 @@ def test_lazy_events_table_gives_the_same_findings(sample: str) -> None:
     assert lazy.stats.events == eager.stats.events == eager.tables["events"].height
     if sample == "non-monotonic-id.pcap":  # the rule over the events table fired
         assert any(f.rule == "non-monotonic-id" for f in lazy.findings)
+
+
+def test_distinct_keys_drop_repeats_only() -> None:
+    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+    fresh = pl.DataFrame(
+        [(1, "", 1), (1, "", 2), (2, "", 1), (1, "a_", 1)], schema=schema, orient="row"
+    )
+    assert front._distinct(fresh).equals(fresh)
+    repeated = pl.concat([fresh, fresh.head(2)])
+    assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
