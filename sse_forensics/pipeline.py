@@ -327,16 +327,26 @@ def analyze_partition(
             exchanges.select("conn_id").unique(), on="conn_id", how="semi"
         )
         records = load_exchanges(exchanges, events)
+        lazy = not keep_tables and not keep_records
         facts = build_facts(
-            records, load_connections(connections), front, events, sessions, latest_post
+            records,
+            load_connections(connections),
+            front,
+            events,
+            sessions,
+            latest_post,
+            lazy_events=lazy,
         )
-        findings, _ = evaluate(rules, facts.tables, provided)
+        del events
+        findings, _ = evaluate(rules, facts.rule_tables(), provided)
         fact_tables, kept = facts.tables, facts if keep_records else None
+        event_rows = facts.event_rows
         if kept is None:  # freed here by reference counting, not walked by the collector
             for stream in facts.streams:
                 stream.release()
             del records, facts
     counts = {name: df.height for name, df in fact_tables.items()}
+    counts["events"] = event_rows
     tables = fact_tables if keep_tables else {"sessions": fact_tables["sessions"]}
     return PartitionResult(tables, findings, counts, kept)
 

@@ -60,8 +60,14 @@ def ruleset(rule: Rule) -> str:
     return "sse-forensics" if folder.resolve() == packaged_rules_dir().resolve() else folder.name
 
 
-def evaluate_rule(rule: Rule, table: pl.DataFrame) -> list[Finding]:
-    matched = table.filter(rule.predicate())
+def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Finding]:
+    """The findings of ``rule`` over ``table``; a lazy table (a partition's ``events``,
+    ``facts.build.Facts.events_plan``) is filtered by the streaming engine, so only the
+    matching rows are ever held."""
+    if isinstance(table, pl.LazyFrame):
+        matched = table.filter(rule.predicate()).collect(engine="streaming")
+    else:
+        matched = table.filter(rule.predicate())
     lost_nothing = [False] * matched.height
     if rule.contract_violation_when is not None and matched.height:
         lost_nothing = (
@@ -147,7 +153,7 @@ def not_judged_rules(rules: RuleSet, provided: frozenset[str]) -> list[dict[str,
 
 def evaluate(
     rules: RuleSet,
-    tables: Mapping[str, pl.DataFrame],
+    tables: Mapping[str, pl.DataFrame | pl.LazyFrame],
     provided: frozenset[str] = frozenset(EVIDENCE_KINDS),
 ) -> tuple[list[Finding], list[dict[str, object]]]:
     """Every rule the evidence can judge, over its table; findings sorted most severe

@@ -58,6 +58,74 @@ class Partition:
     )
 
 
+# Event columns whose values repeat from event to event and come from a small set (a
+# session, a capture file's path, a handful of kinds; not the ``event`` type a sender
+# chooses: polars interns every distinct categorical value for the life of the process):
+# read back for judging as categoricals, four bytes a row instead of a string view (16
+# bytes) plus, past 12 bytes, the string itself (issue 16: one stream of ten million
+# events). The fact layer compares them with strings and casts them back where a fact
+# table shows them.
+EVENT_CATEGORIES = ("session", "kind", "first_src", "first_kind", "last_src", "last_kind")
+
+
+def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
+    """``events`` with :data:`EVENT_CATEGORIES` as categoricals."""
+    return events.with_columns(pl.col(c).cast(pl.Categorical) for c in EVENT_CATEGORIES)
+
+
+def _constant(column: pl.Series) -> tuple[bool, object]:
+    """Whether every row of ``column`` holds one value (nulls included), and that value.
+    Decided without hashing: null count, else min and max (strings: each compared with the
+    first)."""
+    nulls = column.null_count()
+    if nulls == column.len():
+        return True, None
+    if nulls or column.dtype == pl.Binary:
+        return False, None
+    if column.dtype == pl.String:
+        first = column[0]
+        return bool((column == first).all()), first
+    values = column.to_physical() if column.dtype == pl.Categorical else column
+    if values.dtype == pl.Boolean:
+        values = values.cast(pl.UInt8)
+    if values.dtype.is_numeric() and values.min() == values.max():
+        return True, column[0]
+    return False, None
+
+
+def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
+    and signal columns of a stream with none, or the connection of a partition of one
+    stream) stored once, as a polars scalar column that filters, gathers and concatenations
+    keep scalar: the events of one long stream cost their varying columns only (issue 16).
+    Only ``columns`` are tried when given (a column already scalar is best left untouched:
+    reading it as a series materialises it)."""
+    if not df.height:
+        return df
+    scalars = []
+    names = df.columns if columns is None else columns
+    for column in (df.get_column(n) for n in names):
+        same, value = _constant(column)
+        if same:
+            scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
+    return df.with_columns(scalars) if scalars else df
+
+
+def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
+    """One spilled file of ``table``; events narrowed (:func:`narrow_events`) as they are
+    read, row group by row group, so a file holding one long stream is never held wide, and
+    compacted (:func:`compact`)."""
+    if table is not EventColumns:
+        return pl.read_parquet(path)
+    return compact(narrow_events(pl.scan_parquet(path)).collect(engine="streaming"))
+
+
+def _narrowed(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataFrame]:
+    if table is not EventColumns:
+        return frames
+    return [compact(narrow_events(f.lazy()).collect()) for f in frames]
+
+
 def join_buckets(
     loaded: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]],
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -73,7 +141,7 @@ def join_buckets(
 
 def read_files(files: dict[str, list[Path]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """A task's tables from its Parquet files (see :meth:`EvidenceStore.task_files`)."""
-    tables = [concat([pl.read_parquet(p) for p in files[t.name]], t) for t in EVIDENCE_TABLES]
+    tables = [concat([_read_table(p, t) for p in files[t.name]], t) for t in EVIDENCE_TABLES]
     return join_buckets([(tables[0], tables[1], tables[2])])
 
 
@@ -179,8 +247,8 @@ class EvidenceStore:
         part = self._parts[bucket]
         out = []
         for table in EVIDENCE_TABLES:
-            frames = [pl.read_parquet(p) for p in part.files[table.name]]
-            frames.extend(part.batches[table.name])
+            frames = [_read_table(p, table) for p in part.files[table.name]]
+            frames.extend(_narrowed(part.batches[table.name], table))
             out.append(concat(frames, table))
         return out[0], out[1], out[2]
 

@@ -252,8 +252,33 @@ def split_by(df: pl.DataFrame, column: str, keep_key: bool = True) -> dict[Any, 
     its key (and a ``drop`` per group one more again)."""
     if not df.height:
         return {}
+    key = df.get_column(column)
+    if key.null_count() == 0 and key.dtype.is_integer() and key.min() == key.max():
+        # One group (a batch of one long stream): the rows as they are, not a copy.
+        return {key[0]: df if keep_key else df.drop(column)}
     if keep_key:
         return {part.get_column(column)[0]: part for part in df.partition_by(column)}
     keys = df.get_column(column).unique(maintain_order=True).to_list()
     parts = df.partition_by(column, maintain_order=True, include_key=False)
     return dict(zip(keys, parts, strict=True))
+
+
+def single_response(events: pl.DataFrame, ordered: bool = True) -> tuple[int, int] | None:
+    """The (``conn_id``, ``ex_index``) every row of ``events`` belongs to, when there is one
+    (and, if ``ordered``, the rows are in ``position`` order): a partition of one long
+    stream. Read with expressions, so constant columns stay scalar; else None."""
+    if not events.height:
+        return None
+    in_order = (pl.col("position").diff().fill_null(1) > 0).all() if ordered else pl.lit(True)
+    row = events.select(
+        pl.col("conn_id").min().alias("c0"),
+        pl.col("conn_id").max().alias("c1"),
+        pl.col("ex_index").min().alias("x0"),
+        pl.col("ex_index").max().alias("x1"),
+        (pl.col("conn_id").null_count() + pl.col("ex_index").null_count()).alias("nulls"),
+        in_order.alias("ordered"),
+    ).row(0)
+    c0, c1, x0, x1, nulls, ordered = row
+    if nulls or c0 != c1 or x0 != x1 or not ordered:
+        return None
+    return int(c0), int(x0)

@@ -18,7 +18,7 @@ from sse_forensics.facts.columns import (
     StreamCounts,
     answered_by_root,
     event_columns,
-    events_table,
+    events_plan,
     keyed_roots,
     signal_rows,
     stream_frame,
@@ -74,6 +74,18 @@ class Facts:
     exchange_sessions: dict[tuple[int, int], SessionRecord] = field(default_factory=dict)
     exchanges: list[ExchangeRecord] = field(default_factory=list)
     connections: dict[int, Connection] = field(default_factory=dict)
+    # With ``lazy_events``: the ``events`` table as a query (``tables["events"]`` is then
+    # empty) and its row count.
+    events_plan: pl.LazyFrame | None = None
+    event_rows: int = 0
+
+    def rule_tables(self) -> dict[str, pl.DataFrame | pl.LazyFrame]:
+        """The tables rules read: ``tables``, with the ``events`` query in place of its
+        empty table when the facts were built with ``lazy_events``."""
+        out: dict[str, pl.DataFrame | pl.LazyFrame] = dict(self.tables)
+        if self.events_plan is not None:
+            out["events"] = self.events_plan
+        return out
 
 
 def build_facts(
@@ -83,10 +95,13 @@ def build_facts(
     events: pl.DataFrame | None = None,
     sessions: dict[str, SessionRecord] | None = None,
     posts: dict[str, list[PostTime]] | None = None,
+    lazy_events: bool = False,
 ) -> Facts:
     """The fact tables of one partition: its exchanges, their events (the ``events``
     evidence table), the connections they sit on, and what the whole scan decided across
-    sessions (:mod:`.front`)."""
+    sessions (:mod:`.front`). With ``lazy_events`` the ``events`` fact table is left a
+    query (:attr:`Facts.events_plan`, :func:`.columns.events_plan`): a scan that keeps no
+    table never holds one wide row per event."""
     if events is None:
         events = EventColumns.frame()
     sessions = {} if sessions is None else sessions
@@ -149,6 +164,7 @@ def build_facts(
         for s, gap in resumes
     ]
     counts = cols.counts
+    plan = events_plan(cols, frame_)
     tables = {
         "sessions": frame(
             "sessions",
@@ -163,7 +179,7 @@ def build_facts(
             "streams",
             [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
         ),
-        "events": events_table(cols, frame_),
+        "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
         "resumes": frame("resumes", resume_rows),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": _signals(streams, cols, frame_),
@@ -173,7 +189,12 @@ def build_facts(
         ),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
-    return Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
+    facts = Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
+    if lazy_events:
+        facts.events_plan, facts.event_rows = plan, cols.events.height
+    else:
+        facts.event_rows = tables["events"].height
+    return facts
 
 
 def _codec(s: StreamRecord) -> IdCodec:

@@ -16,6 +16,8 @@ import numpy as np
 import orjson
 import polars as pl
 
+from sse_forensics.evidence.store import compact
+from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import StreamRecord
@@ -25,6 +27,8 @@ from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]
+# Columns event_columns adds that are often one value over a partition (evidence.store.compact).
+_PER_STREAM = ("rank", "session", "prefix", "arithmetic")
 
 
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
@@ -133,6 +137,24 @@ def event_columns(
     # The order (stream time, position) is found on the key columns; every column is then
     # gathered once (a partition of one long stream holds one copy of its events, not one
     # per step).
+    one = single_response(events)
+    if one is not None:
+        # One response in position order (a partition of one long stream): its rank and
+        # session as scalar columns, nothing joined or sorted.
+        mine = frame.filter((pl.col("conn_id") == one[0]) & (pl.col("ex_index") == one[1])).select(
+            "rank", pl.col("session_id").alias("session")
+        )
+        if mine.height == 1:
+            rank, session = mine.row(0)
+            return _keyed_columns(
+                events.drop("session").with_columns(
+                    pl.lit(rank, pl.Int64).alias("rank"),
+                    pl.lit(session, pl.String).alias("session"),
+                ),
+                frame,
+                codecs,
+                logged,
+            )
     order = (
         events.select("conn_id", "ex_index", "position")
         .with_row_index("row")
@@ -151,7 +173,19 @@ def event_columns(
         events.drop("session") if in_place else events.drop("session").gather(rows)
     ).hstack([order.get_column("rank"), order.get_column("session")])
     del order, rows
-    keyed = event_keys(stream_events, codecs)
+    return _keyed_columns(stream_events, frame, codecs, logged)
+
+
+def _keyed_columns(
+    stream_events: pl.DataFrame,
+    frame: pl.DataFrame,
+    codecs: dict[Key, IdCodec],
+    logged: set[Key],
+) -> EventColumns:
+    """:func:`event_columns` from the partition's stream events in stream time order, with
+    their ``rank`` and ``session``."""
+    # The columns added here hold one value per stream: one stream, one scalar column.
+    keyed = compact(event_keys(stream_events, codecs), _PER_STREAM)
     carries = pl.col("id_field").fill_null("") != ""
     outlier = (
         carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
@@ -190,17 +224,30 @@ def _to_judge(
     """Streams :func:`~.gaps.live_gaps` could find a gap in: a counter that jumps past its
     high-water mark within a run of one prefix (``gaps._advances``), a ``stream-gap``
     signal, or opaque IDs with an event log's producer order."""
-    numbered = keyed.filter(
-        (pl.col("id_field").fill_null("") != "")
-        & (pl.col("kind") != "signal")
-        & pl.col("seq").is_not_null()
+    # The few columns read, selected before any filter: a filter copies every column it keeps.
+    # ``keyed`` holds each stream's events together (rank, position order): a run starts
+    # where the stream or the prefix changes, numbered over the whole frame (no window per
+    # stream; one group per run).
+    numbered = (
+        keyed.lazy()
+        .filter(
+            (pl.col("id_field").fill_null("") != "")
+            & (pl.col("kind") != "signal")
+            & pl.col("seq").is_not_null()
+        )
+        .select("rank", "conn_id", "ex_index", "prefix", "seq")
+        .collect()
     )
-    run = (pl.col("prefix") != pl.col("prefix").shift(1)).fill_null(True).cum_sum()
-    numbered = numbered.with_columns(run.over("conn_id", "ex_index").alias("run"))
-    high = pl.col("seq").cum_max().shift(1).over("conn_id", "ex_index", "run")
+    starts = (pl.col("rank") != pl.col("rank").shift(1)) | (
+        pl.col("prefix") != pl.col("prefix").shift(1)
+    )
+    numbered = numbered.with_columns(starts.fill_null(True).cum_sum().alias("run"))
+    high = pl.col("seq").cum_max().shift(1).over("run")
     jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
     out = set(jumps.iter_rows())
-    signals = keyed.filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
+    signals = keyed.select("conn_id", "ex_index", "kind", "event").filter(
+        (pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP)
+    )
     out.update(signals.select("conn_id", "ex_index").unique().iter_rows())
     out.update(k for k in logged if k in codecs and not codecs[k].arithmetic)
     return out
@@ -234,7 +281,7 @@ def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
     src, num, kind = pl.col(f"{prefix}_src"), pl.col(f"{prefix}_num"), pl.col(f"{prefix}_kind")
     known = src.is_not_null()
     return pl.struct(
-        src.alias("source"),
+        src.cast(pl.String).alias("source"),
         pl.when(known & (kind == "frame")).then(num).alias("frame"),
         pl.when(known & (kind == "line")).then(num).alias("line"),
         pl.when(known).then(pl.col(f"{prefix}_ts")).alias("ts"),
@@ -242,19 +289,54 @@ def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
     )
 
 
+def _first_rows(c: pl.DataFrame) -> pl.Expr:
+    """``row`` of the first event of the same stream (``rank``) with the same ``id_field``,
+    for each row of ``c``: the rows whose (stream, ID) hash repeats are the only candidates,
+    and only they are grouped exactly (a stream of ten million distinct IDs costs one hash
+    per event, not one group per ID)."""
+    key = pl.struct("rank", "id_field").hash(seed=0)
+    hashes = c.select(key.alias("h"))
+    repeated = hashes.filter(~pl.col("h").is_first_distinct()).get_column("h").unique()
+    if not repeated.len():
+        return pl.col("row")
+    sub = c.filter(key.is_in(repeated.implode())).select(
+        "row", pl.col("row").first().over("rank", "id_field").alias("first")
+    )
+    return pl.col("row").replace_strict(
+        sub.get_column("row"), sub.get_column("first"), default=pl.col("row")
+    )
+
+
 def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
-    """The ``events`` fact table: one row per SSE event, with whether its ID repeats or goes
-    backwards within the response (``id_order``; WHATWG IDs are a cursor: a client resuming
-    from a repeated or older ID asks for events again)."""
-    ev = cols.events.with_row_index("row")
+    """The ``events`` fact table (:func:`events_plan`), materialised."""
+    return events_plan(cols, frame).collect()
+
+
+def events_plan(cols: EventColumns, frame: pl.DataFrame) -> pl.LazyFrame:
+    """The ``events`` fact table as a lazy query: one row per SSE event, with whether its ID
+    repeats or goes backwards within the response (``id_order``; WHATWG IDs are a cursor: a
+    client resuming from a repeated or older ID asks for events again).
+
+    The order is judged on a few narrow columns; the wide rows (each stream's columns beside
+    each event) exist only when the query runs, so a rule's filter over a partition of one
+    stream of millions of events can run streamed (``engine="streaming"``) instead of
+    holding the whole table (issue 16: memory bounded, not per event)."""
     considered = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
-    c = ev.filter(considered)
-    by = ["conn_id", "ex_index"]
+    c = (
+        cols.events.lazy()
+        .with_row_index("row")
+        .filter(considered)
+        .select("row", "rank", "id_field", "prefix", "seq")
+        .collect()
+    )
+    # Each stream's events are together (rank, position order): the previous event of the
+    # stream is the previous row when the rank is the same (no window per stream).
+    same = pl.col("rank") == pl.col("rank").shift(1)
     c = c.with_columns(
-        pl.col("prefix").shift(1).over(by).alias("p_prefix"),
-        pl.col("seq").shift(1).over(by).alias("p_seq"),
-        pl.col("row").shift(1).over(by).alias("p_row"),
-        pl.col("row").first().over(*by, "id_field").alias("first_row"),
+        pl.when(same).then(pl.col("prefix").shift(1)).alias("p_prefix"),
+        pl.when(same).then(pl.col("seq").shift(1)).alias("p_seq"),
+        pl.when(same).then(pl.col("row").shift(1)).alias("p_row"),
+        _first_rows(c).alias("first_row"),
     )
     keyed_pair = pl.col("seq").is_not_null() & pl.col("p_seq").is_not_null()
     same_prefix = pl.col("prefix") == pl.col("p_prefix")
@@ -278,17 +360,21 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         .alias("prev_row"),
     )
     flagged = c.filter(pl.col("id_order").is_not_null()).select("row", "id_order", "prev_row")
-    ev = ev.join(flagged, on="row", how="left").with_columns(pl.col("id_order").fill_null("ok"))
+    del c
     # The evidence of the few out-of-order events, cited the way every finding cites.
-    prev = ev.select(
-        pl.col("row").alias("prev_row"),
-        pl.col("id_field").alias("previous_id"),
-        pl.col("first_src").alias("p_src"),
-        pl.col("first_num").alias("p_num"),
-        pl.col("first_ts").alias("p_ts"),
-        pl.col("first_kind").alias("p_kind"),
+    prev_rows = flagged.get_column("prev_row").drop_nulls().unique().sort()
+    prev = (
+        cols.events.select(
+            pl.col("id_field").alias("previous_id"),
+            pl.col("first_src").alias("p_src"),
+            pl.col("first_num").alias("p_num"),
+            pl.col("first_ts").alias("p_ts"),
+            pl.col("first_kind").alias("p_kind"),
+        )
+        .gather(prev_rows)
+        .hstack([prev_rows])
     )
-    ev = ev.join(prev, on="prev_row", how="left")
+    flagged = flagged.join(prev, on="prev_row", how="left", maintain_order="left")
     evidence_col = (
         pl.when(pl.col("prev_row").is_not_null())
         .then(
@@ -302,9 +388,18 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         )
         .otherwise(pl.lit([], dtype=EVIDENCE))
     )
-    out = ev.join(
-        frame.drop("rank", "root_conn", "root_index"), on=["conn_id", "ex_index"], how="left"
-    ).sort("row")
+    out = (
+        cols.events.lazy()
+        .with_row_index("row")
+        .join(flagged.lazy(), on="row", how="left", maintain_order="left")
+        .with_columns(pl.col("id_order").fill_null("ok"))
+        .join(
+            frame.drop("rank", "root_conn", "root_index").lazy(),
+            on=["conn_id", "ex_index"],
+            how="left",
+            maintain_order="left",
+        )
+    )
     return out.select(
         pl.col("session_id"),
         pl.col("stream"),
@@ -338,7 +433,7 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("client_port"),
         pl.col("server_ip"),
         pl.col("server_port"),
-    ).select(list(TABLE_SCHEMAS["events"]))
+    ).select(pl.col(name).cast(dtype) for name, dtype in TABLE_SCHEMAS["events"].items())
 
 
 def signal_rows(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:

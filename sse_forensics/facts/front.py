@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import polars as pl
 
 from sse_forensics.evidence.store import bucket_expr, buckets_of
-from sse_forensics.evidence.tables import split_by
+from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
     COUNTER_FIRST,
@@ -354,6 +354,34 @@ def _int_keys(ids: pl.Series, max_digits: int) -> pl.DataFrame:
     return pl.concat([plain, slow])
 
 
+def _with_int_keys(df: pl.DataFrame, max_digits: int) -> pl.DataFrame:
+    """``df`` (with ``id_field``) plus :func:`_int_keys`' ``int_ok`` and ``iseq``, row by
+    row: computed on the rows with expressions, not joined from a table of distinct IDs (a
+    stream of ten million distinct IDs then costs no hash table of them). ``int_ok`` is
+    false, not null, where there is no ID; readers treat both alike."""
+    value = pl.col("id_field")
+    odd = value.str.contains(_NOT_PLAIN).fill_null(False)
+    iseq = (
+        pl.when(~odd & value.str.contains(_ASCII_INT) & (value.str.len_bytes() <= max_digits))
+        .then(value.cast(pl.Int64, strict=False))
+        .alias("iseq")
+    )
+    df = df.with_columns(iseq).with_columns(pl.col("iseq").is_not_null().alias("int_ok"))
+    others = df.filter(odd).get_column("id_field")
+    if not others.len():
+        return df
+    # The rare IDs Python's ``re`` reads differently: IdCodec.key, once per distinct one.
+    slow = _int_keys(others, max_digits).rename({"int_ok": "s_ok", "iseq": "s_seq"})
+    return (
+        df.join(slow, on="id_field", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(odd).then(pl.col("s_ok")).otherwise(pl.col("int_ok")).alias("int_ok"),
+            pl.when(odd).then(pl.col("s_seq")).otherwise(pl.col("iseq")).alias("iseq"),
+        )
+        .drop("s_ok", "s_seq")
+    )
+
+
 def codec_frame(codecs: Mapping[Key, IdCodec]) -> tuple[pl.DataFrame, dict[str, str]]:
     """``conn_id, ex_index, scheme`` for each response in ``codecs`` (a scheme name per
     distinct codec: ``int``, ``opaque`` or ``p0``, ``p1``… for prefixed patterns), and the
@@ -389,11 +417,17 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
     # The keys are computed on the three columns they need and put beside ``events``: a
     # partition holding one stream of millions of events is not copied whole per join.
-    df = events.select("conn_id", "ex_index", "id_field").join(
-        scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
-    )
-    ids = df.filter(pl.col("id_field").fill_null("") != "").get_column("id_field")
-    df = df.join(_int_keys(ids, max_digits), on="id_field", how="left", maintain_order="left")
+    one = single_response(events, ordered=False)
+    if one is not None:  # one response: its scheme as a scalar column, nothing joined
+        named = scheme.filter((pl.col("conn_id") == one[0]) & (pl.col("ex_index") == one[1]))
+        df = events.select("conn_id", "ex_index", "id_field").with_columns(
+            pl.lit(named.item(0, "scheme") if named.height else None, pl.String).alias("scheme")
+        )
+    else:
+        df = events.select("conn_id", "ex_index", "id_field").join(
+            scheme, on=["conn_id", "ex_index"], how="left", maintain_order="left"
+        )
+    df = _with_int_keys(df, max_digits)
     # when/then chains, one branch per scheme (polars' Then, then ChainedThen).
     prefix: Then | ChainedThen = pl.when(pl.col("scheme") == "int").then(
         pl.when(pl.col("int_ok")).then(pl.lit(""))
@@ -443,26 +477,46 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
     logical stream's scheme needs (:func:`_stream_codecs`), in sums a stream spread over
     several partitions adds up: the IDs judged (``n``, signals left out), how many are
     decimal integers (``int_fit``) and, per pattern, how many fit it (``fit0``…) with the
-    number of distinct prefixes and counter values among those."""
-    ids = id_events.get_column("id_field")
-    judged = id_events.filter(pl.col("kind") != "signal").join(
-        _int_keys(ids, max_digits), on="id_field", how="left"
+    number of distinct prefixes and counter values among those.
+
+    Grouped by response only (its session is one per response, put back after), integer
+    keys computed row by row, and a packaged pattern tried only on the IDs holding one of
+    its separators: a stream of ten million integer IDs costs no table of distinct IDs."""
+    response = ["conn_id", "ex_index"]
+    sessions = id_events.select(*response, "session").unique(response, keep="first")
+    judged = _with_int_keys(
+        id_events.select(*response, "id_field", "kind")
+        .filter(pl.col("kind") != "signal")
+        .drop("kind"),
+        max_digits,
     )
-    response = ["conn_id", "ex_index", "session"]
     out = judged.group_by(response).agg(
         pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
     )
+    judged = judged.select(*response, "id_field")
     for k, pattern in enumerate(patterns):
-        j = judged.join(
-            _match_prefixed(ids, pattern, max_digits), on="id_field", how="left"
-        ).with_columns(pl.col("m").fill_null(False))
-        per = j.group_by(response).agg(
-            pl.col("m").sum().alias(f"fit{k}"),
-            pl.col("prefix").filter(pl.col("m")).n_unique().alias(f"prefixes{k}"),
-            pl.col("seq").filter(pl.col("m")).n_unique().alias(f"seqs{k}"),
+        tried = (
+            judged.filter(pl.col("id_field").str.contains(_SEPARATOR).fill_null(True))
+            if pattern in _PACKAGED_PATTERNS
+            else judged
         )
-        out = out.join(per, on=response, how="left")
-    return out
+        table = _match_prefixed(tried.get_column("id_field"), pattern, max_digits)
+        per = (
+            tried.join(table.filter(pl.col("m")), on="id_field", how="inner")
+            .group_by(response)
+            .agg(
+                pl.len().alias(f"fit{k}"),
+                pl.col("prefix").n_unique().alias(f"prefixes{k}"),
+                pl.col("seq").n_unique().alias(f"seqs{k}"),
+            )
+        )
+        names = [f"fit{k}", f"prefixes{k}", f"seqs{k}"]
+        out = out.join(per, on=response, how="left").with_columns(
+            pl.col(n).fill_null(0) for n in names
+        )
+    return sessions.join(out, on=response, how="inner").select(
+        *response, "session", *[c for c in out.columns if c not in response]
+    )
 
 
 def _stream_codecs(
@@ -540,6 +594,58 @@ def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[in
     return codes.select("root", "g"), dict(codes.select("g", group).unique().iter_rows())
 
 
+def _grouped(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` (``root, prefix, seq``) with each root's group ``g`` (roots without one
+    left out)."""
+    return keys.join(root_group, on="root", how="inner")
+
+
+def _value_hash() -> pl.Expr:
+    return pl.struct("g", "prefix", "seq").hash(seed=0)
+
+
+def _shared_values(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``g, prefix, seq`` of the values more than one root of their group carries, over
+    ``parts`` (:func:`_grouped` keys; a root is in one part only, and its values are
+    distinct). Values are told apart by a hash first; only those whose hash repeats are
+    compared exactly, so millions of values one root alone carries cost one hash each, not
+    a table of counts (issue 16)."""
+    hashes = pl.concat([p.select(_value_hash().alias("h")) for p in parts])
+    repeated = hashes.filter(pl.col("h").is_duplicated()).get_column("h").unique()
+    del hashes
+    schema = {"g": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+    if not repeated.len():
+        return pl.DataFrame(schema=schema)
+    wanted = repeated.implode()
+    candidates = pl.concat(
+        [p.filter(_value_hash().is_in(wanted)).select(list(schema)) for p in parts]
+    )
+    return (
+        candidates.group_by(list(schema))
+        .agg(pl.len().alias("holders"))
+        .filter(pl.col("holders") > 1)
+        .select(list(schema))
+    )
+
+
+def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
+    """``g, root, n, shared``: each root's values, and how many of them another root of its
+    group carries too (``shared``: :func:`_shared_values` over every root of the group)."""
+    counts = grouped.group_by(["g", "root"]).agg(pl.len().alias("n"))
+    if shared.height:
+        wanted = shared.select(_value_hash()).to_series().implode()
+        hits = (
+            grouped.filter(_value_hash().is_in(wanted))
+            .join(shared, on=["g", "prefix", "seq"], how="semi")
+            .group_by(["g", "root"])
+            .agg(pl.len().alias("shared"))
+        )
+        counts = counts.join(hits, on=["g", "root"], how="left")
+    else:
+        counts = counts.with_columns(pl.lit(None, pl.UInt32).alias("shared"))
+    return counts.with_columns(pl.col("shared").fill_null(0))
+
+
 def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict[Any, bool]:
     """Per group (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
@@ -548,28 +654,8 @@ def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> 
     if not keys.height:
         return {}
     root_group, names = codes
-    return _judge_groups(_per_root(keys, root_group, _holders(keys, root_group)), names)
-
-
-def _holders(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
-    """``g, prefix, seq, holders``: how many of ``keys``' roots carry each value. Roots of
-    different tasks are distinct, so the holders of a whole scan are the tasks' sum."""
-    return (
-        keys.join(root_group, on="root", how="inner")
-        .group_by(["g", "prefix", "seq"])
-        .agg(pl.len().alias("holders"))
-    )
-
-
-def _per_root(keys: pl.DataFrame, root_group: pl.DataFrame, holders: pl.DataFrame) -> pl.DataFrame:
-    """``g, root, n, shared``: each root's values, and how many of them another root of its
-    group carries too (``holders``: :func:`_holders` over every root of the group)."""
-    return (
-        keys.join(root_group, on="root", how="inner")
-        .join(holders, on=["g", "prefix", "seq"], how="left")
-        .group_by(["g", "root"])
-        .agg(pl.len().alias("n"), (pl.col("holders") > 1).sum().alias("shared"))
-    )
+    grouped = _grouped(keys, root_group)
+    return _judge_groups(_per_root(grouped, _shared_values([grouped])), names)
 
 
 def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bool]:
@@ -585,6 +671,16 @@ def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bo
     }
 
 
+def _distinct(keys: pl.DataFrame) -> pl.DataFrame:
+    """``keys`` (``root, prefix, seq``) without repeats: as they are when no two rows hash
+    alike (a stream whose IDs never repeat: one hash per row, no table of the rows), else
+    by polars' exact ``unique``."""
+    hashes = keys.select(pl.struct("root", "prefix", "seq").hash(seed=0).alias("h"))
+    if hashes.get_column("h").is_unique().all():
+        return keys
+    return keys.unique()
+
+
 def _packed(df: pl.DataFrame) -> bytes:
     """``df`` compressed in memory (Parquet): the keys of a whole scan, one task's read
     back at a time."""
@@ -594,6 +690,9 @@ def _packed(df: pl.DataFrame) -> bytes:
 
 
 def _task_keys(parts: list[bytes]) -> pl.DataFrame:
+    """One task's keys, distinct (each part already is: one part needs no other pass)."""
+    if len(parts) == 1:
+        return pl.read_parquet(io.BytesIO(parts[0]))
     return pl.concat([pl.read_parquet(io.BytesIO(p)) for p in parts]).unique()
 
 
@@ -689,10 +788,14 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     patterns = _patterns(config)
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
+    leids = resumes.get_column("leid").unique().implode()
     for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
         seen_parts.append(
-            id_events.join(wanted, on=["session", "id_field"], how="left")
+            # Only an event carrying some resume's Last-Event-ID can be picked: those few
+            # rows first, then the exact conditions.
+            id_events.filter(pl.col("id_field").is_in(leids))
+            .join(wanted, on=["session", "id_field"], how="left")
             .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
             .group_by(["rank", "session", "id_field"])
             .agg(
@@ -841,28 +944,35 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     key_parts: dict[int, list[bytes]] = {}
-    for part, events in source.bucket_events(id_columns, _HAS_ID):
-        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
-        # Each response read under its logical stream's scheme, else its session's.
+    stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
+    for part, events in source.bucket_events(["conn_id", "ex_index", "id_field"], _HAS_ID):
+        # Each response read under its logical stream's scheme, else its session's. Only
+        # the three columns keys need are read: an event of a response that is not a
+        # stream has no codec, hence no key.
         by_response = {
             (c, i): front.stream_codecs.get((rc, ri))
             or front.codecs.get(session)
             or IdCodec("opaque")
-            for c, i, session, rc, ri in id_events.select("conn_id", "ex_index", "session")
+            for c, i, session, rc, ri in events.select("conn_id", "ex_index")
             .unique()
+            .join(stream_session, on=["conn_id", "ex_index"], how="inner")
             .join(root_of, on=["conn_id", "ex_index"], how="inner")
             .iter_rows()
         }
         keyed = (
-            event_keys(id_events, by_response)
+            event_keys(events, by_response)
+            .lazy()
             .filter(pl.col("seq").is_not_null())
-            .select("conn_id", "ex_index", "session", "prefix", "seq")
+            .select("conn_id", "ex_index", "prefix", "seq")
+            .collect()
         )
         key_parts.setdefault(task_of[part], []).append(
             _packed(
-                keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner")
-                .select("root", "prefix", "seq")
-                .unique()
+                _distinct(
+                    keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner").select(
+                        "root", "prefix", "seq"
+                    )
+                )
             )
         )
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
@@ -871,27 +981,20 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     session_repeats: dict[Any, bool] = {}
     session_codes = _group_codes(all_roots, "session")
     server_roots, server_names = _group_codes(all_roots, "server")
-    holder_parts = []
     for parts in key_parts.values():
-        keys = _task_keys(parts)
-        session_repeats.update(_repeats(keys, session_codes))
-        holder_parts.append(_holders(keys, server_roots))
-    holders = (
-        pl.concat(holder_parts).group_by(["g", "prefix", "seq"]).agg(pl.col("holders").sum())
-        if holder_parts
-        else None
-    )
-    del holder_parts
-    server_repeats = (
-        _judge_groups(
+        session_repeats.update(_repeats(_task_keys(parts), session_codes))
+    server_repeats: dict[Any, bool] = {}
+    if key_parts:
+        shared = _shared_values([_grouped(_task_keys(p), server_roots) for p in key_parts.values()])
+        server_repeats = _judge_groups(
             pl.concat(
-                [_per_root(_task_keys(p), server_roots, holders) for p in key_parts.values()]
+                [
+                    _per_root(_grouped(_task_keys(p), server_roots), shared)
+                    for p in key_parts.values()
+                ]
             ),
             server_names,
         )
-        if holders is not None
-        else {}
-    )
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.tables import get_origin
+from sse_forensics.evidence.tables import get_origin, single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
 from sse_forensics.facts.signals import SignalPayload
@@ -181,6 +182,11 @@ class EventSource:
 
     def __init__(self, events: pl.DataFrame) -> None:
         self.events = events.select(_EVENT_COLUMNS)
+        self.order: np.ndarray | None = None
+        one = single_response(events)
+        if one is not None:  # one response in position order: the rows as they are
+            self.spans: dict[tuple[int, int], tuple[int, int]] = {one: (0, events.height)}
+            return
         keys = (
             events.select("conn_id", "ex_index", "position")
             .with_row_index("row")
@@ -194,9 +200,12 @@ class EventSource:
             .agg(pl.col("at").first().alias("start"), pl.len().alias("n"))
         )
         del keys
-        self.spans: dict[tuple[int, int], tuple[int, int]] = {
-            (c, i): (start, n) for c, i, start, n in spans.iter_rows()
-        }
+        self.spans = {(c, i): (start, n) for c, i, start, n in spans.iter_rows()}
+
+    def _rows(self, start: int, n: int) -> pl.DataFrame:
+        if self.order is None:
+            return self.events.slice(start, n)
+        return self.events[self.order[start : start + n]]
 
     def count(self, key: tuple[int, int]) -> int:
         span = self.spans.get(key)
@@ -235,7 +244,7 @@ class EventSource:
             lnum,
             lts,
             lkind,
-        ) in self.events[self.order[span[0] : span[0] + span[1]]].iter_rows():
+        ) in self._rows(*span).iter_rows():
             if fsrc is None:
                 origins: tuple[Origin, ...] = ()
             else:

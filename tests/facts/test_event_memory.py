@@ -1,0 +1,180 @@
+"""The narrow representations issue 16 needs for one stream of millions of events keep every
+value and every judgement: the row-by-row integer keys agree with the codec, events read
+back from the store (categoricals, constant columns stored once) hold the values written,
+the hashed search for shared counter values agrees with counting, and the ``events`` table
+left a lazy query gives the findings the materialised one gives."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import polars as pl
+import pytest
+from conftest import SAMPLES
+from test_front_id_keys import _ids
+
+from sse_forensics.evidence.store import EvidenceStore, compact
+from sse_forensics.evidence.tables import (
+    ConnectionColumns,
+    EventColumns,
+    ExchangeColumns,
+    split_by,
+)
+from sse_forensics.facts import front
+from sse_forensics.facts.ids import IdCodec
+from sse_forensics.pipeline import scan_paths
+from sse_forensics.report.jsonout import findings_jsonl
+
+
+@pytest.mark.parametrize("max_digits", [19, 3])
+def test_row_int_keys_agree_with_the_codec(max_digits: int) -> None:
+    ids = _ids()
+    got = front._with_int_keys(pl.DataFrame({"id_field": ids}), max_digits)
+    codec = IdCodec("int", max_digits=max_digits)
+    for value, ok, seq in got.select("id_field", "int_ok", "iseq").iter_rows():
+        key = codec.key(value)
+        assert (ok, seq) == (key is not None, key.seq if key else None), repr(value)
+
+
+def _events(n: int) -> pl.DataFrame:
+    """One stream's events: constant columns (connection, session, file, kinds, the
+    all-null JSON-RPC and signal columns) beside varying ones (IDs, offsets, frames)."""
+    rows = EventColumns.buffer()
+    for k in range(n):
+        row = {name: None for name in rows}
+        row.update(
+            conn_id=3,
+            ex_index=0,
+            session="s-1",
+            position=k,
+            id=str(k),
+            id_field=str(k) if k % 5 else None,
+            event="message" if k % 7 else "other-type",
+            data="x" * (k % 3),
+            start=10 * k,
+            end=10 * k + 9,
+            dispatched=True,
+            kind="data",
+            first_src="/captures/a-long-capture-file-name.pcap",
+            first_num=k // 4 + 1,
+            first_ts=1.5 + k,
+            first_kind="frame",
+            last_src="/captures/a-long-capture-file-name.pcap",
+            last_num=k // 4 + 1,
+            last_ts=1.5 + k,
+            last_kind="frame",
+        )
+        for name, value in row.items():
+            rows[name].append(value)
+    return EventColumns.frame(rows)
+
+
+def _as_strings(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(pl.col(pl.Categorical).cast(pl.String))
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_store_reads_events_back_unchanged(spill: bool) -> None:
+    events = _events(50)
+    with EvidenceStore(1, memory_budget=0 if spill else 1 << 30) as store:
+        store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events)
+        assert store.spilled is spill
+        _, _, loaded = store.load(0)
+    assert loaded.schema["session"] == pl.Categorical
+    assert loaded.schema["event"] == pl.String  # a sender's choice: not interned
+    assert _as_strings(loaded).equals(events)
+    # Filters, gathers and concatenations of the compacted frame keep the values.
+    picked = loaded.filter(pl.col("position") % 3 == 0).gather([0, 2, 4])
+    assert _as_strings(pl.concat([picked, picked])).equals(
+        pl.concat([events.filter(pl.col("position") % 3 == 0).gather([0, 2, 4])] * 2)
+    )
+
+
+def test_compact_keeps_values_and_varying_columns() -> None:
+    df = pl.DataFrame(
+        {
+            "same": ["a"] * 4,
+            "nulls": pl.Series([None] * 4, dtype=pl.Int64),
+            "flag": [True] * 4,
+            "varies": ["a", "a", "b", "a"],
+            "partly_null": [1, None, 1, 1],
+        }
+    )
+    assert compact(df).equals(df)
+    assert compact(df, ["varies"]).equals(df)
+    assert compact(df.clear()).equals(df.clear())
+
+
+def test_split_by_one_group_and_many() -> None:
+    df = pl.DataFrame({"b": [2, 2, 2], "v": [1, 2, 3]})
+    assert list(split_by(df, "b")) == [2]
+    assert split_by(df, "b", keep_key=False)[2].equals(df.drop("b"))
+    many = pl.DataFrame({"b": [2, 1, 2], "v": [1, 2, 3]})
+    parts = split_by(many, "b", keep_key=False)
+    assert list(parts) == [2, 1]
+    assert parts[2].get_column("v").to_list() == [1, 3]
+
+
+def _naive_per_root(parts: list[pl.DataFrame]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(g, root) → (values, values another root of g carries), by counting."""
+    rows = [r for p in parts for r in p.select("g", "root", "prefix", "seq").iter_rows()]
+    holders = Counter((g, prefix, seq) for g, _root, prefix, seq in rows)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for g, root, prefix, seq in rows:
+        n, shared = out.get((g, root), (0, 0))
+        out[(g, root)] = (n + 1, shared + (holders[(g, prefix, seq)] > 1))
+    return out
+
+
+def test_shared_values_agree_with_counting() -> None:
+    rng = random.Random(9)
+    parts = []
+    root = 0
+    for _task in range(3):
+        keys = set()
+        for _ in range(rng.randint(2, 5)):
+            root += 1
+            prefix = rng.choice(["", "a_", "b_"])
+            for _ in range(rng.randint(1, 40)):
+                keys.add((root, prefix, rng.randint(0, 30)))
+        part = pl.DataFrame(
+            sorted(keys),
+            schema={"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64},
+            orient="row",
+        )
+        groups = pl.DataFrame(
+            {"root": list(range(1, root + 1)), "g": [r % 3 for r in range(1, root + 1)]}
+        )
+        parts.append(front._grouped(part, groups))
+    shared = front._shared_values(parts)
+    got = {
+        (g, r): (n, s)
+        for p in parts
+        for g, r, n, s in front._per_root(p, shared).select("g", "root", "n", "shared").iter_rows()
+    }
+    assert got == _naive_per_root(parts)
+    assert any(s for _n, s in got.values()) and any(not s for _n, s in got.values())
+
+
+@pytest.mark.parametrize(
+    "sample", ["non-monotonic-id.pcap", "prefixed-live-jump.pcap", "replay-duplicate.pcap"]
+)
+def test_lazy_events_table_gives_the_same_findings(sample: str) -> None:
+    path = str(SAMPLES / sample)
+    eager = scan_paths([path], keep_tables=True)
+    lazy = scan_paths([path], keep_tables=False)
+    assert findings_jsonl(lazy) == findings_jsonl(eager)
+    assert lazy.stats.events == eager.stats.events == eager.tables["events"].height
+    if sample == "non-monotonic-id.pcap":  # the rule over the events table fired
+        assert any(f.rule == "non-monotonic-id" for f in lazy.findings)
+
+
+def test_distinct_keys_drop_repeats_only() -> None:
+    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+    fresh = pl.DataFrame(
+        [(1, "", 1), (1, "", 2), (2, "", 1), (1, "a_", 1)], schema=schema, orient="row"
+    )
+    assert front._distinct(fresh).equals(fresh)
+    repeated = pl.concat([fresh, fresh.head(2)])
+    assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
