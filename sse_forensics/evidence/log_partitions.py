@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -149,13 +150,16 @@ def ingest_logs(
     first_conn_id: int,
     config: AnalysisConfig,
     files: Callable[[], list[FileStats]] | None = None,
+    pool: Executor | None = None,
 ) -> LogIngest:
     """Route the log ``batches`` (:func:`~sse_forensics.ingest.logs.iter_log_batches`) to
     partitions, then add their evidence rows to ``store``, pseudo-connections numbered from
     ``first_conn_id``. ``files``: the reader's per-file statistics, once read.
 
     The steps below are the module docstring's; a cluster scan runs each of them as tasks
-    (one per file, then one per partition: :mod:`sse_forensics.cluster.logs`)."""
+    (one per file, then one per partition: :mod:`sse_forensics.cluster.logs`). With a
+    ``pool`` (local worker processes), step 3 — the costliest after reading — runs there,
+    one task per session partition, as a cluster's does."""
     started = time.perf_counter()
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), store.memory_budget // SPILL_SHARE)
@@ -171,12 +175,15 @@ def ingest_logs(
     group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
     next_id = first_conn_id + group_ids.height
     out = LogIngest(errors=router.errors)
-    for b in range(buckets):
-        exchanges, connections = session_rows(spill, b, group_ids, store)
-        spill.drop("events", b)
-        spill.drop("access", b)
-        out.exchanges += exchanges
-        out.connections += connections
+    if pool is not None and buckets > 1:
+        _session_rows_on(pool, spill, group_ids, store, out)
+    else:
+        for b in range(buckets):
+            exchanges, connections = session_rows(spill, b, group_ids, store)
+            spill.drop("events", b)
+            spill.drop("access", b)
+            out.exchanges += exchanges
+            out.connections += connections
     del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
@@ -197,6 +204,44 @@ def ingest_logs(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
     return out
+
+
+def _session_rows_on(
+    pool: Executor, spill: Spill, group_ids: pl.DataFrame, store: EvidenceStore, out: LogIngest
+) -> None:
+    """Step 3 as one task per session partition on ``pool``
+    (:func:`sse_forensics.cluster.logs.session_partition`): each reads its partition's
+    files and writes its evidence files; they are adopted in partition order, as
+    :func:`session_rows` adds them, so the store is the same."""
+    from sse_forensics.cluster.logs import session_partition
+
+    spill.flush()
+    held = spill.files()
+    bucket = spill.bucket_of(_session_key()).alias("__bucket")
+    ids = (
+        split_by(group_ids.with_columns(bucket), "__bucket", keep_key=False)
+        if group_ids.height
+        else {}
+    )
+    scratch, store_dir = str(spill.scratch), str(store.scratch_dir())
+    futures = []
+    for b in range(spill.buckets):
+        mine = {k: v for k, v in held.items() if k[1] == b and k[0] in ("events", "access")}
+        if not mine:
+            continue
+        part_ids = ids.get(b, group_ids.head(0))
+        futures.append(
+            pool.submit(session_partition, mine, b, part_ids, spill.buckets, scratch, store_dir)
+        )
+    for future in futures:
+        part = future.result()
+        store.adopt(part.files, part.rows)
+        spill.adopt(part.unmatched)
+        out.exchanges += part.exchanges
+        out.connections += part.connections
+    for b in range(spill.buckets):
+        spill.drop("events", b)
+        spill.drop("access", b)
 
 
 @dataclass(slots=True)
