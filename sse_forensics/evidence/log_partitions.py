@@ -158,8 +158,8 @@ def ingest_logs(
 
     The steps below are the module docstring's; a cluster scan runs each of them as tasks
     (one per file, then one per partition: :mod:`sse_forensics.cluster.logs`). With a
-    ``pool`` (local worker processes), step 3 — the costliest after reading — runs there,
-    one task per session partition, as a cluster's does."""
+    ``pool`` (local worker processes), steps 2a and 3 — the costliest after reading — run
+    there, one task per session partition, as a cluster's do."""
     started = time.perf_counter()
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), store.memory_budget // SPILL_SHARE)
@@ -172,11 +172,16 @@ def ingest_logs(
         spill.drop("waiting", b)
 
     # Event-log groups numbered in the scan's order (one row per group).
-    group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
+    shared = pool if buckets > 1 else None  # one partition: nothing to share out
+    if shared is not None:
+        orders = _group_orders_on(shared, spill)
+    else:
+        orders = [group_order(spill, b) for b in range(buckets)]
+    group_ids = number_groups(orders, first_conn_id)
     next_id = first_conn_id + group_ids.height
     out = LogIngest(errors=router.errors)
-    if pool is not None and buckets > 1:
-        _session_rows_on(pool, spill, group_ids, store, out)
+    if shared is not None:
+        _session_rows_on(shared, spill, group_ids, store, out)
     else:
         for b in range(buckets):
             exchanges, connections = session_rows(spill, b, group_ids, store)
@@ -204,6 +209,21 @@ def ingest_logs(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
     return out
+
+
+def _group_orders_on(pool: Executor, spill: Spill) -> list[pl.DataFrame]:
+    """Step 2a as one task per session partition on ``pool``
+    (:func:`sse_forensics.cluster.logs.group_order_task`), in partition order."""
+    from sse_forensics.cluster.logs import group_order_task
+
+    spill.flush()
+    held = spill.files()
+    futures = [
+        pool.submit(group_order_task, {key: paths}, key[1], spill.buckets, str(spill.scratch))
+        for key, paths in sorted(held.items(), key=lambda kv: kv[0][1])
+        if key[0] == "events"
+    ]
+    return [f.result() for f in futures]
 
 
 def _session_rows_on(
