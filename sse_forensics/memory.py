@@ -40,11 +40,14 @@ def return_freed_memory() -> None:
 # polars allocates through its own jemalloc, which keeps freed pages resident for a while
 # (polars sets ``dirty_decay_ms:500,muzzy_decay_ms:1000``): a scan that allocates and frees
 # columns batch after batch holds the last second or two of freed batches on top of what it
-# uses. Peak RSS on benchmarks/scale.py's log sets of 52 MB / 417 MB:
-# polars' setting 319-329 MB / 499-532 MB; 100 ms and no muzzy pages 302 MB / 457 MB for
-# about the same CPU time; pages returned at once 276-284 MB / 414 MB but 4x the system
-# time (+18 s at 417 MB). polars appends the variable's value to its own, so these win.
-POLARS_ALLOCATOR = "dirty_decay_ms:100,muzzy_decay_ms:0"
+# uses. Returning them sooner costs system time: every page given back is faulted in again
+# (zeroed) by the next batch. On benchmarks/scale.py's log sets of 52 MB / 417 MB, one
+# process: ``dirty_decay_ms:100,muzzy_decay_ms:0`` took 5.3 / 42.7 CPU s (10.7 of them
+# system time at 417 MB), peak RSS 309 / 470 MB; ``dirty_decay_ms:1000,muzzy_decay_ms:0``
+# with the log spill's budget halved (evidence.log_partitions.SPILL_SHARE) 5.1 / 37.0 CPU s
+# (5.7 system), 328 / 469 MB. No muzzy stage: a page past its decay goes back at once.
+# polars appends the variable's value to its own, so these win.
+POLARS_ALLOCATOR = "dirty_decay_ms:1000,muzzy_decay_ms:0"
 _JEMALLOC_CONF = "_RJEM_MALLOC_CONF"  # the variable polars' jemalloc reads when it starts
 
 

@@ -110,10 +110,12 @@ def _ingest_logs(
     config: AnalysisConfig,
     progress: ScanProgress | None,
     executor: Executor | None = None,
+    pool: Executor | None = None,
 ) -> LogIngest:
     """The logs read batch by batch into ``store`` (:mod:`sse_forensics.evidence.log_partitions`):
     memory follows a batch and a partition, not the logs. With an ``executor`` (a
-    cluster's), one task per file, then per partition (:mod:`sse_forensics.cluster.logs`)."""
+    cluster's), one task per file, then per partition (:mod:`sse_forensics.cluster.logs`);
+    with a ``pool`` (local workers), the partitions' evidence rows are built there."""
     if executor is not None:
         from sse_forensics.cluster.logs import ingest_logs_on
 
@@ -140,7 +142,7 @@ def _ingest_logs(
         limits=config.limits,
     )
     try:
-        return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files)
+        return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files, pool)
     finally:
         batches.close()
 
@@ -156,12 +158,13 @@ def _reassemble_captures(
     jobs: int,
     progress: ScanProgress | None,
     executor: Executor | None = None,
+    pool: Executor | None = None,
 ) -> Reassembly:
     """The captures' connections as evidence rows in ``store`` (the fast path, falling back
     to the exact one connection by connection; :mod:`sse_forensics.reassembly.fast`). With
     ``jobs`` > 1 and a large capture, or an ``executor`` (a cluster's), each of ``jobs``
     workers reassembles the connections whose id falls to its shard and writes its own
-    partition files."""
+    partition files (``pool``'s processes, when given)."""
     total = sum(os.path.getsize(p) for p in inputs)
     if not inputs:
         return Reassembly()
@@ -173,9 +176,9 @@ def _reassemble_captures(
 
             parts = reassemble_on(executor, inputs, store.buckets, scratch, config, jobs)
         else:
-            with _worker_pool(executor, jobs) as pool:
+            with _worker_pool(pool, jobs) as workers:
                 futures = [
-                    pool.submit(
+                    workers.submit(
                         _reassemble_shard, inputs, store.buckets, scratch, config, (k, jobs)
                     )
                     for k in range(jobs)
@@ -202,9 +205,23 @@ def _worker_pool(executor: Executor | None, workers: int) -> contextlib.Abstract
         return contextlib.nullcontext(executor)
     # spawn, not fork: polars' thread pool must not be copied mid-flight.
     context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=return_freed_memory
-    )
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+
+
+def _start_worker() -> None:
+    """A worker process's start: memory returned as the parent's is. (Being this module's,
+    it has the worker import the analyzer as it starts, not at its first task.)"""
+    return_freed_memory()
+
+
+def _started(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes, started now (a pool starts its processes at its
+    first task otherwise): their imports overlap the parent's reading."""
+    pool = _worker_pool(None, workers)
+    assert isinstance(pool, ProcessPoolExecutor)
+    for _ in range(workers):
+        pool.submit(int)
+    return pool
 
 
 def _reassemble_shard(
@@ -249,23 +266,25 @@ def ingest(
     jobs: int = 1,
     executor: Executor | None = None,
     spool: Spool | None = None,
+    pool: Executor | None = None,
 ) -> Ingested:
     """Read the captures and logs at ``paths`` into ``store``. Raises ``UnreadableInput`` for
     a path that is neither a capture nor a log, or a log format that does not fit. Standard
     input, pipes and compressed captures are copied into ``spool`` first; a directory's
-    files that are neither become errors (:func:`~sse_forensics.ingest.inputs.resolve_inputs`)."""
+    files that are neither become errors (:func:`~sse_forensics.ingest.inputs.resolve_inputs`).
+    ``pool``: local worker processes for the logs' partitions."""
     logs = logs or LogOptions()
     found = resolve_inputs(paths, logs.text_format(), spool)
     inputs, log_files = found.captures, found.logs
     with _scan_gc():
-        reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor)
+        reassembly = _reassemble_captures(inputs, store, config, jobs, progress, executor, pool)
     reassembly.errors[:0] = found.skipped + (spool.errors if spool is not None else [])
     exchanges = store.rows["exchanges"]
     log_connections = 0
     if log_files:
         first_id = reassembly.max_connection_id + 1
         with _scan_gc():
-            read = _ingest_logs(log_files, logs, store, first_id, config, progress, executor)
+            read = _ingest_logs(log_files, logs, store, first_id, config, progress, executor, pool)
         reassembly.errors.extend(read.errors)
         reassembly.log_stats = read.stats
         exchanges += read.exchanges
@@ -464,20 +483,22 @@ def analyze_store(
     jobs: int = 1,
     keep_tables: bool = True,
     executor: Executor | None = None,
+    pool: Executor | None = None,
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
-    processes when there is more than one task, or on ``executor`` (a cluster's)."""
+    processes (``pool``'s, when given) when there is more than one task, or on ``executor``
+    (a cluster's)."""
     front = cross_session_front(store, config)
     nonempty = set(store.nonempty())
     tasks = [t for t in front.tasks if nonempty.intersection(t)]
     parallel = executor is not None or (jobs > 1 and len(tasks) > 1)
     if parallel and tasks and not keep_records:
         store.spill()  # workers read the partitions from disk, not through a pipe
-        with _worker_pool(executor, min(jobs, len(tasks))) as pool:
+        with _worker_pool(executor or pool, min(jobs, len(tasks))) as workers:
             # Each task is sent its own share of the front, not the whole scan's.
             futures = [
-                pool.submit(
+                workers.submit(
                     _analyze_files,
                     store.task_files(t),
                     _task_front(front, store.task_columns(t, ExchangeColumns, _TASK_KEYS)),
@@ -528,6 +549,12 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
 def partition_count(paths: list[str], jobs: int) -> int:
     """Enough partitions that each holds about :data:`PARTITION_BYTES` of input, and a few
     per worker so the workers finish together."""
+    by_size = -(-input_bytes(paths) // PARTITION_BYTES)
+    return max(1, by_size, 4 * jobs if jobs > 1 else 1)
+
+
+def input_bytes(paths: list[str]) -> int:
+    """The size on disk of ``paths`` (a directory's files counted)."""
     size = 0
     for p in paths:
         with contextlib.suppress(OSError):
@@ -535,8 +562,7 @@ def partition_count(paths: list[str], jobs: int) -> int:
                 size += sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())
             else:
                 size += os.path.getsize(p)
-    by_size = -(-size // PARTITION_BYTES)
-    return max(1, by_size, 4 * jobs if jobs > 1 else 1)
+    return size
 
 
 def scan_paths(
@@ -562,13 +588,31 @@ def scan_paths(
     rules = rules or load_rules(rule_dirs)
     if buckets is None:
         buckets = 1 if keep_records else partition_count(paths, jobs)
-    with EvidenceStore(buckets, scratch=scratch) as store, Spool(scratch) as spool:
-        ingested = ingest(paths, store, config, logs, progress, jobs, executor, spool)
+    # --jobs N on a large input: N worker processes started at once, for the partitions'
+    # evidence rows and the judging (a small scan starts them only if it has several
+    # partitions to judge, when it gets there).
+    local = None
+    if executor is None and jobs > 1 and buckets > 1 and not keep_records:
+        local = _started(jobs) if input_bytes(paths) >= SHARD_BYTES else None
+    with (
+        local or contextlib.nullcontext(),
+        EvidenceStore(buckets, scratch=scratch) as store,
+        Spool(scratch) as spool,
+    ):
+        ingested = ingest(paths, store, config, logs, progress, jobs, executor, spool, local)
         ingested.reassembly.errors.extend(_over_long_numbers(store, config))
         if progress is not None:
             progress("facts", 0, 1)
         results = analyze_store(
-            store, config, rules, ingested.provided, keep_records, jobs, keep_tables, executor
+            store,
+            config,
+            rules,
+            ingested.provided,
+            keep_records,
+            jobs,
+            keep_tables,
+            executor,
+            local,
         )
         first_seen = (
             store.columns(ExchangeColumns, ["session", "conn_id", "index"])

@@ -39,6 +39,7 @@ import polars as pl
 
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.evidence.log_partitions import (
+    SPILL_SHARE,
     LogIngest,
     LogRouter,
     Spill,
@@ -69,7 +70,7 @@ StoreFiles = list[tuple[int, str, Path]]
 """(partition, table, file) of evidence rows, as :meth:`EvidenceStore.files` gives them."""
 
 # A task's rows held in memory before it writes them (a local scan's share for logs).
-SPILL_BUDGET = DEFAULT_MEMORY_BUDGET // 3
+SPILL_BUDGET = DEFAULT_MEMORY_BUDGET // SPILL_SHARE
 _BUCKET = "__bucket"
 
 

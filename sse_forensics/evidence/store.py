@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,8 +260,7 @@ class EvidenceStore:
     ) -> pl.DataFrame:
         """``columns`` (names or expressions) of ``table`` over every bucket, of the rows
         ``where`` selects (only those are read back)."""
-        frames = [f for b in range(self.buckets) for f in self._read(b, table, columns, where)]
-        return self._joined(frames, table, columns)
+        return self._query(range(self.buckets), table, columns, where)
 
     def bucket_columns(
         self,
@@ -272,53 +271,46 @@ class EvidenceStore:
         """(bucket, :meth:`columns` of that bucket), one bucket at a time in bucket order
         (buckets with no such rows left out)."""
         for b in range(self.buckets):
-            frames = self._read(b, table, columns, where)
-            if frames:
-                yield b, self._joined(frames, table, columns)
+            df = self._query([b], table, columns, where)
+            if df.height:
+                yield b, df
 
     def task_columns(
         self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]
     ) -> pl.DataFrame:
         """:meth:`columns` of the buckets of one task only."""
-        frames = [f for b in buckets for f in self._read(b, table, columns, None)]
-        return self._joined(frames, table, columns)
+        return self._query(buckets, table, columns, None)
 
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""
-        parts = [
-            f.get_column(column).unique()
-            for b in range(self.buckets)
-            for f in self._read(b, table, [column], None)
-        ]
-        if not parts:
-            return pl.Series(column, [], dtype=table.schema()[column])
-        return pl.concat(parts).unique().sort()
+        return (
+            self._query(range(self.buckets), table, [column], None)
+            .get_column(column)
+            .unique()
+            .sort()
+        )
 
-    def _read(
+    def _query(
         self,
-        bucket: int,
+        buckets: Iterable[int],
         table: type[Columns],
         columns: Sequence[str | pl.Expr],
         where: pl.Expr | None,
-    ) -> list[pl.DataFrame]:
-        part = self._parts[bucket]
-        frames = []
-        for p in part.files[table.name]:
-            lazy = pl.scan_parquet(p)
-            if where is not None:
-                lazy = lazy.filter(where)
-            frames.append(lazy.select(columns).collect())
-        for b in part.batches[table.name]:
-            frames.append((b.filter(where) if where is not None else b).select(columns))
-        return [f for f in frames if f.height]
-
-    @staticmethod
-    def _joined(
-        frames: list[pl.DataFrame], table: type[Columns], columns: Sequence[str | pl.Expr]
     ) -> pl.DataFrame:
-        if not frames:
-            return table.frame().select(columns)
-        return pl.concat(frames) if len(frames) > 1 else frames[0]
+        """``columns`` of the rows ``where`` selects in ``buckets`` (bucket by bucket, files
+        then held batches, in the order they were added): one polars query over all their
+        files, not one per file (a scan's cross-session pass asks a few dozen of these)."""
+        parts: list[pl.LazyFrame] = []
+        for b in buckets:
+            part = self._parts[b]
+            files = part.files[table.name]
+            if files:
+                parts.append(pl.scan_parquet(files))
+            parts.extend(df.lazy() for df in part.batches[table.name])
+        lazy = pl.concat(parts) if parts else table.frame().lazy()
+        if where is not None:
+            lazy = lazy.filter(where)
+        return lazy.select(columns).collect()
 
     def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The buckets of one task together (connections de-duplicated)."""

@@ -141,3 +141,30 @@ def test_logs_are_partitioned_and_spilled_without_changing_a_finding(
             assert split.stats.partitions > 1, name
             assert findings_jsonl(split) == findings_jsonl(whole), (name, budget)
             assert split.tables["sessions"].equals(whole.tables["sessions"]), (name, budget)
+
+
+def test_log_partitions_built_by_worker_processes_give_the_same_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--jobs 2`` on a large input: the worker processes, started at once, build each
+    log partition's evidence rows (as a cluster's tasks do), then judge the partitions; the
+    JSON lines, sessions and statistics are those of one process — also with records
+    that wait for their session and access lines no stream takes."""
+    import sse_forensics.pipeline as pipeline
+    from sse_forensics.pipeline import LogOptions
+
+    monkeypatch.setattr(pipeline, "SHARD_BYTES", 0)  # "large": the pool starts at once
+
+    paths = _production_logs(tmp_path, 12)
+    paths = [paths[0], _late_sessions(paths, tmp_path)]
+    options = LogOptions(
+        'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
+        '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
+        '"$sent_http_mcp_session_id" $request_time'
+    )
+    alone = scan_paths(paths, logs=options, jobs=1, buckets=3)
+    pooled = scan_paths(paths, logs=options, jobs=2, buckets=3)
+    assert alone.findings and alone.stats.partitions > 1
+    assert findings_jsonl(pooled) == findings_jsonl(alone)
+    assert pooled.tables["sessions"].equals(alone.tables["sessions"])
+    assert pooled.stats == alone.stats
