@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
@@ -546,23 +547,29 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
     return out
 
 
-def partition_count(paths: list[str], jobs: int) -> int:
-    """Enough partitions that each holds about :data:`PARTITION_BYTES` of input, and a few
-    per worker so the workers finish together."""
-    by_size = -(-input_bytes(paths) // PARTITION_BYTES)
+def partition_count(size: int, jobs: int) -> int:
+    """Enough partitions that each holds about :data:`PARTITION_BYTES` of ``size`` input
+    bytes, and a few per worker so the workers finish together."""
+    by_size = -(-size // PARTITION_BYTES)
     return max(1, by_size, 4 * jobs if jobs > 1 else 1)
 
 
 def input_bytes(paths: list[str]) -> int:
-    """The size on disk of ``paths`` (a directory's files counted)."""
-    size = 0
-    for p in paths:
-        with contextlib.suppress(OSError):
-            if os.path.isdir(p):
-                size += sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())
-            else:
-                size += os.path.getsize(p)
-    return size
+    """Bytes of the files ``paths`` name: files, a directory's own files (the files
+    :func:`~sse_forensics.ingest.inputs.resolve_inputs` reads), glob matches."""
+    total = 0
+    for path in paths:
+        if os.path.isdir(path):
+            names = [os.path.join(path, n) for n in os.listdir(path)]
+        elif glob.has_magic(path) and not os.path.exists(path):
+            names = glob.glob(path)
+        else:
+            names = [path]
+        for name in names:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(name):
+                    total += os.path.getsize(name)
+    return total
 
 
 def scan_paths(
@@ -586,14 +593,19 @@ def scan_paths(
     return_freed_memory()
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
+    size = input_bytes(paths)
     if buckets is None:
-        buckets = 1 if keep_records else partition_count(paths, jobs)
+        if executor is None and size < SHARD_BYTES:
+            # A small input is judged here: two interpreters starting and importing the
+            # analyzer cost more CPU (~1.7 s) than its whole scan.
+            jobs = 1
+        buckets = 1 if keep_records else partition_count(size, jobs)
     # --jobs N on a large input: N worker processes started at once, for the partitions'
     # evidence rows and the judging (a small scan starts them only if it has several
     # partitions to judge, when it gets there).
     local = None
     if executor is None and jobs > 1 and buckets > 1 and not keep_records:
-        local = _started(jobs) if input_bytes(paths) >= SHARD_BYTES else None
+        local = _started(jobs) if size >= SHARD_BYTES else None
     with (
         local or contextlib.nullcontext(),
         EvidenceStore(buckets, scratch=scratch) as store,

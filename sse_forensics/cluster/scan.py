@@ -45,6 +45,7 @@ from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
+    input_bytes,
     scan_paths,
 )
 from sse_forensics.result import ScanProgress, ScanResult
@@ -203,25 +204,6 @@ def cluster_partitions(size: int, workers: int) -> int:
     by_size = -(-size // PARTITION_BYTES)
     cap = max(PARTITIONS_PER_WORKER_MAX * workers, -(-size // MAX_PARTITION_BYTES))
     return max(1, PARTITIONS_PER_WORKER_MIN * workers, min(by_size, cap))
-
-
-def input_bytes(paths: list[str]) -> int:
-    """Bytes of the files ``paths`` name (files, directories' own files, glob matches)."""
-    import glob
-
-    total = 0
-    for path in paths:
-        if os.path.isdir(path):
-            names = [os.path.join(path, n) for n in os.listdir(path)]
-        elif glob.has_magic(path) and not os.path.exists(path):
-            names = glob.glob(path)
-        else:
-            names = [path]
-        for name in names:
-            with contextlib.suppress(OSError):
-                if os.path.isfile(name):
-                    total += os.path.getsize(name)
-    return total
 
 
 def _check_shared(
