@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 # The routed log rows held before they are written: this share of the store's memory
 # budget. A log scan's peak RSS is reached while it routes (held rows, the chunk being
 # parsed, the flush's copies); on benchmarks/scale.py's 417 MB log set, one process:
-# 470 MB with a third of the budget, 419 MB with a sixth, for the same CPU time.
-SPILL_SHARE = 6
+# 470 MB with 32 MiB held, 419 MB with 16 MiB, for the same CPU time.
+SPILL_SHARE = 2  # of evidence.store.DEFAULT_MEMORY_BUDGET (32 MiB): 16 MiB
 
 
 class Spill:

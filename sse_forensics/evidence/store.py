@@ -30,8 +30,10 @@ from sse_forensics.evidence.tables import (
 
 # Batches held in memory before the store writes them to its scratch directory. Parquet
 # (zstd) files are a quarter of the in-memory size or less; reading one partition back
-# costs one sequential read.
-DEFAULT_MEMORY_BUDGET = 96 << 20
+# costs one sequential read. benchmarks/scale.py's 400k-packet capture, one process: peak
+# RSS 434 MB with 96 MiB, 355 MB with 32 MiB, 320 MB with 16 MiB (235 MB at 50k packets
+# with any of them), CPU within noise; the smaller, the more files per partition.
+DEFAULT_MEMORY_BUDGET = 32 << 20
 
 
 def bucket_expr(buckets: int, column: str = "session") -> pl.Expr:
