@@ -4,6 +4,7 @@ joined with the capture, exactly, one stream per response, citing frames and log
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import shutil
@@ -16,6 +17,7 @@ from conftest import SAMPLES
 from support.log_samples import LOGS, Finding, event_log_of, expected_findings, got_findings
 
 from sse_forensics.pipeline import scan_paths
+from sse_forensics.result import ScanResult
 
 SCENARIOS = sorted(p.name for p in LOGS.iterdir() if p.is_dir()) if LOGS.is_dir() else []
 
@@ -91,9 +93,14 @@ def test_log_samples_come_in_the_shapes_real_servers_write() -> None:
     assert wanted <= formats
 
 
+@functools.cache  # resume-storm's logs are read by three tests: one scan
+def _logs_alone(name: str) -> ScanResult:
+    return scan_paths([str(LOGS / name)])
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_logs_alone_match_the_capture_for_judged_rules(name: str) -> None:
-    result = scan_paths([str(LOGS / name)])
+    result = _logs_alone(name)
     assert not result.errors and result.log_stats["unreadable_lines"] == 0
     not_judged = {item["rule"] for item in result.not_judged}
     judged = Counter({f: n for f, n in expected_findings(name).items() if f[0] not in not_judged})
@@ -116,7 +123,7 @@ def _lines(path: Path) -> list[bytes]:
 
 def test_rotated_access_log_is_read_whole() -> None:
     folder = LOGS / "resume-storm"
-    result = scan_paths([str(folder)])
+    result = _logs_alone(folder.name)
     names = {Path(p).name for p in result.inputs}
     assert names == {"access.log.1.gz", "access.log", "events.jsonl"}
     rotated, current = _lines(folder / "access.log.1.gz"), _lines(folder / "access.log")
@@ -128,7 +135,7 @@ def test_rotated_access_log_is_read_whole() -> None:
 
 
 def test_rotated_access_log_lines_come_first() -> None:
-    result = scan_paths([str(LOGS / "resume-storm")])
+    result = _logs_alone("resume-storm")
     resumes = result.tables["resumes"].sort("cursor_attempt")
     first = resumes["evidence"][0][0]
     assert Path(first["source"]).name == "access.log.1.gz"

@@ -33,10 +33,15 @@ def _tables(result: ScanResult) -> dict[str, pl.DataFrame]:
     }
 
 
+@functools.cache  # the samples in six partitions: compared here and by the worker tests
+def _in_partitions(paths: tuple[str, ...]) -> ScanResult:
+    return scan_paths(list(paths), jobs=1, buckets=6)
+
+
 @pytest.mark.parametrize("paths", _inputs(), ids=lambda p: Path(p[0]).name)
 def test_findings_and_tables_do_not_depend_on_partitioning(paths: list[str]) -> None:
     whole = scan_paths(paths, buckets=1)
-    split = scan_paths(paths, buckets=7)
+    split = _in_partitions(tuple(paths))
     assert split.stats.partitions > 1 or whole.stats.partitions == 1
     assert findings_jsonl(split) == findings_jsonl(whole)
     for name, df in _tables(whole).items():
@@ -55,9 +60,9 @@ def test_cross_session_replay_is_found_across_partitions() -> None:
         ], buckets
 
 
-@functools.cache  # what both worker-process tests compare with
 def _samples_in_one_process() -> ScanResult:
-    return scan_paths([str(SAMPLES)], jobs=1, buckets=6)
+    """What both worker-process tests compare with (scanned once for the file)."""
+    return _in_partitions((str(SAMPLES),))
 
 
 def test_worker_processes_give_the_same_findings() -> None:
