@@ -7,34 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from sse_forensics import pipeline
-from sse_forensics.engine import registry
-
 # Property tests judge behaviour, not speed: a loaded CI machine must not fail them on
 # Hypothesis' per-example deadline (speed is measured in benchmarks/).
 settings.register_profile("sse-forensics", deadline=None)
 settings.load_profile("sse-forensics")
-
-_load_rules = registry.load_rules
-_packaged: dict[Path, registry.RuleSet] = {}
-
-
-def _load_rules_once(extra_dirs: list[Path] | None = None) -> registry.RuleSet:
-    """``load_rules`` with the packaged rules parsed once per test process: reading and
-    checking the 25 rule files cost ~0.05 s, a third of a sample's whole scan, and the suite
-    scans hundreds of times. The files do not change during a run and a ``Rule`` is frozen;
-    each call still gets its own lists. ``--rules DIR`` loads (``extra_dirs``) are not cached."""
-    if extra_dirs:
-        return _load_rules(extra_dirs)
-    key = registry.packaged_rules_dir()
-    if key not in _packaged:
-        _packaged[key] = _load_rules()
-    loaded = _packaged[key]
-    return registry.RuleSet(list(loaded.rules), list(loaded.errors))
-
-
-registry.load_rules = _load_rules_once
-pipeline.load_rules = _load_rules_once
 
 SHARED_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 
