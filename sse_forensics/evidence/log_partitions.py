@@ -244,11 +244,12 @@ def _session_rows_on(
         else {}
     )
     scratch, store_dir = str(spill.scratch), str(store.scratch_dir())
+    by_bucket: dict[int, dict[tuple[str, int], list[Path]]] = {}
+    for key, paths in held.items():
+        if key[0] in ("events", "access"):
+            by_bucket.setdefault(key[1], {})[key] = paths
     futures = []
-    for b in range(spill.buckets):
-        mine = {k: v for k, v in held.items() if k[1] == b and k[0] in ("events", "access")}
-        if not mine:
-            continue
+    for b, mine in sorted(by_bucket.items()):
         part_ids = ids.get(b, group_ids.head(0))
         futures.append(
             pool.submit(session_partition, mine, b, part_ids, spill.buckets, scratch, store_dir)

@@ -111,7 +111,7 @@ class Front:
     """What the partitions are told. Keys are (connection, exchange index)."""
 
     dropped: set[Key] = field(default_factory=set)  # log exchanges a capture already holds
-    folds: dict[Key, Key] = field(default_factory=dict)  # event-log exchange → captured one
+    folds: dict[Key, Key] = field(default_factory=dict)  # event-log → captured, in key order
     links: dict[Key, tuple[Key, int]] = field(default_factory=dict)  # resume → (stream, pos)
     codecs: dict[str, IdCodec] = field(default_factory=dict)  # a session's default reading
     stream_codecs: dict[Key, IdCodec] = field(default_factory=dict)  # root stream → its scheme
@@ -122,7 +122,6 @@ class Front:
     # Per replaying stream, its events' positions → where each was first seen.
     foreign: dict[Key, dict[int, ForeignEvent]] = field(default_factory=dict)
     tasks: list[list[int]] = field(default_factory=list)
-    _fold_rank: dict[Key, int] = field(default_factory=dict, repr=False)
 
     def for_sessions(self, sessions: set[str], keys: set[Key]) -> Front:
         """The part one task needs (small to hand to a worker process)."""
@@ -130,7 +129,8 @@ class Front:
         return Front(
             # Looked up through the task's own keys: a scan's tasks together stay linear.
             dropped=self.dropped & keys,
-            folds=self._folds_of(keys),
+            # In key order, as the whole scan's are.
+            folds={k: self.folds[k] for k in sorted(keys) if k in self.folds},
             links={k: self.links[k] for k in keys if k in self.links},
             codecs={s: self.codecs[s] for s in sessions if s in self.codecs},
             stream_codecs={k: self.stream_codecs[k] for k in keys if k in self.stream_codecs},
@@ -140,14 +140,6 @@ class Front:
             server_groups={s: self.server_groups[s] for s in servers},
             foreign={k: self.foreign[k] for k in keys if k in self.foreign},
         )
-
-    def _folds_of(self, keys: set[Key]) -> dict[Key, Key]:
-        """The folds of ``keys``, in the scan's order: found through the task's own keys
-        (walking every fold for every task made a 1 GB log set's tasks quadratic)."""
-        if len(self._fold_rank) != len(self.folds):
-            self._fold_rank = {k: i for i, k in enumerate(self.folds)}
-        mine = sorted((k for k in keys if k in self.folds), key=self._fold_rank.__getitem__)
-        return {k: self.folds[k] for k in mine}
 
 
 def _rank(streams: pl.DataFrame) -> pl.DataFrame:
@@ -241,7 +233,7 @@ def _folds(
                 ["l_conn", "l_index", "overlap", "c_conn", "c_index"],
                 descending=[False, False, True, False, False],
             )
-            .unique(["l_conn", "l_index"], keep="first")
+            .unique(["l_conn", "l_index"], keep="first", maintain_order=True)
         )
         for lc, li, cc, ci in best.select("l_conn", "l_index", "c_conn", "c_index").iter_rows():
             folds[(lc, li)] = (cc, ci)
