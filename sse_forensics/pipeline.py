@@ -112,15 +112,19 @@ def _ingest_logs(
     progress: ScanProgress | None,
     executor: Executor | None = None,
     pool: Executor | None = None,
+    jobs: int = 1,
 ) -> LogIngest:
     """The logs read batch by batch into ``store`` (:mod:`sse_forensics.evidence.log_partitions`):
     memory follows a batch and a partition, not the logs. With an ``executor`` (a
-    cluster's), one task per file, then per partition (:mod:`sse_forensics.cluster.logs`);
-    with a ``pool`` (local workers), the partitions' evidence rows are built there."""
-    if executor is not None:
+    cluster's) or a ``pool`` (local workers), as tasks there: one per file (per range of a
+    large plain file), then per partition (:mod:`sse_forensics.cluster.logs`)."""
+    tasks = executor or (pool if store.buckets > 1 else None)
+    if tasks is not None:
         from sse_forensics.cluster.logs import ingest_logs_on
 
-        return ingest_logs_on(executor, logs, options, store, first_conn_id, config, progress)
+        return ingest_logs_on(
+            tasks, logs, options, store, first_conn_id, config, progress, workers=jobs
+        )
     # Only scans with logs pay for these imports.
     from sse_forensics.evidence.log_partitions import ingest_logs
     from sse_forensics.ingest.logs import iter_log_batches
@@ -143,7 +147,7 @@ def _ingest_logs(
         limits=config.limits,
     )
     try:
-        return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files, pool)
+        return ingest_logs(batches, store, first_conn_id, config, lambda: batches.files)
     finally:
         batches.close()
 
@@ -273,7 +277,7 @@ def ingest(
     a path that is neither a capture nor a log, or a log format that does not fit. Standard
     input, pipes and compressed captures are copied into ``spool`` first; a directory's
     files that are neither become errors (:func:`~sse_forensics.ingest.inputs.resolve_inputs`).
-    ``pool``: local worker processes for the logs' partitions."""
+    ``pool``: ``jobs`` local worker processes, for the logs' tasks."""
     logs = logs or LogOptions()
     found = resolve_inputs(paths, logs.text_format(), spool)
     inputs, log_files = found.captures, found.logs
@@ -285,7 +289,9 @@ def ingest(
     if log_files:
         first_id = reassembly.max_connection_id + 1
         with _scan_gc():
-            read = _ingest_logs(log_files, logs, store, first_id, config, progress, executor, pool)
+            read = _ingest_logs(
+                log_files, logs, store, first_id, config, progress, executor, pool, jobs
+            )
         reassembly.errors.extend(read.errors)
         reassembly.log_stats = read.stats
         exchanges += read.exchanges

@@ -1,10 +1,15 @@
 """Logs on the cluster: :func:`~sse_forensics.evidence.log_partitions.ingest_logs`'s steps
 as tasks, on any :class:`concurrent.futures.Executor` (a cluster's: :mod:`.client`).
 
-1. **One task per log file** reads it and routes its rows to session-hash partitions
+1. **One task per log file** — per byte range of a plain file larger than
+   :data:`~sse_forensics.ingest.logs.ranges.RANGE_BYTES`, cut at line ends — reads it and
+   routes its rows to session-hash partitions
    (:class:`~sse_forensics.evidence.log_partitions.LogRouter`), written as Parquet under the
-   scratch directory. It returns the partition files, the file's statistics and errors, and
-   which session each stream is first named in it (one row per stream).
+   scratch directory. It returns the partition files, the statistics and errors, and which
+   session each stream is first named in it (one row per stream). A range's lines are
+   numbered from the newlines before it: a quick task per range counts them, and a range
+   is read once those before it are counted. The client puts a file's ranges back
+   together in line order: its statistics summed, its error samples the file's first.
 2. The client keeps, per stream, the first name in reading order (what a local scan's
    :class:`~sse_forensics.ingest.logs.StreamSessions` learns); **one task per stream
    partition** with records read before their session was named attaches them.
@@ -31,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,10 +60,13 @@ from sse_forensics.evidence.store import DEFAULT_MEMORY_BUDGET, EvidenceStore
 from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import StreamSessions, iter_log_batches
+from sse_forensics.ingest.logs.files import compressed
 from sse_forensics.ingest.logs.formats import compile_format
 from sse_forensics.ingest.logs.jsonmap import LogMap, load_log_map
 from sse_forensics.ingest.logs.model import FileStats
-from sse_forensics.ingest.logs.read import log_stats
+from sse_forensics.ingest.logs.ranges import RANGE_BYTES, LineRange, count_newlines, plan_ranges
+from sse_forensics.ingest.logs.read import MAX_SAMPLES_PER_FILE, log_stats
+from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
 if TYPE_CHECKING:
     from sse_forensics.pipeline import LogOptions
@@ -126,10 +134,19 @@ def read_log_file(
     log_map: LogMap | None,
     buckets: int,
     scratch: str,
+    span: tuple[int, int | None, int] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> FileRead:
-    """Step 1: one log file (the ``file_no``-th of the scan) into partitions."""
+    """Step 1: one log file (the ``file_no``-th of the scan) into partitions; with a
+    ``span`` (``lo``, ``hi``, ``first_line`` of a :class:`LineRange`), that range of it."""
     try:
-        batches = iter_log_batches([path], access_format=access_format, log_map=log_map)
+        batches = iter_log_batches(
+            [path],
+            access_format=access_format,
+            log_map=log_map,
+            limits=limits,
+            span=LineRange(*span) if span is not None else None,
+        )
     except UnreadableInput as exc:
         return FileRead(refused=(exc.source, exc.reason), detected=True)
     spill = _spill(buckets, scratch)
@@ -149,6 +166,12 @@ def read_log_file(
         router.event_rows,
         router.sessions.known,
     )
+
+
+def count_range(path: str, lo: int, hi: int | None) -> int:
+    """Step 1's count: the newlines of a range of ``path`` (the ranges after it number
+    their lines from them)."""
+    return count_newlines(path, lo, hi)
 
 
 def attach_partition(
@@ -193,19 +216,24 @@ def client_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str
 
 def client_partition(
     files: SpillFiles,
-    bucket: int,
-    client_ids: pl.DataFrame,
+    group: list[int],
+    client_ids: dict[int, pl.DataFrame],
     config: AnalysisConfig,
     buckets: int,
     scratch: str,
     store_dir: str,
 ) -> PartRows:
-    """Step 4b: one client partition's access pseudo-connections (written under
-    ``store_dir``)."""
+    """Step 4b: the access pseudo-connections of the client partitions ``group`` (their
+    numbers in ``client_ids``), in partition order, written under ``store_dir``: one file
+    per session partition and table for all of them (their rows fall into every session
+    partition)."""
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
-    exchanges, connections = client_rows(
-        _spill(buckets, scratch, files), bucket, client_ids, config, store
-    )
+    spill = _spill(buckets, scratch, files)
+    exchanges = connections = 0
+    for bucket in group:
+        added = client_rows(spill, bucket, client_ids[bucket], config, store)
+        exchanges += added[0]
+        connections += added[1]
     store.spill()
     return PartRows(store.files(), dict(store.rows), exchanges, connections)
 
@@ -221,9 +249,10 @@ def ingest_logs_on(
     first_conn_id: int,
     config: AnalysisConfig,
     progress: ScanProgress | None = None,
+    workers: int = 1,
 ) -> LogIngest:
     """The log files at ``paths`` (in reading order) into ``store`` as tasks on
-    ``executor``: the :class:`LogIngest` a local scan's
+    ``executor`` (``workers`` of them run at once): the :class:`LogIngest` a local scan's
     :func:`~sse_forensics.evidence.log_partitions.ingest_logs` gives. Raises
     :class:`UnreadableInput` as it does: for the first file that is no log, else for the
     first whose lines are not in its format."""
@@ -235,9 +264,11 @@ def ingest_logs_on(
     store_dir = str(store.scratch_dir())
     scratch = tempfile.mkdtemp(prefix="logs-", dir=store_dir)
     try:
-        reads = _submit_reads(executor, paths, options.access_format, log_map, store, scratch)
-        _track_bytes(reads, paths, progress)
-        read = [f.result() for f in reads]
+        reads = _submit_reads(
+            executor, paths, options.access_format, log_map, store, scratch, config.limits
+        )
+        _track_bytes(reads, progress)
+        read = [_joined([f.result() for f in ranges]) for _, ranges in reads]
         _raise_refused(read)
         out = LogIngest()
         for r in read:
@@ -246,7 +277,9 @@ def ingest_logs_on(
         files.extend(_attach(executor, read, buckets, scratch))
         unmatched = [r.files for r in read]
         next_id = _sessions(executor, files, store, scratch, first_conn_id, out, unmatched)
-        out.next_conn_id = _clients(executor, unmatched, store, scratch, next_id, config, out)
+        out.next_conn_id = _clients(
+            executor, unmatched, store, scratch, next_id, config, out, 2 * workers
+        )
         stats = [s for r in read for s in r.stats]
         out.stats = log_stats(
             stats, sum(r.access_rows for r in read), sum(r.event_rows for r in read), started
@@ -302,9 +335,12 @@ def _clients(
     first_id: int,
     config: AnalysisConfig,
     out: LogIngest,
+    tasks: int,
 ) -> int:
-    """Step 4: the client addresses numbered from ``first_id``, then each client
-    partition's rows into ``store``. Returns the next free id."""
+    """Step 4: the client addresses numbered from ``first_id``, then the client
+    partitions' rows into ``store``: ``tasks`` tasks, each a run of consecutive
+    partitions (adopted in order, their rows are a local scan's). Returns the next free
+    id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
     files = _tables(unmatched, "unmatched")
     client_ids = _number(
@@ -316,21 +352,38 @@ def _clients(
         lambda firsts: number_clients(firsts, first_id),
     )
     parts = _by_bucket(client_ids)
+    runs = _runs(sorted(files), tasks)
     futures = [
         executor.submit(
             client_partition,
-            f,
-            b,
-            parts.get(b, client_ids.head(0)),
+            {k: v for b in run for k, v in files[b].items()},
+            run,
+            {b: parts.get(b, client_ids.head(0)) for b in run},
             config,
             buckets,
             scratch,
             store_dir,
         )
-        for b, f in sorted(files.items())
+        for run in runs
     ]
     _adopt(store, futures, out)
     return first_id + client_ids.height
+
+
+def _runs(items: list[int], n: int) -> list[list[int]]:
+    """``items`` cut into at most ``n`` runs of consecutive items, of even lengths."""
+    n = max(1, min(n, len(items)))
+    size, extra = divmod(len(items), n)
+    runs, at = [], 0
+    for k in range(n):
+        step = size + (k < extra)
+        runs.append(items[at : at + step])
+        at += step
+    return [r for r in runs if r]
+
+
+Reads = list[tuple[list[int], list[Future[FileRead]]]]
+"""Per file, in reading order: the bytes of each of its ranges and their tasks."""
 
 
 def _submit_reads(
@@ -340,20 +393,95 @@ def _submit_reads(
     log_map: LogMap | None,
     store: EvidenceStore,
     scratch: str,
-) -> list[Future[FileRead]]:
-    return [
-        executor.submit(read_log_file, path, i, access_format, log_map, store.buckets, scratch)
-        for i, path in enumerate(paths)
-    ]
+    limits: Limits,
+) -> Reads:
+    """Step 1's tasks: each file's first range at once, then the newlines of every range
+    but the last of each file counted, each later range submitted once those before it
+    are (the counts are quick, and queued before it)."""
+
+    def read(i: int, span: tuple[int, int | None, int] | None) -> Future[FileRead]:
+        args = (paths[i], i, access_format, log_map, store.buckets, scratch, span, limits)
+        return executor.submit(read_log_file, *args)
+
+    plans = [_ranges(path) for path in paths]
+    out: Reads = []
+    for i, (size, ranges) in enumerate(plans):
+        first = (ranges[0][0], ranges[0][1], 1) if len(ranges) > 1 else None
+        out.append(([_span_bytes(ranges[0], size)], [read(i, first)]))
+    counts = {
+        (i, k): executor.submit(count_range, paths[i], lo, hi)
+        for i, (_, ranges) in enumerate(plans)
+        for k, (lo, hi) in enumerate(ranges[:-1])
+    }
+    for i, (size, ranges) in enumerate(plans):
+        line = 1
+        for k in range(1, len(ranges)):
+            line += counts[i, k - 1].result()
+            lo, hi = ranges[k]
+            out[i][0].append(_span_bytes(ranges[k], size))
+            out[i][1].append(read(i, (lo, hi, line)))
+    return out
 
 
-def _track_bytes(
-    futures: list[Future[FileRead]], paths: list[str], progress: ScanProgress | None
-) -> None:
+def _ranges(path: str) -> tuple[int, list[tuple[int, int | None]]]:
+    """A file's size and its ranges (:func:`plan_ranges`; one for a compressed file)."""
+    size = os.path.getsize(path)
+    if size <= RANGE_BYTES or compressed(path):
+        return size, [(0, None)]
+    return size, plan_ranges(size, RANGE_BYTES)
+
+
+def _span_bytes(span: tuple[int, int | None], size: int) -> int:
+    return (size if span[1] is None else span[1]) - span[0]
+
+
+def _joined(ranges: list[FileRead]) -> FileRead:
+    """One file's :class:`FileRead` from those of its ranges (in line order): files in
+    that order, statistics summed, the file's first error samples, then its own errors —
+    the long-line cap's hits counted in the first — as a read of the whole file gives."""
+    if len(ranges) == 1:
+        return ranges[0]
+    out = FileRead(stats=[_summed([s for r in ranges for s in r.stats])])
+    samples: list[ReadError] = []
+    own: CapHit | None = None
+    for r in ranges:
+        for key, paths in r.files.items():
+            out.files.setdefault(key, []).extend(paths)
+        for error in r.errors:
+            if isinstance(error, CapHit) and error.cap == "log_line_bytes":  # the file's own
+                own = error if own is None else replace(own, count=own.count + error.count)
+            else:
+                samples.append(error)
+        out.access_rows += r.access_rows
+        out.event_rows += r.event_rows
+        if out.refused is None:
+            out.refused, out.detected = r.refused, r.detected
+    out.errors = samples[:MAX_SAMPLES_PER_FILE] + ([own] if own is not None else [])
+    named = [r.named for r in ranges if r.named is not None and r.named.height]
+    out.named = pl.concat(named) if named else None
+    return out
+
+
+def _summed(stats: list[FileStats]) -> FileStats:
+    """The statistics of a file from those of its ranges."""
+    out = FileStats(stats[0].source, stats[0].kind, stats[0].format)
+    for s in stats:
+        out.bytes += s.bytes
+        out.lines += s.lines
+        out.rows += s.rows
+        out.unreadable += s.unreadable
+        out.truncated |= s.truncated
+        for name, n in s.control_types.items():
+            out.control_types[name] = out.control_types.get(name, 0) + n
+    return out
+
+
+def _track_bytes(reads: Reads, progress: ScanProgress | None) -> None:
     """The bar's ``logs`` stage: bytes of the files read so far, across the cluster."""
     if progress is None:
         return
-    sizes = [os.path.getsize(p) for p in paths]
+    sizes = [n for spans, _ in reads for n in spans]
+    futures = [f for _, ranges in reads for f in ranges]
     total = sum(sizes)
     done = [0]
     lock = threading.Lock()

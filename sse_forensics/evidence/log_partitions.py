@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -150,16 +149,14 @@ def ingest_logs(
     first_conn_id: int,
     config: AnalysisConfig,
     files: Callable[[], list[FileStats]] | None = None,
-    pool: Executor | None = None,
 ) -> LogIngest:
     """Route the log ``batches`` (:func:`~sse_forensics.ingest.logs.iter_log_batches`) to
     partitions, then add their evidence rows to ``store``, pseudo-connections numbered from
     ``first_conn_id``. ``files``: the reader's per-file statistics, once read.
 
-    The steps below are the module docstring's; a cluster scan runs each of them as tasks
-    (one per file, then one per partition: :mod:`sse_forensics.cluster.logs`). With a
-    ``pool`` (local worker processes), steps 2a and 3 — the costliest after reading — run
-    there, one task per session partition, as a cluster's do."""
+    The steps below are the module docstring's, in this process; a scan with worker
+    processes or a cluster runs each of them as tasks (one per file or range of a file,
+    then one per partition: :mod:`sse_forensics.cluster.logs`)."""
     started = time.perf_counter()
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), store.memory_budget // SPILL_SHARE)
@@ -172,23 +169,15 @@ def ingest_logs(
         spill.drop("waiting", b)
 
     # Event-log groups numbered in the scan's order (one row per group).
-    shared = pool if buckets > 1 else None  # one partition: nothing to share out
-    if shared is not None:
-        orders = _group_orders_on(shared, spill)
-    else:
-        orders = [group_order(spill, b) for b in range(buckets)]
-    group_ids = number_groups(orders, first_conn_id)
+    group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
     next_id = first_conn_id + group_ids.height
     out = LogIngest(errors=router.errors)
-    if shared is not None:
-        _session_rows_on(shared, spill, group_ids, store, out)
-    else:
-        for b in range(buckets):
-            exchanges, connections = session_rows(spill, b, group_ids, store)
-            spill.drop("events", b)
-            spill.drop("access", b)
-            out.exchanges += exchanges
-            out.connections += connections
+    for b in range(buckets):
+        exchanges, connections = session_rows(spill, b, group_ids, store)
+        spill.drop("events", b)
+        spill.drop("access", b)
+        out.exchanges += exchanges
+        out.connections += connections
     del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
@@ -209,60 +198,6 @@ def ingest_logs(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
     return out
-
-
-def _group_orders_on(pool: Executor, spill: Spill) -> list[pl.DataFrame]:
-    """Step 2a as one task per session partition on ``pool``
-    (:func:`sse_forensics.cluster.logs.group_order_task`), in partition order."""
-    from sse_forensics.cluster.logs import group_order_task
-
-    spill.flush()
-    held = spill.files()
-    futures = [
-        pool.submit(group_order_task, {key: paths}, key[1], spill.buckets, str(spill.scratch))
-        for key, paths in sorted(held.items(), key=lambda kv: kv[0][1])
-        if key[0] == "events"
-    ]
-    return [f.result() for f in futures]
-
-
-def _session_rows_on(
-    pool: Executor, spill: Spill, group_ids: pl.DataFrame, store: EvidenceStore, out: LogIngest
-) -> None:
-    """Step 3 as one task per session partition on ``pool``
-    (:func:`sse_forensics.cluster.logs.session_partition`): each reads its partition's
-    files and writes its evidence files; they are adopted in partition order, as
-    :func:`session_rows` adds them, so the store is the same."""
-    from sse_forensics.cluster.logs import session_partition
-
-    spill.flush()
-    held = spill.files()
-    bucket = spill.bucket_of(_session_key()).alias("__bucket")
-    ids = (
-        split_by(group_ids.with_columns(bucket), "__bucket", keep_key=False)
-        if group_ids.height
-        else {}
-    )
-    scratch, store_dir = str(spill.scratch), str(store.scratch_dir())
-    by_bucket: dict[int, dict[tuple[str, int], list[Path]]] = {}
-    for key, paths in held.items():
-        if key[0] in ("events", "access"):
-            by_bucket.setdefault(key[1], {})[key] = paths
-    futures = []
-    for b, mine in sorted(by_bucket.items()):
-        part_ids = ids.get(b, group_ids.head(0))
-        futures.append(
-            pool.submit(session_partition, mine, b, part_ids, spill.buckets, scratch, store_dir)
-        )
-    for future in futures:
-        part = future.result()
-        store.adopt(part.files, part.rows)
-        spill.adopt(part.unmatched)
-        out.exchanges += part.exchanges
-        out.connections += part.connections
-    for b in range(spill.buckets):
-        spill.drop("events", b)
-        spill.drop("access", b)
 
 
 @dataclass(slots=True)

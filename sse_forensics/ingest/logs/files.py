@@ -1,7 +1,8 @@
 """Log files: which ones, in what order, and their bytes in line-aligned chunks.
 
-The only module here that opens files. A file may be plain, gzip (RFC 1952, several
-members allowed, as ``cat a.gz b.gz`` and logrotate's ``delaycompress`` produce) or
+The only module here that opens files, with :mod:`.ranges` (a large plain file cut into
+line-aligned byte ranges, each read on its own). A file may be plain, gzip (RFC 1952,
+several members allowed, as ``cat a.gz b.gz`` and logrotate's ``delaycompress`` produce) or
 Zstandard (RFC 8878, several frames allowed). It is read in chunks of about
 ``CHUNK_BYTES`` cut after a newline, so memory stays bounded whatever the file size.
 A compressed stream that ends early yields what it decompressed and a :class:`ReadError`
@@ -24,6 +25,7 @@ import numpy as np
 import zstandard
 
 from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest.logs.ranges import LineRange, bounds
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -192,23 +194,31 @@ def _pread_line(fd: int, start: int, data: bytes, max_line: int) -> bytes | Long
     return LongLine(size) if size > max_line else b"".join(parts)
 
 
-def _pread_chunks(fd: int, chunk_bytes: int, max_line: int) -> Iterator[bytes | LongLine]:
+def _pread_chunks(
+    fd: int, chunk_bytes: int, max_line: int, start: int = 0, stop: int | None = None
+) -> Iterator[bytes | LongLine]:
     """Line-aligned chunks of an uncompressed file, each one ``pread`` of exactly its
     lines: the cut is found in a small read of the chunk's tail first, so the chunk is one
     copy out of the page cache (a ``read`` then a slice at the cut is two). Not ``mmap``:
     a log truncated while mapped (logrotate's ``copytruncate``) kills the process with
-    SIGBUS; a short ``pread`` just ends the file."""
-    start = 0
-    while True:
-        end = start + chunk_bytes
+    SIGBUS; a short ``pread`` just ends the file. ``start``/``stop``: the bytes read (a
+    :class:`~.ranges.LineRange`'s, cut at line starts), ``stop`` None to the end."""
+
+    def pread(size: int, at: int) -> bytes:
+        if stop is not None:
+            size = min(size, stop - at)
+        return os.pread(fd, size, at) if size > 0 else b""
+
+    while stop is None or start < stop:
+        end = start + chunk_bytes if stop is None else min(start + chunk_bytes, stop)
         probe_at = max(start, end - _PROBE_BYTES)
-        tail = os.pread(fd, end - probe_at, probe_at)
+        tail = pread(end - probe_at, probe_at)
         if len(tail) < end - probe_at:  # the file ends within this chunk
             size = probe_at + len(tail) - start
         elif (cut := tail.rfind(b"\n")) >= 0:
             size = probe_at + cut + 1 - start
         else:  # no newline in the tail: read the chunk and cut as it comes
-            data = os.pread(fd, chunk_bytes, start)
+            data = pread(chunk_bytes, start)
             cut = data.rfind(b"\n") + 1
             if cut == 0:  # a line longer than a chunk: extend it to its newline
                 line = _pread_line(fd, start, data, max_line)
@@ -224,7 +234,7 @@ def _pread_chunks(fd: int, chunk_bytes: int, max_line: int) -> Iterator[bytes | 
             yield data
             start += len(data)
             continue
-        data = os.pread(fd, size, start) if size else b""
+        data = pread(size, start) if size else b""
         if not data:
             return
         yield data
@@ -325,12 +335,15 @@ def iter_chunks(
     *,
     chunk_bytes: int = CHUNK_BYTES,
     limits: Limits = DEFAULT_LIMITS,
+    span: LineRange | None = None,
 ) -> Iterator[Chunk]:
     """Line-aligned chunks of ``path`` (decompressed). Problems go to ``errors``; a
     truncation error names the last line read. A final line without a newline is kept. A
     line past the ``log_line_bytes`` cap is skipped (its number still counts) and a
-    compressed file past ``log_decoded_bytes`` cut, each a :class:`CapHit`."""
-    line = 1
+    compressed file past ``log_decoded_bytes`` cut, each a :class:`CapHit`. ``span``: only
+    the lines of that range of a plain file (:mod:`.ranges`; ValueError for a compressed
+    one), numbered from its ``first_line``."""
+    line = 1 if span is None else span.first_line
     broken: list[ReadError] = []
     max_line = limits.log_line_bytes
     long_lines: list[CapHit] = []  # the first, then its count: one per file however many
@@ -351,11 +364,15 @@ def iter_chunks(
 
     with _open(path) as fh:
         plain = compression(fh.peek(4)[:4]) is None
-        blocks = (
-            _plain_chunks(fh, chunk_bytes, max_line)
-            if plain
-            else _joined(fh, path, broken, chunk_bytes, limits)
-        )
+        if span is not None:
+            if not plain:
+                raise ValueError(f"{path}: a compressed file is read whole, not by range")
+            start, stop = bounds(fh.fileno(), span.lo, span.hi)
+            blocks = _pread_chunks(fh.fileno(), chunk_bytes, max_line, start, stop)
+        elif plain:
+            blocks = _plain_chunks(fh, chunk_bytes, max_line)
+        else:
+            blocks = _joined(fh, path, broken, chunk_bytes, limits)
         for data in blocks:
             if isinstance(data, LongLine):
                 long_line(line, data.size)
@@ -376,6 +393,12 @@ def iter_chunks(
         last = line - 1
         what = f"{error.what}; {last} lines read, the rest is lost"
         errors.append(ReadError(path, what, line=last if last > 0 else None))
+
+
+def compressed(path: str) -> bool:
+    """Is ``path`` gzip or Zstandard data (read whole: it has no byte ranges to enter)?"""
+    with _open(path) as fh:
+        return compression(fh.peek(4)[:4]) is not None
 
 
 def count_lines(data: bytes) -> int:

@@ -61,6 +61,7 @@ from sse_forensics.ingest.logs.model import (
     empty_events,
     with_start,
 )
+from sse_forensics.ingest.logs.ranges import LineRange
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
 
 DEEP = "nested deeper than the json_depth cap"
@@ -402,11 +403,14 @@ def iter_log_batches(
     progress: Callable[[int], None] | None = None,
     workers: int = WORKERS,
     limits: Limits = DEFAULT_LIMITS,
+    span: LineRange | None = None,
 ) -> LogBatches:
     """The logs at ``paths`` chunk by chunk: one :class:`LogBatch` per chunk of each file,
     files in :func:`read_logs`'s order (as given; a directory's or glob's rotated sets
     oldest first) and chunks in line order. ``progress`` gets the decompressed bytes of each
-    chunk as it is read. Arguments as :func:`read_logs`'s.
+    chunk as it is read. Arguments as :func:`read_logs`'s. ``span``: only those lines of
+    the one plain file ``paths`` names (:mod:`.ranges`); its stats and errors are the
+    range's (a range that is not the file's first is not checked against the format).
 
     Every file is detected before anything is read: a file that is no log this reader
     knows raises :class:`UnreadableInput` here. A file whose first chunk has lines but none
@@ -434,6 +438,7 @@ def iter_log_batches(
         progress=progress,
         workers=max(1, workers),
         limits=limits,
+        span=span,
     )
     return LogBatches(batches, files)
 
@@ -479,6 +484,7 @@ def _batches(
     progress: Callable[[int], None] | None,
     workers: int,
     limits: Limits = DEFAULT_LIMITS,
+    span: LineRange | None = None,
 ) -> Iterator[LogBatch]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for path, found in plans:
@@ -494,6 +500,7 @@ def _batches(
                 max_samples=max_samples,
                 progress=progress,
                 limits=limits,
+                span=span,
             )
 
 
@@ -508,15 +515,16 @@ def _read_file(
     max_samples: int,
     progress: Callable[[int], None] | None,
     limits: Limits = DEFAULT_LIMITS,
+    span: LineRange | None = None,
 ) -> Iterator[LogBatch]:
-    """Batches of one file, its chunks parsed ``in_flight`` at a time while the next one
-    is read, yielded in order. The first chunk is awaited alone: if none of its lines
-    match, the format is wrong (and nothing more is read)."""
+    """Batches of one file (of ``span`` of it), its chunks parsed ``in_flight`` at a time
+    while the next one is read, yielded in order. The file's first chunk is awaited alone:
+    if none of its lines match, the format is wrong (and nothing more is read)."""
     file_errors: list[ReadError] = []
     pending: deque[tuple[Chunk, Future[_Parsed]]] = deque()
-    chunks = iter_chunks(path, file_errors, chunk_bytes=chunk_bytes, limits=limits)
+    chunks = iter_chunks(path, file_errors, chunk_bytes=chunk_bytes, limits=limits, span=span)
     budget = max_samples
-    checked = False
+    checked = span is not None and span.lo > 0
     ended = False
     done = 0
 
@@ -569,7 +577,8 @@ def _read_file(
             )
         if not done:  # nothing decompressed at all: the file's errors still count
             file_stats.truncated = _truncated(file_errors)
-            yield LogBatch(path, found.kind, _empty(found.kind), 0, 0, file_errors, 1, True)
+            first = 1 if span is None else span.first_line
+            yield LogBatch(path, found.kind, _empty(found.kind), 0, 0, file_errors, first, True)
     finally:
         for _, future in pending:
             future.cancel()
