@@ -205,12 +205,11 @@ def _reassemble_captures(
 
 
 def _worker_pool(executor: Executor | None, workers: int) -> contextlib.AbstractContextManager[Any]:
-    """``executor`` as it is (its owner shuts it down), else ``workers`` spawned processes."""
+    """``executor`` as it is (its owner shuts it down), else ``workers`` spawned processes
+    (:func:`_started`)."""
     if executor is not None:
         return contextlib.nullcontext(executor)
-    # spawn, not fork: polars' thread pool must not be copied mid-flight.
-    context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+    return _started(workers)
 
 
 def _start_worker() -> None:
@@ -221,12 +220,29 @@ def _start_worker() -> None:
 
 def _started(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned processes, started now (a pool starts its processes at its
-    first task otherwise): their imports overlap the parent's reading."""
-    pool = _worker_pool(None, workers)
-    assert isinstance(pool, ProcessPoolExecutor)
-    for _ in range(workers):
-        pool.submit(int)
+    first task otherwise: their imports overlap the parent's work), polars in each with its
+    share of the cores (:data:`POLARS_THREADS`)."""
+    # spawn, not fork: polars' thread pool must not be copied mid-flight.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    given = os.environ.get(POLARS_THREADS)
+    os.environ.setdefault(POLARS_THREADS, threads)
+    try:
+        for _ in range(workers):  # each submit spawns a process (and it reads the variable)
+            pool.submit(int)
+    finally:
+        if given is None:
+            del os.environ[POLARS_THREADS]
     return pool
+
+
+POLARS_THREADS = "POLARS_MAX_THREADS"
+"""The variable that sizes polars' thread pool in a process that has not imported it yet
+(a value the user set is kept). Worker processes that busy every core between them run
+one thread each: their tasks are small and many, and polars' threads would only compete
+(benchmarks/scale.py's 4x log set, --jobs 2 on 2 cores: 25.2 CPU s with one thread per
+worker, 28.8 with two)."""
 
 
 def _reassemble_shard(
