@@ -193,17 +193,23 @@ def group_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str)
 
 def session_partition(
     files: SpillFiles,
-    bucket: int,
-    group_ids: pl.DataFrame,
+    group: list[int],
+    group_ids: dict[int, pl.DataFrame],
     buckets: int,
     scratch: str,
     store_dir: str,
 ) -> PartRows:
-    """Step 3b: one session partition's evidence rows (written under ``store_dir``: the
-    client adopts them) and its access lines no stream took."""
+    """Step 3b: the evidence rows of the session partitions ``group`` (their groups'
+    numbers in ``group_ids``), one after the other (written under ``store_dir``: the
+    client adopts them), and their access lines no stream took (one file per client
+    partition for all of them)."""
     spill = _spill(buckets, scratch, files)
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
-    exchanges, connections = session_rows(spill, bucket, group_ids, store)
+    exchanges = connections = 0
+    for bucket in group:
+        added = session_rows(spill, bucket, group_ids[bucket], store)
+        exchanges += added[0]
+        connections += added[1]
     return PartRows(
         store.files(), dict(store.rows), exchanges, connections, _own(spill, "unmatched")
     )
@@ -276,7 +282,9 @@ def ingest_logs_on(
         files = [r.files for r in read]
         files.extend(_attach(executor, read, buckets, scratch))
         unmatched = [r.files for r in read]
-        next_id = _sessions(executor, files, store, scratch, first_conn_id, out, unmatched)
+        next_id = _sessions(
+            executor, files, store, scratch, first_conn_id, out, unmatched, 2 * workers
+        )
         out.next_conn_id = _clients(
             executor, unmatched, store, scratch, next_id, config, out, 2 * workers
         )
@@ -297,10 +305,13 @@ def _sessions(
     first_id: int,
     out: LogIngest,
     unmatched: list[SpillFiles],
+    tasks: int,
 ) -> int:
-    """Step 3: the event-log groups numbered from ``first_id``, then each session
-    partition's rows into ``store`` (its unmatched access lines appended to
-    ``unmatched``). Returns the next free id."""
+    """Step 3: the event-log groups numbered from ``first_id``, then the session
+    partitions' rows into ``store`` (their unmatched access lines appended to
+    ``unmatched``): ``tasks`` tasks, each a run of consecutive partitions (adopted in
+    order, their rows are a local scan's; fewer tasks, fewer small files of unmatched
+    lines). Returns the next free id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
     group_ids = _number(
         executor,
@@ -311,17 +322,18 @@ def _sessions(
         lambda orders: number_groups(orders, first_id),
     )
     parts = _by_bucket(group_ids)
+    by_bucket = _tables(files, "events", "access")
     futures = [
         executor.submit(
             session_partition,
-            f,
-            b,
-            parts.get(b, group_ids.head(0)),
+            {k: v for b in run for k, v in by_bucket[b].items()},
+            run,
+            {b: parts.get(b, group_ids.head(0)) for b in run},
             buckets,
             scratch,
             store_dir,
         )
-        for b, f in sorted(_tables(files, "events", "access").items())
+        for run in _runs(sorted(by_bucket), tasks)
     ]
     unmatched.extend(part.unmatched for part in _adopt(store, futures, out))
     return first_id + group_ids.height
