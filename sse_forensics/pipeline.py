@@ -648,6 +648,8 @@ def scan_paths(
             executor,
             local,
         )
+        if local is not None:
+            local.shutdown(wait=False)  # the workers exit while the scan finishes
         first_seen = (
             store.columns(ExchangeColumns, ["session", "conn_id", "index"])
             .sort("conn_id", "index")
