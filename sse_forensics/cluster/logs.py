@@ -14,13 +14,15 @@ as tasks, on any :class:`concurrent.futures.Executor` (a cluster's: :mod:`.clien
    :class:`~sse_forensics.ingest.logs.StreamSessions` learns); **one task per stream
    partition** with records read before their session was named attaches them.
 3. **One task per session partition** returns its event-log groups' place in the scan's
-   order; the client numbers them (one row per group) — then one task per session partition
-   writes its evidence rows (the store's partition files) and routes the access lines no
-   stream took by client.
+   order; the client numbers them (one row per group) — then tasks over runs of
+   consecutive session partitions (two per worker) write their evidence rows (the store's
+   partition files) and route the access lines no stream took by client.
 4. The same for client addresses: one task per client partition for their first line,
-   numbered on the client, then one per client partition for their rows.
+   numbered on the client, then two tasks per worker over runs of client partitions for
+   their rows.
 
-The client adopts the evidence files in the order a local scan writes them, so the store,
+Local worker processes (``--jobs N`` on a large input) run the same plan. The client adopts
+the evidence files in the order a local scan writes them, so the store,
 the pseudo-connection numbers and the findings are a local scan's. A task never removes
 what it read and writes into a directory of its own: a task run again after its worker died
 sees none of the dead attempt's files. The log partition files go when the logs are done;
