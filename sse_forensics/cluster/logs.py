@@ -438,10 +438,14 @@ def _submit_reads(
 
 
 def _ranges(path: str) -> tuple[int, list[tuple[int, int | None]]]:
-    """A file's size and its ranges (:func:`plan_ranges`; one for a compressed file)."""
-    size = os.path.getsize(path)
-    if size <= RANGE_BYTES or compressed(path):
-        return size, [(0, None)]
+    """A file's size and its ranges (:func:`plan_ranges`; one for a compressed file, and
+    for one this process cannot read: its task says why, as for any file)."""
+    try:
+        size = os.path.getsize(path)
+        if size <= RANGE_BYTES or compressed(path):
+            return size, [(0, None)]
+    except (OSError, UnreadableInput):
+        return 0, [(0, None)]
     return size, plan_ranges(size, RANGE_BYTES)
 
 
