@@ -80,3 +80,19 @@ def test_bodies_in_pieces_read_as_one(seed: int, monkeypatch: pytest.MonkeyPatch
     assert cut.endpoints == whole.endpoints
     assert cut.versions == whole.versions
     assert one.filter(pl.col("position") == 0).height == one["body"].n_unique()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gather_in_spans(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gather`` picks the same bytes whatever span one mask covers (a range longer than a
+    span, ranges touching, empty ones)."""
+    rng = random.Random(seed)
+    buf = bytes(rng.randrange(256) for _ in range(20_000))
+    cuts = sorted(rng.sample(range(len(buf) + 1), 400))
+    starts = np.array(cuts[0::2], dtype=np.int64)
+    sizes = np.array(cuts[1::2], dtype=np.int64) - starts
+    sizes[rng.randrange(len(sizes))] = 0
+    want = b"".join(buf[s : s + n] for s, n in zip(starts.tolist(), sizes.tolist(), strict=True))
+    for span in (1, 97, 5000, 1 << 20):
+        monkeypatch.setattr(fsse, "GATHER_SPAN", span)
+        assert bytes(fsse.gather(buf, starts, sizes)) == want

@@ -49,7 +49,7 @@ R_SSE_EVENT_CAP = "sse: an event over the event_bytes cap"
 _BLANK_ENDS = (b"\n\n", b"\n\r\n", b"\r\r\n")
 
 
-def _last_blank(buf: bytes, lo: int, hi: int) -> int:
+def _last_blank(buf: bytes | bytearray, lo: int, hi: int) -> int:
     """End of the last ``\n\n``, ``\n\r\n`` or ``\r\r\n`` in ``buf[lo:hi]``, or -1."""
     best = -1
     for pattern in _BLANK_ENDS:
@@ -68,7 +68,7 @@ def _first_line_blank(head: bytes, start: int) -> int:
     return -1
 
 
-def _last_blank_within(buf: bytes, lo: int, hi: int) -> int:
+def _last_blank_within(buf: bytes | bytearray, lo: int, hi: int) -> int:
     """:func:`_last_blank` over ``buf[lo:hi]``, searched backwards in growing windows (the
     last blank line is usually near ``hi``)."""
     window = 4096
@@ -132,7 +132,7 @@ class BodySource:
             i += 1
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def gather(self, ends: np.ndarray) -> bytes:
+    def gather(self, ends: np.ndarray) -> bytes | bytearray:
         """Every body ``i`` up to virtual offset ``ends[i]``, concatenated."""
         body = np.searchsorted(self.body_start, self.offsets, side="right") - 1
         room = ends[body] - self.offsets if len(body) else self.offsets
@@ -140,31 +140,55 @@ class BodySource:
         return gather(self.buf, self.starts[keep], np.minimum(self.sizes, room)[keep])
 
 
-def gather(buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
+GATHER_SPAN = 16 << 20
+"""Bytes of the source one boolean mask of :func:`gather` covers: the mask and the bytes it
+picks are temporaries of this size, not of the whole buffer (issue 16: one stream of ten
+million events is 220 MB of body)."""
+
+
+def gather(buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes | bytearray:
     """``buf[starts[i]:starts[i] + sizes[i]]`` for every i, concatenated (ranges ascending
-    and disjoint: one boolean mask, no Python step per range)."""
+    and disjoint: boolean masks over spans of :data:`GATHER_SPAN` bytes, written into the
+    result, with no Python step per range)."""
     n = len(starts)
     if not n:
         return b""
-    gaps = np.empty(n + 1, dtype=np.int64)
-    gaps[0] = starts[0]
-    gaps[1:-1] = starts[1:] - (starts[:-1] + sizes[:-1])
-    gaps[-1] = len(buf) - (starts[-1] + sizes[-1])
-    if n < 64 or bool((gaps < 0).any()):
+    ends = starts + sizes
+    if n < 64 or bool((starts[1:] < ends[:-1]).any()):
         view = memoryview(buf)
         try:
-            ends = (starts + sizes).tolist()
-            return b"".join(map(view.__getitem__, map(slice, starts.tolist(), ends)))
+            return b"".join(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         finally:
             view.release()
-    runs = np.empty(2 * n + 1, dtype=np.int64)
-    runs[0::2] = gaps
+    out = bytearray(int(sizes.sum()))
+    dest = np.frombuffer(out, dtype=np.uint8)
+    src = np.frombuffer(buf, dtype=np.uint8)
+    at = i = 0
+    while i < n:
+        lo = int(starts[i])
+        j = max(i + 1, int(np.searchsorted(ends, lo + GATHER_SPAN, side="right")))
+        hi = int(ends[j - 1])
+        size = int(sizes[i:j].sum())
+        if j == i + 1:
+            dest[at : at + size] = src[lo:hi]
+        else:
+            dest[at : at + size] = _masked(src[lo:hi], starts[i:j] - lo, sizes[i:j])
+        at += size
+        i = j
+    return out
+
+
+def _masked(src: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The bytes of ``src`` in the ranges (ascending, disjoint, the last ending at its end)."""
+    n = len(starts)
+    runs = np.empty(2 * n, dtype=np.int64)
+    runs[0] = starts[0]
+    runs[2::2] = starts[1:] - (starts[:-1] + sizes[:-1])
     runs[1::2] = sizes
-    pattern = np.zeros(2 * n + 1, dtype=bool)
+    pattern = np.zeros(2 * n, dtype=bool)
     pattern[1::2] = True
-    keep = np.repeat(pattern, runs)
-    kept: bytes = np.frombuffer(buf, dtype=np.uint8)[keep].tobytes()
-    return kept
+    picked: np.ndarray = src[np.repeat(pattern, runs)]
+    return picked
 
 
 def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:
@@ -218,7 +242,7 @@ HEAD_PIECE = 4 << 20
 arrays grow with the lines it reads at once (issue 16: one stream of ten million events)."""
 
 
-def _piece_end(heads: bytes, lo: int) -> int:
+def _piece_end(heads: bytes | bytearray, lo: int) -> int:
     """Where the piece of ``heads`` starting at ``lo`` ends: just after its last LF-terminated
     blank line within :data:`HEAD_PIECE` bytes (a parser is there where a fresh one starts),
     else after the first one beyond (one event longer than a piece), else the end."""
@@ -232,13 +256,13 @@ def _piece_end(heads: bytes, lo: int) -> int:
 
 
 def _head_pieces(
-    heads: bytes,
+    heads: bytes | bytearray,
 ) -> Iterator[tuple[int, int, pl.DataFrame, np.ndarray, pl.DataFrame]]:
     """(lo, hi, events, comment starts, anomalies) of ``heads[lo:hi]``, a piece
     (:data:`HEAD_PIECE`) at a time, offsets within the piece: cut after blank lines, the
     pieces give the events, comments and anomalies of the whole."""
     if len(heads) <= HEAD_PIECE:
-        yield (0, len(heads), *_parse_heads(heads))
+        yield (0, len(heads), *_parse_heads(bytes(heads)))
         return
     lo = 0
     while lo < len(heads):
@@ -343,7 +367,9 @@ class ParsedBodies:
     the events of every piece: one stream of ten million events is parsed again piece by
     piece as its rows are built (issue 16); a batch of one piece keeps it."""
 
-    def __init__(self, heads: bytes, head_start: np.ndarray, head_len: np.ndarray) -> None:
+    def __init__(
+        self, heads: bytes | bytearray, head_start: np.ndarray, head_len: np.ndarray
+    ) -> None:
         self.heads = heads
         self.head_start = head_start
         self.head_done = head_start + head_len  # where each body's head ends in ``heads``
