@@ -96,3 +96,20 @@ def test_gather_in_spans(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     for span in (1, 97, 5000, 1 << 20):
         monkeypatch.setattr(fsse, "GATHER_SPAN", span)
         assert bytes(fsse.gather(buf, starts, sizes)) == want
+
+
+def test_heads_read_in_place() -> None:
+    """``Heads`` reads stretches of its ranges' concatenation as that concatenation's
+    slices (a stretch inside one range, across many, clipped at the end)."""
+    rng = random.Random(5)
+    buf = bytes(rng.randrange(256) for _ in range(5000))
+    cuts = sorted(rng.sample(range(1, len(buf)), 300))
+    starts = np.array(cuts[0::2], dtype=np.int64)
+    sizes = np.array(cuts[1::2], dtype=np.int64) - starts
+    heads = fsse.Heads(buf, starts, sizes)
+    whole = b"".join(buf[s : s + n] for s, n in zip(starts.tolist(), sizes.tolist(), strict=True))
+    assert len(heads) == len(whole)
+    for _ in range(300):
+        lo = rng.randrange(len(whole))
+        hi = lo + rng.randrange(1, 400)
+        assert heads.read(lo, hi) == whole[lo:hi]

@@ -6,8 +6,11 @@ how the body is split. Here the bodies are read where they lie — chunk data ra
 joined server bytes (:class:`BodySource`) — and every body is split at its *last
 LF-terminated blank line*:
 
-- the heads (everything up to that point) of all bodies are gathered into one buffer and
-  parsed in one call of the columnar :func:`~sse_forensics.reassembly.sse_columns.parse_body`.
+- the heads (everything up to that point) of all bodies are read as one concatenation
+  (:class:`Heads`, in place) and parsed by the columnar
+  :func:`~sse_forensics.reassembly.sse_columns.parse_body`, a piece of :data:`HEAD_PIECE`
+  bytes cut after a blank line at a time; twice (:class:`ParsedBodies`): once for what
+  decides a body, once as its rows are built, so a batch never holds every event at once.
   At each junction the parser is where a fresh parser starts — after a blank line that a
   later byte cannot extend (LF), no block open — except for the last-event-ID buffer, which
   is recomputed per body (it is the last valid ``id`` field so far, every block with one
@@ -49,7 +52,7 @@ R_SSE_EVENT_CAP = "sse: an event over the event_bytes cap"
 _BLANK_ENDS = (b"\n\n", b"\n\r\n", b"\r\r\n")
 
 
-def _last_blank(buf: bytes | bytearray, lo: int, hi: int) -> int:
+def _last_blank(buf: bytes, lo: int, hi: int) -> int:
     """End of the last ``\n\n``, ``\n\r\n`` or ``\r\r\n`` in ``buf[lo:hi]``, or -1."""
     best = -1
     for pattern in _BLANK_ENDS:
@@ -68,7 +71,7 @@ def _first_line_blank(head: bytes, start: int) -> int:
     return -1
 
 
-def _last_blank_within(buf: bytes | bytearray, lo: int, hi: int) -> int:
+def _last_blank_within(buf: bytes, lo: int, hi: int) -> int:
     """:func:`_last_blank` over ``buf[lo:hi]``, searched backwards in growing windows (the
     last blank line is usually near ``hi``)."""
     window = 4096
@@ -132,12 +135,50 @@ class BodySource:
             i += 1
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def gather(self, ends: np.ndarray) -> bytes | bytearray:
-        """Every body ``i`` up to virtual offset ``ends[i]``, concatenated."""
+    def heads(self, ends: np.ndarray) -> Heads:
+        """Every body ``i`` up to virtual offset ``ends[i]``, concatenated (read in place)."""
         body = np.searchsorted(self.body_start, self.offsets, side="right") - 1
         room = ends[body] - self.offsets if len(body) else self.offsets
-        keep = room > 0
-        return gather(self.buf, self.starts[keep], np.minimum(self.sizes, room)[keep])
+        sizes = np.minimum(self.sizes, room)
+        keep = sizes > 0
+        return Heads(self.buf, self.starts[keep], sizes[keep])
+
+
+class Heads:
+    """Byte ranges of a buffer read as their concatenation, a stretch at a time: the
+    event-stream heads of a batch are parsed piece by piece where they lie, never copied
+    whole (issue 16: one stream of ten million events is 220 MB of body)."""
+
+    def __init__(self, buf: bytes, starts: np.ndarray, sizes: np.ndarray) -> None:
+        self.buf = buf
+        self.starts = starts
+        self.sizes = sizes
+        self.offsets = np.zeros(len(sizes), dtype=np.int64)  # of each range in the whole
+        if len(sizes):
+            np.cumsum(sizes[:-1], out=self.offsets[1:])
+        self.size = int(sizes.sum())
+
+    @classmethod
+    def of(cls, data: bytes) -> Heads:
+        """One buffer read whole."""
+        return cls(data, np.zeros(1, dtype=np.int64), np.array([len(data)], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, lo: int, hi: int) -> bytes:
+        """Bytes ``[lo, hi)`` of the concatenation (``hi`` clipped to its end)."""
+        hi = min(hi, self.size)
+        if hi <= lo:
+            return b""
+        offsets = self.offsets
+        i = int(np.searchsorted(offsets, lo, side="right")) - 1
+        j = int(np.searchsorted(offsets, hi, side="left"))
+        starts = self.starts[i:j].copy()
+        ends = starts + self.sizes[i:j]
+        ends[-1] = self.starts[j - 1] + (hi - offsets[j - 1])
+        starts[0] += lo - offsets[i]
+        return bytes(gather(self.buf, starts, ends - starts))
 
 
 GATHER_SPAN = 16 << 20
@@ -242,44 +283,66 @@ HEAD_PIECE = 4 << 20
 arrays grow with the lines it reads at once (issue 16: one stream of ten million events)."""
 
 
-def _piece_end(heads: bytes | bytearray, lo: int) -> int:
+def _last_blank_in(heads: Heads, lo: int, hi: int) -> int:
+    """:func:`_last_blank` over ``heads[lo:hi]`` (absolute offset, or -1), read backwards
+    in growing windows (the last blank line is usually near ``hi``)."""
+    hi = min(hi, len(heads))
+    window = 4096
+    while True:
+        at = max(lo, hi - window)
+        piece = heads.read(at, hi)
+        best = _last_blank(piece, 0, len(piece))
+        # A match that starts before ``at`` ends before at + 3: anything later was seen.
+        if best >= 3 or at == lo:
+            return at + best if best >= 0 else -1
+        window *= 4
+
+
+def _first_blank_from(heads: Heads, start: int) -> int:
+    """End of the first ``\n\n``, ``\n\r\n`` or ``\r\r\n`` starting at or after
+    ``start``, or -1; read forwards a window at a time."""
+    window = 1 << 16
+    while start < len(heads):
+        piece = heads.read(start, start + window + 2)  # a match may run 2 bytes over
+        found = [f + len(p) for p in _BLANK_ENDS if 0 <= (f := piece.find(p)) < window]
+        if found:
+            return start + min(found)
+        start += window
+    return -1
+
+
+def _piece_end(heads: Heads, lo: int) -> int:
     """Where the piece of ``heads`` starting at ``lo`` ends: just after its last LF-terminated
     blank line within :data:`HEAD_PIECE` bytes (a parser is there where a fresh one starts),
     else after the first one beyond (one event longer than a piece), else the end."""
     want = lo + HEAD_PIECE
-    best = _last_blank_within(heads, lo, want)
+    best = _last_blank_in(heads, lo, want)
     if best > lo:
         return best
-    later = [heads.find(p, want) for p in _BLANK_ENDS]
-    found = [f + len(p) for f, p in zip(later, _BLANK_ENDS, strict=True) if f >= 0]
-    return min(found) if found else len(heads)
+    found = _first_blank_from(heads, want)
+    return found if found >= 0 else len(heads)
 
 
 def _head_pieces(
-    heads: bytes | bytearray,
+    heads: Heads,
 ) -> Iterator[tuple[int, int, pl.DataFrame, np.ndarray, pl.DataFrame]]:
     """(lo, hi, events, comment starts, anomalies) of ``heads[lo:hi]``, a piece
     (:data:`HEAD_PIECE`) at a time, offsets within the piece: cut after blank lines, the
     pieces give the events, comments and anomalies of the whole."""
     if len(heads) <= HEAD_PIECE:
-        yield (0, len(heads), *_parse_heads(bytes(heads)))
+        yield (0, len(heads), *_parse_heads(heads.read(0, len(heads))))
         return
     lo = 0
     while lo < len(heads):
         hi = _piece_end(heads, lo)
-        view = memoryview(heads)
-        try:
-            piece = bytes(view[lo:hi])
-        finally:
-            view.release()
-        yield (lo, hi, *_parse_heads(piece))
+        yield (lo, hi, *_parse_heads(heads.read(lo, hi)))
         lo = hi
 
 
 def _parse_head_pieces(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
     """:func:`_parse_heads` of ``heads``, from :func:`_head_pieces` (offsets shifted back)."""
     events, comments, anomalies = [], [], []
-    for lo, _hi, ev, cm, an in _head_pieces(heads):
+    for lo, _hi, ev, cm, an in _head_pieces(Heads.of(heads)):
         events.append(ev.with_columns(pl.col("start") + lo, pl.col("end") + lo))
         comments.append(cm + lo)
         anomalies.append(an.with_columns(pl.col(c) + lo for c in ("start", "end") if c in an))
@@ -363,13 +426,11 @@ class ParsedBodies:
     The events of a piece hold ``body``, ``position`` (in its body), ``start``/``end``
     (body offsets), ``id`` (the ID buffer at dispatch) and the other columns of
     :data:`~sse_forensics.reassembly.sse_columns.EVENT_SCHEMA`, in body then stream
-    order. Between the two reads only the heads and the tails' events are held, never
-    the events of every piece: one stream of ten million events is parsed again piece by
+    order. Between the two reads only the tails' events are held (the heads are read
+    where they lie), never the events of every piece: one stream of ten million events is parsed again piece by
     piece as its rows are built (issue 16); a batch of one piece keeps it."""
 
-    def __init__(
-        self, heads: bytes | bytearray, head_start: np.ndarray, head_len: np.ndarray
-    ) -> None:
+    def __init__(self, heads: Heads, head_start: np.ndarray, head_len: np.ndarray) -> None:
         self.heads = heads
         self.head_start = head_start
         self.head_done = head_start + head_len  # where each body's head ends in ``heads``
@@ -498,7 +559,7 @@ def parse_bodies(source: BodySource, max_event_bytes: int | None = None) -> Pars
     head_start = np.zeros(n, dtype=np.int64)
     if n:
         np.cumsum(head_len[:-1], out=head_start[1:])
-    parsed = ParsedBodies(source.gather(heads_end), head_start, head_len)
+    parsed = ParsedBodies(source.heads(heads_end), head_start, head_len)
     parsed.refused.update(bom_refused)
     parsed.max_event_bytes = max_event_bytes
     tail_cut = (
