@@ -427,8 +427,9 @@ class ParsedBodies:
     (body offsets), ``id`` (the ID buffer at dispatch) and the other columns of
     :data:`~sse_forensics.reassembly.sse_columns.EVENT_SCHEMA`, in body then stream
     order. Between the two reads only the tails' events are held (the heads are read
-    where they lie), never the events of every piece: one stream of ten million events is parsed again piece by
-    piece as its rows are built (issue 16); a batch of one piece keeps it."""
+    where they lie), never the events of every piece: one stream of ten million events
+    is parsed again piece by piece as its rows are built (issue 16); a batch of one
+    piece keeps it."""
 
     def __init__(self, heads: Heads, head_start: np.ndarray, head_len: np.ndarray) -> None:
         self.heads = heads
