@@ -87,7 +87,7 @@ def community_id(client: Endpoint, server: Endpoint) -> str:
     return "1:" + base64.b64encode(digest).decode()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Connection:
     id: int  # 1-based, order of first frame
     client: Endpoint

@@ -173,15 +173,17 @@ class TCPState:
 class TCPAnalyzer:
     """Feed every segment of one connection in capture order with its direction."""
 
-    __slots__ = ("_sides", "state")
+    __slots__ = ("_client", "_server", "state")
 
     def __init__(self) -> None:
         self.state = TCPState()
-        self._sides: dict[Direction, _Side] = {"client": _Side(), "server": _Side()}
+        # Two attributes, not a dict of the two: a SYN flood tracks 100,000 of these.
+        self._client = _Side()
+        self._server = _Side()
 
     def _handshake(self) -> None:
         """Both SYNs seen: fix each side's window shift (RFC 7323 §2.2)."""
-        client, server = self._sides["client"], self._sides["server"]
+        client, server = self._client, self._server
         if client.offer is None or server.offer is None:
             client.shift = server.shift = 0  # scaling is on only if both sides offered it
         else:
@@ -189,12 +191,11 @@ class TCPAnalyzer:
         self.state.window_scale = {"client": client.shift, "server": server.shift}
 
     def segment(self, direction: Direction, seg: TCPSegment) -> None:
-        sides = self._sides
         peer_dir: Direction
         if direction == "client":
-            me, peer, peer_dir = sides["client"], sides["server"], "server"
+            me, peer, peer_dir = self._client, self._server, "server"
         else:
-            me, peer, peer_dir = sides["server"], sides["client"], "client"
+            me, peer, peer_dir = self._server, self._client, "client"
         origin = seg.origin
         flags = seg.flags
         state = self.state
@@ -277,7 +278,7 @@ class TCPAnalyzer:
             if not me.syn_seen:
                 me.syn_seen = True
                 me.offer = window_scale_offer(seg.options)
-                if self._sides["client"].syn_seen and self._sides["server"].syn_seen:
+                if self._client.syn_seen and self._server.syn_seen:
                     self._handshake()
             length += 1  # RFC 9293 §3.4: SYN and FIN occupy a sequence number each
         if flags & TCP_FIN:
@@ -292,14 +293,13 @@ class TCPAnalyzer:
 
     def close(self, end_ts: float) -> None:
         """The connection (or the capture) ended at ``end_ts``: judge silences up to it."""
-        pairs: tuple[tuple[Direction, Direction], ...] = (
-            ("client", "server"),
-            ("server", "client"),
+        pairs: tuple[tuple[Direction, _Side, _Side], ...] = (
+            ("client", self._client, self._server),
+            ("server", self._server, self._client),
         )
-        for direction, peer_dir in pairs:
-            side = self._sides[direction]
+        for direction, side, peer in pairs:
             if side.silent_at(end_ts):
-                self._judge_stall(direction, side, self._sides[peer_dir])
+                self._judge_stall(direction, side, peer)
 
     def _judge_stall(self, sender: Direction, side: _Side, receiver: _Side) -> None:
         side.checked = True

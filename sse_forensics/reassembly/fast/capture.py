@@ -76,7 +76,6 @@ BATCH_BYTES = 8 << 20
 EVENT_SLICE = 1 << 17
 """Events classified and turned into evidence rows at once: a batch of one long stream
 holds its parsed events, not every column of every one of them (issue 16)."""
-_VERSION_KEY = "protocolVersion"
 
 
 @dataclass(slots=True)
@@ -697,32 +696,14 @@ class _Batch:
         owners, parsed = self.owners, self.parsed
         body_of = {(id(c), k): b for b, (c, k) in enumerate(owners)}
 
-        # Events of kept bodies, with their position and the frames of their bytes.
+        # Bodies kept, and what their events say about sessions and versions (read once,
+        # by parse_bodies): the events themselves come piece by piece below.
         keep_body = np.array([not c.reason for c, _k in owners], dtype=bool)
-        events = parsed.events
-        body = events["body"].to_numpy()
-        if len(body) and not bool(keep_body.all()):
-            mask = keep_body[body]
-            events = events.filter(pl.Series(mask))
-            body = body[mask]
-        endpoint_data: dict[int, list[str]] = {}
-        versions: dict[int, list[str]] = {}
-        if events.height:
-            at = np.arange(len(body), dtype=np.int64)
-            first = np.maximum.accumulate(np.where(np.diff(body, prepend=-1) != 0, at, 0))
-            events = events.with_columns(position=pl.Series(at - first, dtype=pl.Int64))
-            endpoints = events.filter((pl.col("position") < 2) & (pl.col("event") == "endpoint"))
-            for b, data in endpoints.select("body", "data").iter_rows():
-                endpoint_data.setdefault(b, []).append(data)
+        endpoint_data = {b: d for b, d in parsed.endpoints.items() if keep_body[b]}
         # Data that may name the protocol version, in order: a superset of what
         # ``exchange_protocol_version`` takes one from (it reads them in turn and skips the
         # others, as it does every event's data on the exact path).
-        marked = events.select(pl.col("data").str.contains(_VERSION_KEY, literal=True))
-        marked_rows = np.flatnonzero(marked.to_series().fill_null(False).to_numpy())
-        if len(marked_rows):
-            for b, data in events.select("body", "data")[marked_rows].iter_rows():
-                versions.setdefault(b, []).append(data)
-        first_row, last_row = self._event_rows(events, body)
+        versions = {b: d for b, d in parsed.versions.items() if keep_body[b]}
         ctx.clock.lap("events")
 
         # Exchanges: the exact row builder, on Exchange objects whose events stand in only
@@ -776,26 +757,36 @@ class _Batch:
         ctx.clock.lap("exchanges")
         conn_frame, ex_frame = ConnectionColumns.frame(conn_buf), ExchangeColumns.frame(ex_buf)
         del conn_buf, ex_buf
-        for lo in range(0, max(events.height, 1), EVENT_SLICE):
-            part = events.slice(lo, EVENT_SLICE)
-            hi = lo + part.height
-            classes, _ = classify_events(part)
-            ev_frame = _event_frame(
-                ctx.index,
-                part,
-                classes,
-                body[lo:hi],
-                len(owners),
-                body_session,
-                body_ex,
-                first_row[lo:hi],
-                last_row[lo:hi],
-            )
-            del classes
-            ctx.clock.lap("event-rows")
-            ctx.sink(conn_frame, ex_frame, ev_frame)
-            conn_frame, ex_frame = conn_frame.clear(), ex_frame.clear()
-            ctx.clock.lap("sink")
+        sent = False
+        for piece in parsed.pieces():
+            body = piece["body"].to_numpy()
+            if len(body) and not bool(keep_body.all()):
+                mask = keep_body[body]
+                piece = piece.filter(pl.Series(mask))
+                body = body[mask]
+            for lo in range(0, piece.height, EVENT_SLICE):
+                part = piece.slice(lo, EVENT_SLICE)
+                hi = lo + part.height
+                first_row, last_row = self._event_rows(part, body[lo:hi])
+                classes, _ = classify_events(part)
+                ev_frame = _event_frame(
+                    ctx.index,
+                    part,
+                    classes,
+                    body[lo:hi],
+                    len(owners),
+                    body_session,
+                    body_ex,
+                    first_row,
+                    last_row,
+                )
+                del classes
+                ctx.clock.lap("event-rows")
+                ctx.sink(conn_frame, ex_frame, ev_frame)
+                conn_frame, ex_frame, sent = conn_frame.clear(), ex_frame.clear(), True
+                ctx.clock.lap("sink")
+        if not sent:
+            ctx.sink(conn_frame, ex_frame, EventColumns.frame())
 
     def _event_rows(self, events: pl.DataFrame, body: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows (frames) holding each event's first and last byte."""
