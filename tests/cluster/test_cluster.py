@@ -384,16 +384,23 @@ def test_unreadable_store_is_one_clear_error(client, tmp_path: Path) -> None:
 
 
 def _mirror_roots() -> set[Path]:
-    from sse_forensics.cluster.mirror import LOCAL_BASE
+    from sse_forensics.cluster import mirror
 
-    return set(Path(LOCAL_BASE).glob("sse-forensics-cluster-20*"))
+    return set(Path(mirror.LOCAL_BASE).glob("sse-forensics-cluster-20*"))
 
 
-def test_object_store_scratch_gives_the_local_findings(client, tmp_path: Path) -> None:
+def test_object_store_scratch_gives_the_local_findings(
+    client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``--scratch memory://…``: every file a task writes goes to the store and leaves the
     worker's disk, every task and the client download what they read (nothing is shared
     but the store); captures, logs and an object-store input give a local scan's lines,
-    and the store and the local directories are empty afterwards — after Ctrl-C too."""
+    and the store and the local directories are empty afterwards — after Ctrl-C too.
+    The local directories are made under this test's own base (the cluster's workers are
+    threads of this process): /tmp holds those of any other scan running on the machine."""
+    from sse_forensics.cluster import mirror
+
+    monkeypatch.setattr(mirror, "LOCAL_BASE", str(tmp_path))
     storm = LOG_SAMPLES / "resume-storm"
     fs = _memory_store({f"/inputs/{p.name}": p for p in storm.iterdir()})
     captures = sorted(SAMPLES.glob("*.pcap"))[:8]
