@@ -480,30 +480,36 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
     decimal integers (``int_fit``) and, per pattern, how many fit it (``fit0``…) with the
     number of distinct prefixes and counter values among those.
 
-    Grouped by response only (its session is one per response, put back after), integer
-    keys computed row by row, and a packaged pattern tried only on the IDs holding one of
-    its separators: a stream of ten million integer IDs costs no table of distinct IDs."""
+    Grouped by response (its session is one per response: the first), integer keys
+    computed row by row on every row (signals counted out), and a packaged pattern tried
+    only on the IDs holding one of its separators: a stream of ten million integer IDs
+    costs no table of distinct IDs, nor a copy of its IDs."""
     response = ["conn_id", "ex_index"]
-    sessions = id_events.select(*response, "session").unique(response, keep="first")
-    judged = _with_int_keys(
-        id_events.select(*response, "id_field", "kind")
-        .filter(pl.col("kind") != "signal")
-        .drop("kind"),
-        max_digits,
+    keyed = _with_int_keys(id_events.select(*response, "session", "id_field", "kind"), max_digits)
+    judge = pl.col("kind") != "signal"
+    out = (
+        keyed.group_by(response)
+        .agg(
+            pl.col("session").first(),
+            judge.sum().alias("n"),
+            (pl.col("int_ok") & judge).sum().alias("int_fit"),
+            # Whether any judged ID holds a separator (a packaged pattern needs one).
+            (pl.col("id_field").str.contains(_SEPARATOR).fill_null(True) & judge)
+            .any()
+            .alias("_sep"),
+        )
+        .filter(pl.col("n") > 0)
     )
-    out = judged.group_by(response).agg(
-        pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
-    )
-    judged = judged.select(*response, "id_field")
-    # Whether any ID holds a separator: a packaged pattern matches no other (integer IDs).
-    separated = judged.select(
-        pl.col("id_field").str.contains(_SEPARATOR).fill_null(True).any()
-    ).item()
+    separated = bool(out.get_column("_sep").any())
+    out = out.drop("_sep")
+    judged: pl.DataFrame | None = None
     for k, pattern in enumerate(patterns):
         names = [f"fit{k}", f"prefixes{k}", f"seqs{k}"]
         if pattern in _PACKAGED_PATTERNS and not separated:  # none fits: no table to join
             out = out.with_columns(pl.lit(0, pl.UInt32).alias(n) for n in names)
             continue
+        if judged is None:
+            judged = id_events.select(*response, "id_field", "kind").filter(judge).drop("kind")
         tried = (
             judged.filter(pl.col("id_field").str.contains(_SEPARATOR).fill_null(True))
             if pattern in _PACKAGED_PATTERNS
@@ -522,9 +528,7 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
         out = out.join(per, on=response, how="left").with_columns(
             pl.col(n).fill_null(0) for n in names
         )
-    return sessions.join(out, on=response, how="inner").select(
-        *response, "session", *[c for c in out.columns if c not in response]
-    )
+    return out
 
 
 def _stream_codecs(
@@ -855,23 +859,24 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             allow_exact_matches=False,
             check_sortedness=False,
         )
-        anyone = r.join_asof(
-            seen.drop("session").rename({"rank": "p_rank"}),
-            left_on="rank",
-            right_on="p_rank",
-            by=["id_field"],
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
         for row in same.filter(pl.col("p_rank").is_not_null()).iter_rows(named=True):
             picks[row["rank"]] = (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
-        for row in anyone.filter(
-            pl.col("p_rank").is_not_null() & pl.col("session_inferred")
-        ).iter_rows(named=True):
-            picks.setdefault(
-                row["rank"], (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
+        if r.get_column("session_inferred").any():  # of any session: inferred ones only
+            anyone = r.join_asof(
+                seen.drop("session").rename({"rank": "p_rank"}),
+                left_on="rank",
+                right_on="p_rank",
+                by=["id_field"],
+                strategy="backward",
+                allow_exact_matches=False,
+                check_sortedness=False,
             )
+            for row in anyone.filter(
+                pl.col("p_rank").is_not_null() & pl.col("session_inferred")
+            ).iter_rows(named=True):
+                picks.setdefault(
+                    row["rank"], (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
+                )
     key_of_rank = {
         rk: (c, i) for rk, c, i in streams.select("rank", "conn_id", "index").iter_rows()
     }
