@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 from support.log_samples import LOGS, Finding, event_log_of, expected_findings, got_findings
+from support.partitions import assert_same_in_partitions
 
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.result import ScanResult
@@ -153,11 +154,16 @@ def _gap_ids(records: list[dict], first: str, last: str) -> set[str]:
     return set()
 
 
+@functools.cache  # compared with the capture's truth and with six partitions: one scan
+def _joined(name: str) -> ScanResult:
+    return scan_paths([str(SAMPLES / f"{name}.pcap"), str(LOGS / name)])
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_capture_and_logs_joined_match_the_capture(name: str) -> None:
     pcap = SAMPLES / f"{name}.pcap"
     alone = scan_paths([str(pcap)])
-    joined = scan_paths([str(pcap), str(LOGS / name)])
+    joined = _joined(name)
     assert got_findings(joined) == expected_findings(
         name
     )  # no sources-disagree either: none is expected
@@ -179,6 +185,16 @@ def test_capture_and_logs_joined_match_the_capture(name: str) -> None:
             continue  # the event log holds nothing about this gap
         cited = {e["line"] for e in finding.evidence if e.get("source") == str(events_path)}
         assert cited & evicted, f"{finding.rule} {first}-{last} cites no eviction record"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_joined_findings_and_tables_do_not_depend_on_partitioning(name: str) -> None:
+    """The capture and its logs, the log records folding into the capture's exchanges
+    across partitions (docs/profile.md, "Sessions and streams"): one partition and six
+    give the same JSON lines and fact tables."""
+    paths = [str(SAMPLES / f"{name}.pcap"), str(LOGS / name)]
+    assert _joined(name).stats.partitions == 1
+    assert_same_in_partitions(_joined(name), scan_paths(paths, buckets=6))
 
 
 def _copy_with(tmp_path: Path, name: str, change) -> Path:
