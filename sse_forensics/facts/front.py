@@ -480,22 +480,36 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
     decimal integers (``int_fit``) and, per pattern, how many fit it (``fit0``…) with the
     number of distinct prefixes and counter values among those.
 
-    Grouped by response only (its session is one per response, put back after), integer
-    keys computed row by row, and a packaged pattern tried only on the IDs holding one of
-    its separators: a stream of ten million integer IDs costs no table of distinct IDs."""
+    Grouped by response (its session is one per response: the first), integer keys
+    computed row by row on every row (signals counted out), and a packaged pattern tried
+    only on the IDs holding one of its separators: a stream of ten million integer IDs
+    costs no table of distinct IDs, nor a copy of its IDs."""
     response = ["conn_id", "ex_index"]
-    sessions = id_events.select(*response, "session").unique(response, keep="first")
-    judged = _with_int_keys(
-        id_events.select(*response, "id_field", "kind")
-        .filter(pl.col("kind") != "signal")
-        .drop("kind"),
-        max_digits,
+    keyed = _with_int_keys(id_events.select(*response, "session", "id_field", "kind"), max_digits)
+    judge = pl.col("kind") != "signal"
+    out = (
+        keyed.group_by(response)
+        .agg(
+            pl.col("session").first(),
+            judge.sum().alias("n"),
+            (pl.col("int_ok") & judge).sum().alias("int_fit"),
+            # Whether any judged ID holds a separator (a packaged pattern needs one).
+            (pl.col("id_field").str.contains(_SEPARATOR).fill_null(True) & judge)
+            .any()
+            .alias("_sep"),
+        )
+        .filter(pl.col("n") > 0)
     )
-    out = judged.group_by(response).agg(
-        pl.len().alias("n"), pl.col("int_ok").sum().alias("int_fit")
-    )
-    judged = judged.select(*response, "id_field")
+    separated = bool(out.get_column("_sep").any())
+    out = out.drop("_sep")
+    judged: pl.DataFrame | None = None
     for k, pattern in enumerate(patterns):
+        names = [f"fit{k}", f"prefixes{k}", f"seqs{k}"]
+        if pattern in _PACKAGED_PATTERNS and not separated:  # none fits: no table to join
+            out = out.with_columns(pl.lit(0, pl.UInt32).alias(n) for n in names)
+            continue
+        if judged is None:
+            judged = id_events.select(*response, "id_field", "kind").filter(judge).drop("kind")
         tried = (
             judged.filter(pl.col("id_field").str.contains(_SEPARATOR).fill_null(True))
             if pattern in _PACKAGED_PATTERNS
@@ -511,13 +525,10 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
                 pl.col("seq").n_unique().alias(f"seqs{k}"),
             )
         )
-        names = [f"fit{k}", f"prefixes{k}", f"seqs{k}"]
         out = out.join(per, on=response, how="left").with_columns(
             pl.col(n).fill_null(0) for n in names
         )
-    return sessions.join(out, on=response, how="inner").select(
-        *response, "session", *[c for c in out.columns if c not in response]
-    )
+    return out
 
 
 def _stream_codecs(
@@ -542,6 +553,9 @@ def _stream_codecs(
     )
     for k in range(len(compiled)):
         fit, prefixes, seqs = pl.col(f"fit{k}"), pl.col(f"prefixes{k}"), pl.col(f"seqs{k}")
+        if not per_response.select(fit.sum()).item():  # no ID fits: fewer than MIN_FITTING
+            per_root = per_root.with_columns(pl.lit(False).alias(f"p{k}"))
+            continue
         ok = per_response.group_by(root).agg(
             pl.col("n").sum().alias("n_all"),
             fit.sum().alias("fit_all"),
@@ -690,11 +704,19 @@ def _packed(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def _task_keys(parts: list[bytes]) -> pl.DataFrame:
+def _as_is(df: pl.DataFrame) -> pl.DataFrame:
+    return df
+
+
+def _unpacked(part: bytes | pl.DataFrame) -> pl.DataFrame:
+    return part if isinstance(part, pl.DataFrame) else pl.read_parquet(io.BytesIO(part))
+
+
+def _task_keys(parts: list[bytes | pl.DataFrame]) -> pl.DataFrame:
     """One task's keys, distinct (each part already is: one part needs no other pass)."""
     if len(parts) == 1:
-        return pl.read_parquet(io.BytesIO(parts[0]))
-    return pl.concat([pl.read_parquet(io.BytesIO(p)) for p in parts]).unique()
+        return _unpacked(parts[0])
+    return pl.concat([_unpacked(p) for p in parts]).unique()
 
 
 class FrontSource(Protocol):
@@ -759,13 +781,15 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     buckets = source.buckets
     front = Front()
     front.folds, front.dropped = _folds(*_fold_inputs(source))
-    dropped = pl.DataFrame(
-        list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
-    )
     streams = source.exchanges(
         _STREAM_COLUMNS,
         pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
-    ).join(dropped, on=["conn_id", "index"], how="anti")
+    )
+    if front.dropped:
+        dropped = pl.DataFrame(
+            list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
+        )
+        streams = streams.join(dropped, on=["conn_id", "index"], how="anti")
     streams = _rank(streams).with_columns(pl.col("last_event_id").str.strip_chars().alias("leid"))
     rank_of = streams.select("conn_id", pl.col("index").alias("ex_index"), "rank")
     id_columns = ["conn_id", "ex_index", "session", "position", "id_field", "kind"]
@@ -792,6 +816,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     leids = resumes.get_column("leid").unique().implode()
     for _, events in source.bucket_events(id_columns, _HAS_ID):
         id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+        stat_parts.append(_response_stats(id_events, patterns, config.limits.id_digits))
+        if not resumes.height:  # no resume: no sighting to link to
+            continue
         seen_parts.append(
             # Only an event carrying some resume's Last-Event-ID can be picked: those few
             # rows first, then the exact conditions.
@@ -805,7 +832,6 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
                 pl.col("ex_index").first().alias("p_index"),
             )
         )
-        stat_parts.append(_response_stats(id_events, patterns, config.limits.id_digits))
     seen = (
         pl.concat(seen_parts).sort("rank")
         if seen_parts
@@ -833,23 +859,24 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             allow_exact_matches=False,
             check_sortedness=False,
         )
-        anyone = r.join_asof(
-            seen.drop("session").rename({"rank": "p_rank"}),
-            left_on="rank",
-            right_on="p_rank",
-            by=["id_field"],
-            strategy="backward",
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
         for row in same.filter(pl.col("p_rank").is_not_null()).iter_rows(named=True):
             picks[row["rank"]] = (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
-        for row in anyone.filter(
-            pl.col("p_rank").is_not_null() & pl.col("session_inferred")
-        ).iter_rows(named=True):
-            picks.setdefault(
-                row["rank"], (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
+        if r.get_column("session_inferred").any():  # of any session: inferred ones only
+            anyone = r.join_asof(
+                seen.drop("session").rename({"rank": "p_rank"}),
+                left_on="rank",
+                right_on="p_rank",
+                by=["id_field"],
+                strategy="backward",
+                allow_exact_matches=False,
+                check_sortedness=False,
             )
+            for row in anyone.filter(
+                pl.col("p_rank").is_not_null() & pl.col("session_inferred")
+            ).iter_rows(named=True):
+                picks.setdefault(
+                    row["rank"], (row["p_rank"], row["p_conn"], row["p_index"], row["pos"])
+                )
     key_of_rank = {
         rk: (c, i) for rk, c, i in streams.select("rank", "conn_id", "index").iter_rows()
     }
@@ -944,7 +971,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
-    key_parts: dict[int, list[bytes]] = {}
+    # Packed while the other partitions are read; a scan of one partition holds its keys
+    # as they are (there is no other partition to read).
+    key_parts: dict[int, list[bytes | pl.DataFrame]] = {}
+    pack = _packed if buckets > 1 else _as_is
     stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
     for part, events in source.bucket_events(["conn_id", "ex_index", "id_field"], _HAS_ID):
         # Each response read under its logical stream's scheme, else its session's. Only
@@ -968,7 +998,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             .collect()
         )
         key_parts.setdefault(task_of[part], []).append(
-            _packed(
+            pack(
                 _distinct(
                     keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner").select(
                         "root", "prefix", "seq"
@@ -976,6 +1006,8 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
                 )
             )
         )
+    if len(key_parts) == 1:  # one task: its keys read back once, not for every use
+        key_parts = {task: [_task_keys(parts)] for task, parts in key_parts.items()}
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
     # task, and a root's session and server are the root's own (root_info). Per session
     # within the task; per server over every task (holders summed, then each task's roots).
@@ -1051,7 +1083,7 @@ def _foreign(
 ) -> dict[Key, dict[int, ForeignEvent]]:
     """The first sighting of each replayed event (same ID, same data) when it lies in a
     stream another task judges. ``resumed``: the resumes' streams."""
-    if not resumed.height:
+    if not resumed.height or len(front.tasks) < 2:  # one task holds every first sighting
         return {}
     data_hash = pl.col("data").hash().alias("h")
     is_data = (pl.col("kind") == "data") & _HAS_ID

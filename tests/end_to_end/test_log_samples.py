@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 from support.log_samples import LOGS, Finding, event_log_of, expected_findings, got_findings
+from support.partitions import assert_same_in_partitions
 
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.result import ScanResult
@@ -179,6 +180,19 @@ def test_capture_and_logs_joined_match_the_capture(name: str) -> None:
             continue  # the event log holds nothing about this gap
         cited = {e["line"] for e in finding.evidence if e.get("source") == str(events_path)}
         assert cited & evicted, f"{finding.rule} {first}-{last} cites no eviction record"
+
+
+def test_joined_findings_and_tables_do_not_depend_on_partitioning() -> None:
+    """Every capture with its logs, the log records folding into the capture's exchanges
+    across partitions (docs/profile.md, "Sessions and streams"): one partition and six
+    give the same JSON lines and fact tables. All samples in one scan: a session's
+    partition is a hash of its ID (``evidence.store.bucket_expr``), whatever else is
+    scanned, so the sessions the wire or the logs name are split as a scan of their
+    sample alone splits them."""
+    paths = [str(p) for name in SCENARIOS for p in (SAMPLES / f"{name}.pcap", LOGS / name)]
+    whole = scan_paths(paths, buckets=1)
+    assert len(whole.findings) >= len(SCENARIOS)
+    assert_same_in_partitions(whole, scan_paths(paths, buckets=6))
 
 
 def _copy_with(tmp_path: Path, name: str, change) -> Path:

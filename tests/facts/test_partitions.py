@@ -8,29 +8,13 @@ import functools
 import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import SAMPLES
+from support.partitions import assert_same_in_partitions
 
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 from sse_forensics.result import ScanResult
-
-LOG_SAMPLES = SAMPLES / "logs"
-
-
-def _inputs() -> list[list[str]]:
-    out = [[str(SAMPLES)]]  # every capture at once: many sessions, cross-session replays
-    for d in sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir()):
-        out.append([str(d), str(SAMPLES / f"{d.name}.pcap")])  # capture + logs joined
-    return out
-
-
-def _tables(result: ScanResult) -> dict[str, pl.DataFrame]:
-    return {
-        name: df.sort(df.columns, nulls_last=True) if df.height else df
-        for name, df in result.tables.items()
-    }
 
 
 @functools.cache  # the samples in six partitions: compared here and by the worker tests
@@ -38,14 +22,12 @@ def _in_partitions(paths: tuple[str, ...]) -> ScanResult:
     return scan_paths(list(paths), jobs=1, buckets=6)
 
 
-@pytest.mark.parametrize("paths", _inputs(), ids=lambda p: Path(p[0]).name)
-def test_findings_and_tables_do_not_depend_on_partitioning(paths: list[str]) -> None:
-    whole = scan_paths(paths, buckets=1)
-    split = _in_partitions(tuple(paths))
-    assert split.stats.partitions > 1 or whole.stats.partitions == 1
-    assert findings_jsonl(split) == findings_jsonl(whole)
-    for name, df in _tables(whole).items():
-        assert _tables(split)[name].equals(df), name
+def test_findings_and_tables_do_not_depend_on_partitioning() -> None:
+    """Every capture at once: many sessions, cross-session replays. (Each log sample
+    joined with its capture: ``tests/end_to_end/test_log_samples.py``, beside the scan
+    in one partition its other tests make.)"""
+    paths = [str(SAMPLES)]
+    assert_same_in_partitions(scan_paths(paths, buckets=1), _in_partitions(tuple(paths)))
 
 
 def test_cross_session_replay_is_found_across_partitions() -> None:
