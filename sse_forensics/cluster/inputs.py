@@ -33,12 +33,14 @@ _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 @dataclass(slots=True)
 class StagedInputs:
     """``paths``: what the scan reads. ``fetches``: (URL, staged file) to copy first.
-    ``prefixes``: (scan-side prefix, user-side prefix), longest first."""
+    ``prefixes``: (scan-side prefix, user-side prefix), longest first. ``members``: the
+    staged files of each object-store directory or glob in ``paths``, as listed."""
 
     given: list[str]
     paths: list[str] = field(default_factory=list)
     fetches: list[tuple[str, str]] = field(default_factory=list)
     prefixes: list[tuple[str, str]] = field(default_factory=list)
+    members: dict[str, list[str]] = field(default_factory=dict)
 
     def source(self, path: str) -> str:
         """``path`` as the user spelled it (a URL for a staged file)."""
@@ -126,6 +128,8 @@ def _plan_remote(plan: StagedInputs, url: str, scheme: str, stage: Path) -> None
     local = root / _relative(target)
     if directory:
         local.mkdir(parents=True, exist_ok=True)  # an empty directory is still a directory
+    if directory or glob.has_magic(target):
+        plan.members[str(local)] = [str(root / _relative(name)) for name in files]
     known = {dest for _, dest in plan.fetches}
     for name in files:
         dest = str(root / _relative(name))

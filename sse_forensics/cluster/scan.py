@@ -42,6 +42,9 @@ from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cl
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import RemoteFile, RemoteInputs, remote_inputs
+from sse_forensics.ingest.pcap import sniff_capture
+from sse_forensics.ingest.spool import capture_inside, compressed_other, compression_of
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
@@ -62,6 +65,10 @@ TASK_STAGES = {
     "reassemble_indexed_shard": "read",
     "_analyze_files": "facts",
 }
+
+# What the client reads of each object-store input with an object-store scratch: enough for
+# the capture and log sniffers (a log's 64 KiB head, decompressed) — the rest is the workers'.
+HEAD_BYTES = 1 << 20
 
 SCRATCH_HINT = (
     "give --scratch a directory on a filesystem the client and every worker share, or an "
@@ -165,22 +172,25 @@ def _run(
     progress = _serialised(progress)
     executor = ClusterExecutor(client, progress, TASK_STAGES, mirror)
     try:
+        remote = RemoteInputs()
         if mirror is None:
             _fetch(executor, staged)
         else:
-            _read_in_place(staged, mirror)
-        result = scan_paths(
-            staged.paths,
-            config,
-            rules=rules,
-            progress=progress,
-            logs=logs,
-            jobs=workers,
-            buckets=cluster_partitions(input_bytes(staged.paths), workers),
-            keep_tables=keep_tables,
-            executor=executor,
-            scratch=str(root),
-        )
+            remote = _read_in_place(staged, mirror)
+        size = input_bytes(staged.paths) + sum(f.size for f in remote.files.values())
+        with remote_inputs(remote):  # the client reads no more of them than their heads
+            result = scan_paths(
+                staged.paths,
+                config,
+                rules=rules,
+                progress=progress,
+                logs=logs,
+                jobs=workers,
+                buckets=cluster_partitions(size, workers),
+                keep_tables=keep_tables,
+                executor=executor,
+                scratch=str(root),
+            )
     except UnreadableInput as exc:
         raise UnreadableInput(staged.source(exc.source), exc.reason) from exc
     except KilledWorker as exc:
@@ -245,10 +255,13 @@ def _check_store(client: Any, mirror: Mirror) -> None:
             raise ClusterUnavailable(f"worker {worker} does not see --scratch {mirror.url}")
 
 
-def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
-    """With an object-store scratch, object-store inputs are not staged: each machine
-    downloads the ones its tasks name straight from their store, and the client (which
-    tells captures from logs by their first bytes) all of them, a few at a time."""
+def _read_in_place(staged: StagedInputs, mirror: Mirror) -> RemoteInputs:
+    """With an object-store scratch, object-store inputs are not staged: each worker
+    downloads the ones its tasks name straight from their store. The client reads of each
+    only its size and its first :data:`HEAD_BYTES` (a ranged read, a few objects at a
+    time), enough to tell captures from logs (:class:`RemoteInputs`) — except an input it
+    must decompress itself (a compressed capture, an xz or bzip2 file), or one whose head
+    cannot tell it (no line ends in it), which it downloads whole as before."""
     from concurrent.futures import ThreadPoolExecutor
 
     for url, _ in staged.fetches:
@@ -256,19 +269,48 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
         local = str(Path(mirror.root) / "inputs" / scheme) + os.sep
         if (local, f"{scheme}://") not in mirror.sources:
             mirror.sources.append((local, f"{scheme}://"))
+    heads = Path(mirror.root) / "heads"
+    remote = RemoteInputs(members=dict(staged.members))
     with ThreadPoolExecutor(max_workers=8) as pool:
-        failed = pool.map(lambda fetch: _pull_one(mirror, fetch[1]), staged.fetches)
-        for (url, _), exc in zip(staged.fetches, failed, strict=True):
-            if exc is not None:
-                raise UnreadableInput(url, f"could not copy it: {why(exc)}")
+        found = pool.map(lambda fetch: _head_one(mirror, heads, *fetch), staged.fetches)
+        for (url, dest), got in zip(staged.fetches, found, strict=True):
+            if isinstance(got, BaseException):
+                raise UnreadableInput(url, f"could not read it: {why(got)}")
+            if got is not None:
+                remote.files[dest] = got
+    return remote
 
 
-def _pull_one(mirror: Mirror, dest: str) -> BaseException | None:
+def _head_one(mirror: Mirror, heads: Path, url: str, dest: str) -> RemoteFile | Exception | None:
+    """``url``'s size and head copy (under ``heads``, never at ``dest``: no partial file
+    ever stands where the input's full copy goes), or None once it is downloaded whole."""
     try:
-        mirror.pull([dest])
+        fs, inner = fsspec_of(url)
+        size = int(fs.size(inner))
+        data = bytes(fs.cat_file(inner, start=0, end=min(size, HEAD_BYTES))) if size else b""
+        head = heads / os.path.relpath(dest, Path(mirror.root) / "inputs")
+        head.parent.mkdir(parents=True, exist_ok=True)
+        head.write_bytes(data)
+        if _needs_whole(str(head), size):
+            mirror.pull([dest])
+            return None
+        return RemoteFile(size, str(head))
     except Exception as exc:  # the store's own error, reported per input
         return exc
-    return None
+
+
+def _needs_whole(head: str, size: int) -> bool:
+    """Must the client hold the whole input to read it as a local scan does? A capture
+    or an xz/bzip2 file compressed (the client decompresses it into its spool), or a
+    plain file larger than its head with no line end in the head (the log sniffer reads
+    the first line whole)."""
+    if sniff_capture(head):
+        return False
+    if capture_inside(head) or compressed_other(head):
+        return True
+    with open(head, "rb") as fh:
+        data = fh.read()
+    return size > len(data) and compression_of(data[:8]) is None and b"\n" not in data
 
 
 def _forget(client: Any, mirror: Mirror) -> None:
