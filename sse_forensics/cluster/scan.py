@@ -4,7 +4,9 @@ stages submitted to the cluster instead of local worker processes.
 The plan (docs/cluster.md, docs/scaling.md):
 
 1. **Inputs** are resolved on the client (:mod:`.inputs`); each object-store file is copied
-   by one worker task into the staging tree under the scratch directory.
+   by one worker task into the staging tree under the scratch directory — with an
+   object-store scratch, not copied: the client reads its size and head only
+   (:func:`_read_in_place`), each task downloads the inputs it reads.
 2. **Captures** (:mod:`.captures`): one task per capture file indexes it; then one task per
    worker thread (``pipeline``'s capture shards) merges the indexes into the one timeline
    whose connections are numbered in it and reassembles the connections whose id falls to
