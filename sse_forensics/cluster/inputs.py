@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from sse_forensics.cluster.spec import INSTALL_HINT
-from sse_forensics.errors import UnreadableInput
+from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest.spool import Spool
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 
@@ -168,3 +169,21 @@ def fetch_input(url: str, dest: str) -> int:
         if os.path.exists(part):
             os.unlink(part)
     return os.path.getsize(dest)
+
+
+@dataclass(slots=True)
+class UnpackedInput:
+    """What :func:`unpack_input` wrote: the decompressed file, and what went wrong."""
+
+    path: str
+    errors: list[ReadError]
+
+
+def unpack_input(path: str, kind: str, out_dir: str) -> UnpackedInput:
+    """On a worker: the input at ``path`` decompressed (``kind``) into a new directory
+    under ``out_dir``, as a local scan's spool does (:meth:`Spool.decompress`: a stream
+    that breaks keeps what came before, and says so). A retried task writes a new file."""
+    os.makedirs(out_dir, exist_ok=True)
+    spool = Spool(out_dir)  # not closed: the file is the result (the scan removes out_dir)
+    target = spool.decompress(path, kind)
+    return UnpackedInput(target, spool.errors)

@@ -38,15 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
-from sse_forensics.cluster.inputs import StagedInputs, fetch_input, plan_inputs, why
+from sse_forensics.cluster.inputs import (
+    StagedInputs,
+    UnpackedInput,
+    fetch_input,
+    plan_inputs,
+    unpack_input,
+    why,
+)
 from sse_forensics.cluster.mirror import Mirror, fsspec_of, local_root, probe, remove_local
 from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.ingest.inputs import RemoteFile, RemoteInputs, remote_inputs
-from sse_forensics.ingest.pcap import sniff_capture
-from sse_forensics.ingest.spool import capture_inside, compressed_other, compression_of
+from sse_forensics.ingest.inputs import RemoteFile, RemoteInputs, Unpacked, remote_inputs
+from sse_forensics.ingest.spool import (
+    capture_inside,
+    compressed_other,
+    compression_of,
+    is_capture_head,
+)
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
@@ -63,6 +74,7 @@ MAX_PARTITION_BYTES = 512 << 20
 # Which stage of the progress bar each task function advances.
 TASK_STAGES = {
     "fetch_input": "read",
+    "unpack_input": "read",
     "index_capture_file": "read",
     "reassemble_indexed_shard": "read",
     "_analyze_files": "facts",
@@ -178,7 +190,7 @@ def _run(
         if mirror is None:
             _fetch(executor, staged)
         else:
-            remote = _read_in_place(staged, mirror)
+            remote = _read_in_place(staged, mirror, executor)
         size = input_bytes(staged.paths) + sum(f.size for f in remote.files.values())
         with remote_inputs(remote):  # the client reads no more of them than their heads
             result = scan_paths(
@@ -257,13 +269,15 @@ def _check_store(client: Any, mirror: Mirror) -> None:
             raise ClusterUnavailable(f"worker {worker} does not see --scratch {mirror.url}")
 
 
-def _read_in_place(staged: StagedInputs, mirror: Mirror) -> RemoteInputs:
+def _read_in_place(staged: StagedInputs, mirror: Mirror, executor: ClusterExecutor) -> RemoteInputs:
     """With an object-store scratch, object-store inputs are not staged: each worker
     downloads the ones its tasks name straight from their store. The client reads of each
     only its size and its first :data:`HEAD_BYTES` (a ranged read, a few objects at a
-    time), enough to tell captures from logs (:class:`RemoteInputs`) — except an input it
-    must decompress itself (a compressed capture, an xz or bzip2 file), or one whose head
-    cannot tell it (no line ends in it), which it downloads whole as before."""
+    time), enough to tell captures from logs (:class:`RemoteInputs`). An input a local
+    scan decompresses into its spool (a compressed capture, an xz or bzip2 file) is
+    decompressed by a worker task (:func:`unpack_input`), and the client reads the head of
+    what it wrote; one whose head cannot tell it (no line end in it) the client downloads
+    whole."""
     from concurrent.futures import ThreadPoolExecutor
 
     for url, _ in staged.fetches:
@@ -273,6 +287,7 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror) -> RemoteInputs:
             mirror.sources.append((local, f"{scheme}://"))
     heads = Path(mirror.root) / "heads"
     remote = RemoteInputs(members=dict(staged.members))
+    packed: list[tuple[str, str, str]] = []
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = pool.map(lambda fetch: _head_one(mirror, heads, *fetch), staged.fetches)
         for (url, dest), got in zip(staged.fetches, found, strict=True):
@@ -280,20 +295,48 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror) -> RemoteInputs:
                 raise UnreadableInput(url, f"could not read it: {why(got)}")
             if got is not None:
                 remote.files[dest] = got
+                if (kind := capture_inside(got.head) or compressed_other(got.head)) is not None:
+                    packed.append((url, dest, kind))
+    out_dir = str(Path(mirror.root) / "unpacked")
+    tasks = [(u, d, k, executor.submit(unpack_input, d, k, out_dir)) for u, d, k in packed]
+    for url, dest, kind, task in tasks:
+        unpacked = _task_result(url, task)
+        url_of = mirror.location(unpacked.path)
+        assert url_of is not None  # written under the mirror's root
+        got = _head_one(mirror, heads, url_of, unpacked.path, whole=False)
+        if isinstance(got, BaseException) or got is None:
+            raise UnreadableInput(url, f"could not read it decompressed: {why(got or EOFError())}")
+        remote.files[unpacked.path] = got
+        remote.unpacked[dest] = Unpacked(unpacked.path, kind, unpacked.errors)
     return remote
 
 
-def _head_one(mirror: Mirror, heads: Path, url: str, dest: str) -> RemoteFile | Exception | None:
+def _task_result(url: str, task: Any) -> UnpackedInput:
+    from distributed import KilledWorker
+
+    try:
+        done: UnpackedInput = task.result()
+    except (KilledWorker, CancelledError):
+        raise  # the cluster's own failure: the caller words it
+    except Exception as exc:  # the store's, such as a credential the workers lack
+        raise UnreadableInput(url, f"a worker could not decompress it: {why(exc)}") from exc
+    return done
+
+
+def _head_one(
+    mirror: Mirror, heads: Path, url: str, dest: str, *, whole: bool = True
+) -> RemoteFile | Exception | None:
     """``url``'s size and head copy (under ``heads``, never at ``dest``: no partial file
-    ever stands where the input's full copy goes), or None once it is downloaded whole."""
+    ever stands where the input's full copy goes), or None once it is downloaded whole
+    (``whole``: when the head cannot tell what the input is)."""
     try:
         fs, inner = fsspec_of(url)
         size = int(fs.size(inner))
         data = bytes(fs.cat_file(inner, start=0, end=min(size, HEAD_BYTES))) if size else b""
-        head = heads / os.path.relpath(dest, Path(mirror.root) / "inputs")
+        head = heads / os.path.relpath(dest, mirror.root)
         head.parent.mkdir(parents=True, exist_ok=True)
         head.write_bytes(data)
-        if _needs_whole(str(head), size):
+        if whole and size > len(data) and _undecided(data):
             mirror.pull([dest])
             return None
         return RemoteFile(size, str(head))
@@ -301,18 +344,10 @@ def _head_one(mirror: Mirror, heads: Path, url: str, dest: str) -> RemoteFile | 
         return exc
 
 
-def _needs_whole(head: str, size: int) -> bool:
-    """Must the client hold the whole input to read it as a local scan does? A capture
-    or an xz/bzip2 file compressed (the client decompresses it into its spool), or a
-    plain file larger than its head with no line end in the head (the log sniffer reads
-    the first line whole)."""
-    if sniff_capture(head):
-        return False
-    if capture_inside(head) or compressed_other(head):
-        return True
-    with open(head, "rb") as fh:
-        data = fh.read()
-    return size > len(data) and compression_of(data[:8]) is None and b"\n" not in data
+def _undecided(head: bytes) -> bool:
+    """A head that may not tell a log from the rest: no capture, not compressed, and no
+    line end (the log sniffer reads a first line whole)."""
+    return not is_capture_head(head) and compression_of(head[:8]) is None and b"\n" not in head
 
 
 def _forget(client: Any, mirror: Mirror) -> None:

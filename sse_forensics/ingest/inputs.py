@@ -99,13 +99,26 @@ class RemoteFile:
     head: str
 
 
+@dataclass(frozen=True, slots=True)
+class Unpacked:
+    """A compressed remote input (``kind`` from :func:`compression_of`) that another
+    machine decompressed to ``path`` (itself a remote file), as :meth:`Spool.decompress`
+    does, with the ``errors`` that gave."""
+
+    path: str
+    kind: str
+    errors: list[ReadError]
+
+
 @dataclass(slots=True)
 class RemoteInputs:
     """``files``: path -> :class:`RemoteFile`; ``members``: the files of a directory or
-    glob path that this process cannot list (in the order a listing gives)."""
+    glob path that this process cannot list (in the order a listing gives); ``unpacked``:
+    path -> :class:`Unpacked`, the compressed inputs decompressed elsewhere."""
 
     files: dict[str, RemoteFile] = field(default_factory=dict)
     members: dict[str, list[str]] = field(default_factory=dict)
+    unpacked: dict[str, Unpacked] = field(default_factory=dict)
 
 
 _REMOTE: ContextVar[RemoteInputs | None] = ContextVar("remote_inputs", default=None)
@@ -137,6 +150,18 @@ def sniff_path(path: str) -> str:
     """What to open to tell what ``path`` is: itself, or a remote file's head copy."""
     found = _remote(path)
     return found.head if found is not None else path
+
+
+def _unpack(spool: Spool | None, path: str, kind: str) -> str:
+    """``path`` decompressed (``kind``) into ``spool``, or by another machine already."""
+    remote = _REMOTE.get()
+    done = remote.unpacked.get(path) if remote is not None else None
+    if done is None:
+        return _spool(spool, path).decompress(path, kind)
+    into = _spool(spool, path)
+    into.names[done.path] = into.name(path)
+    into.errors.extend(done.errors)
+    return done.path
 
 
 def _members(path: str) -> list[str] | None:
@@ -212,11 +237,11 @@ def _classify(
         return
     kind = capture_inside(probe) or compressed_other(probe)
     if kind is not None:
-        path = _spool(spool, path).decompress(path, kind)
-        if sniff_capture(path):
+        path = _unpack(spool, path, kind)
+        probe = sniff_path(path)
+        if sniff_capture(probe):
             out.captures.append(path)
             return
-        probe = path
     if sniff_log(probe, access_format=access_format) or (named and access_format is not None):
         # With a format given, a named file is read as that log: the reader then says
         # exactly where its first line stops matching.

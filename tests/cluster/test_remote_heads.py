@@ -81,10 +81,10 @@ def client():
 def test_the_client_reads_only_the_heads_of_object_store_inputs(
     client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Captures and logs larger than the head, a gzip log and a gzip capture in the store:
-    the findings are a local scan's; the client read of each input its first ``HEAD``
-    bytes and nothing else — but the gzip capture, which it decompresses itself, whole —
-    and every input was read whole by a worker's task."""
+    """Captures and logs larger than the head, a gzip log and two gzip captures (one cut
+    short) in the store: the findings and errors are a local scan's; the client read of
+    each input its first ``HEAD`` bytes and nothing else, and every input was read whole
+    by a worker's task (the captures decompressed there)."""
     from sse_forensics.cluster import mirror
     from sse_forensics.cluster import scan as cluster_scan
 
@@ -98,6 +98,8 @@ def test_the_client_reads_only_the_heads_of_object_store_inputs(
     shutil.copy(SAMPLES / "backpressure-eviction.pcap", local / "caps")
     small = (SAMPLES / "mcp-sdk-resume.pcap").read_bytes()
     (local / "caps" / "resume.pcap.gz").write_bytes(gzip.compress(small, mtime=0))
+    broken = gzip.compress((SAMPLES / "mcp-sdk-clean.pcap").read_bytes(), mtime=0)
+    (local / "caps" / "broken.pcap.gz").write_bytes(broken[: len(broken) // 2])
     for name in write_log_set(local / "logs", 8):
         assert Path(name).stat().st_size > HEAD or name.endswith(".log")
     events = local / "logs" / "events-8.jsonl"
@@ -117,22 +119,23 @@ def test_the_client_reads_only_the_heads_of_object_store_inputs(
         )
     finally:
         fs.rm("/remote", recursive=True)
-    expected = findings_jsonl(
-        scan_paths([str(local / "caps"), str(local / "logs" / "*")], keep_tables=False)
-    )
+    scanned = scan_paths([str(local / "caps"), str(local / "logs" / "*")], keep_tables=False)
+    expected = findings_jsonl(scanned)
     for path, name in files.items():
         expected = expected.replace(f'"{path}"'.encode(), f'"recorded:/{name}"'.encode())
     assert findings_jsonl(cluster) == expected and cluster.findings
+    url = {str(path): f"recorded:/{name}" for path, name in files.items()}
+    assert [(url[e.source], e.what) for e in scanned.errors] == [
+        (e.source, e.what) for e in cluster.errors
+    ]
+    assert any("gzip data broken" in e.what for e in cluster.errors)
 
     sizes = {name: path.stat().st_size for path, name in files.items()}
-    whole = "/remote/caps/resume.pcap.gz"  # decompressed into the client's spool
     by_client = [(n, s, e) for w, n, s, e in reads if not w]
-    assert sorted({n for n, _, _ in by_client}) == sorted(sizes)
-    assert sorted(n for n, s, e in by_client if e is None) == [whole]
+    assert sorted(n for n, _, _ in by_client) == sorted(sizes)  # once each
     for name, start, end in by_client:
-        if name != whole:
-            assert start == 0 and end == min(sizes[name], HEAD)
+        assert start == 0 and end == min(sizes[name], HEAD)
     assert any(sizes[n] > HEAD for n, _, _ in by_client)  # a head, not a whole small file
-    by_workers = {n for w, n, s, e in reads if w and s == 0 and e is None}
-    assert by_workers == set(sizes) - {whole}
+    # Every input read whole by a task (the compressed captures decompressed there).
+    assert {n for w, n, s, e in reads if w and s == 0 and e is None} == set(sizes)
     assert list((tmp_path / "machine").iterdir()) == []  # removed at the end
