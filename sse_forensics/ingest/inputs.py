@@ -185,7 +185,8 @@ def resolve_inputs(
     :class:`UnreadableInput`. ``-`` (standard input), a pipe and a compressed capture are
     copied into ``spool`` first (:mod:`.spool`); without one they raise
     :class:`UnreadableInput`. Logs come back with each rotated set oldest first
-    (``access.log.2.gz``, ``access.log.1``, ``access.log``)."""
+    (``access.log.2.gz``, ``access.log.1``, ``access.log``). Inside :func:`remote_inputs`,
+    the remote files are told by their head copies and listed from ``members``."""
     from sse_forensics.ingest.logs.files import rotation_key
 
     out = Inputs()
