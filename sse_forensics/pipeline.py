@@ -37,7 +37,12 @@ from sse_forensics.facts.ids import over_long_counters
 from sse_forensics.facts.load import load_connections, load_exchanges
 from sse_forensics.facts.sessions import session_table
 from sse_forensics.facts.tables import TABLE_SCHEMAS
-from sse_forensics.ingest.inputs import classify_inputs, merged_frames, resolve_inputs
+from sse_forensics.ingest.inputs import (
+    classify_inputs,
+    input_size,
+    merged_frames,
+    resolve_inputs,
+)
 from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
 from sse_forensics.limits import fold_caps
@@ -170,7 +175,7 @@ def _reassemble_captures(
     ``jobs`` > 1 and a large capture, or an ``executor`` (a cluster's), each of ``jobs``
     workers reassembles the connections whose id falls to its shard and writes its own
     partition files (``pool``'s processes, when given)."""
-    total = sum(os.path.getsize(p) for p in inputs)
+    total = sum(input_size(p) for p in inputs)  # a cluster's remote inputs: as listed
     if not inputs:
         return Reassembly()
     if executor is not None or (jobs > 1 and total >= SHARD_BYTES):

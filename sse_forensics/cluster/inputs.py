@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from sse_forensics.cluster.spec import INSTALL_HINT
-from sse_forensics.errors import UnreadableInput
+from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest.spool import Spool
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 
@@ -33,12 +34,14 @@ _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
 @dataclass(slots=True)
 class StagedInputs:
     """``paths``: what the scan reads. ``fetches``: (URL, staged file) to copy first.
-    ``prefixes``: (scan-side prefix, user-side prefix), longest first."""
+    ``prefixes``: (scan-side prefix, user-side prefix), longest first. ``members``: the
+    staged files of each object-store directory or glob in ``paths``, as listed."""
 
     given: list[str]
     paths: list[str] = field(default_factory=list)
     fetches: list[tuple[str, str]] = field(default_factory=list)
     prefixes: list[tuple[str, str]] = field(default_factory=list)
+    members: dict[str, list[str]] = field(default_factory=dict)
 
     def source(self, path: str) -> str:
         """``path`` as the user spelled it (a URL for a staged file)."""
@@ -126,6 +129,8 @@ def _plan_remote(plan: StagedInputs, url: str, scheme: str, stage: Path) -> None
     local = root / _relative(target)
     if directory:
         local.mkdir(parents=True, exist_ok=True)  # an empty directory is still a directory
+    if directory or glob.has_magic(target):
+        plan.members[str(local)] = [str(root / _relative(name)) for name in files]
     known = {dest for _, dest in plan.fetches}
     for name in files:
         dest = str(root / _relative(name))
@@ -164,3 +169,21 @@ def fetch_input(url: str, dest: str) -> int:
         if os.path.exists(part):
             os.unlink(part)
     return os.path.getsize(dest)
+
+
+@dataclass(slots=True)
+class UnpackedInput:
+    """What :func:`unpack_input` wrote: the decompressed file, and what went wrong."""
+
+    path: str
+    errors: list[ReadError]
+
+
+def unpack_input(path: str, kind: str, out_dir: str) -> UnpackedInput:
+    """On a worker: the input at ``path`` decompressed (``kind``) into a new directory
+    under ``out_dir``, as a local scan's spool does (:meth:`Spool.decompress`: a stream
+    that breaks keeps what came before, and says so). A retried task writes a new file."""
+    os.makedirs(out_dir, exist_ok=True)
+    spool = Spool(out_dir)  # not closed: the file is the result (the scan removes out_dir)
+    target = spool.decompress(path, kind)
+    return UnpackedInput(target, spool.errors)

@@ -31,7 +31,6 @@ the evidence files with the scan's scratch directory.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -61,6 +60,7 @@ from sse_forensics.evidence.log_partitions import (
 from sse_forensics.evidence.store import DEFAULT_MEMORY_BUDGET, EvidenceStore
 from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import input_size, sniff_path
 from sse_forensics.ingest.logs import StreamSessions, iter_log_batches
 from sse_forensics.ingest.logs.files import compressed
 from sse_forensics.ingest.logs.formats import compile_format
@@ -439,10 +439,11 @@ def _submit_reads(
 
 def _ranges(path: str) -> tuple[int, list[tuple[int, int | None]]]:
     """A file's size and its ranges (:func:`plan_ranges`; one for a compressed file, and
-    for one this process cannot read: its task says why, as for any file)."""
+    for one this process cannot read: its task says why, as for any file). An object-store
+    input is known by its listed size and its head (:func:`sniff_path`), not read here."""
     try:
-        size = os.path.getsize(path)
-        if size <= RANGE_BYTES or compressed(path):
+        size = input_size(path)
+        if size <= RANGE_BYTES or compressed(sniff_path(path)):
             return size, [(0, None)]
     except (OSError, UnreadableInput):
         return 0, [(0, None)]

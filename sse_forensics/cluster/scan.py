@@ -4,7 +4,9 @@ stages submitted to the cluster instead of local worker processes.
 The plan (docs/cluster.md, docs/scaling.md):
 
 1. **Inputs** are resolved on the client (:mod:`.inputs`); each object-store file is copied
-   by one worker task into the staging tree under the scratch directory.
+   by one worker task into the staging tree under the scratch directory — with an
+   object-store scratch, not copied: the client reads its size and head only
+   (:func:`_read_in_place`), each task downloads the inputs it reads.
 2. **Captures** (:mod:`.captures`): one task per capture file indexes it; then one task per
    worker thread (``pipeline``'s capture shards) merges the indexes into the one timeline
    whose connections are numbered in it and reassembles the connections whose id falls to
@@ -36,12 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
-from sse_forensics.cluster.inputs import StagedInputs, fetch_input, plan_inputs, why
+from sse_forensics.cluster.inputs import (
+    StagedInputs,
+    UnpackedInput,
+    fetch_input,
+    plan_inputs,
+    unpack_input,
+    why,
+)
 from sse_forensics.cluster.mirror import Mirror, fsspec_of, local_root, probe, remove_local
 from sse_forensics.cluster.spec import ClusterSpec, ClusterUnavailable, parse_cluster
 from sse_forensics.engine.registry import RuleSet
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import RemoteFile, RemoteInputs, Unpacked, remote_inputs
+from sse_forensics.ingest.spool import (
+    capture_inside,
+    compressed_other,
+    compression_of,
+    is_capture_head,
+)
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
@@ -58,10 +74,15 @@ MAX_PARTITION_BYTES = 512 << 20
 # Which stage of the progress bar each task function advances.
 TASK_STAGES = {
     "fetch_input": "read",
+    "unpack_input": "read",
     "index_capture_file": "read",
     "reassemble_indexed_shard": "read",
     "_analyze_files": "facts",
 }
+
+# What the client reads of each object-store input with an object-store scratch: enough for
+# the capture and log sniffers (a log's 64 KiB head, decompressed) — the rest is the workers'.
+HEAD_BYTES = 1 << 20
 
 SCRATCH_HINT = (
     "give --scratch a directory on a filesystem the client and every worker share, or an "
@@ -165,22 +186,25 @@ def _run(
     progress = _serialised(progress)
     executor = ClusterExecutor(client, progress, TASK_STAGES, mirror)
     try:
+        remote = RemoteInputs()
         if mirror is None:
             _fetch(executor, staged)
         else:
-            _read_in_place(staged, mirror)
-        result = scan_paths(
-            staged.paths,
-            config,
-            rules=rules,
-            progress=progress,
-            logs=logs,
-            jobs=workers,
-            buckets=cluster_partitions(input_bytes(staged.paths), workers),
-            keep_tables=keep_tables,
-            executor=executor,
-            scratch=str(root),
-        )
+            remote = _read_in_place(staged, mirror, executor)
+        size = input_bytes(staged.paths) + sum(f.size for f in remote.files.values())
+        with remote_inputs(remote):  # the client reads no more of them than their heads
+            result = scan_paths(
+                staged.paths,
+                config,
+                rules=rules,
+                progress=progress,
+                logs=logs,
+                jobs=workers,
+                buckets=cluster_partitions(size, workers),
+                keep_tables=keep_tables,
+                executor=executor,
+                scratch=str(root),
+            )
     except UnreadableInput as exc:
         raise UnreadableInput(staged.source(exc.source), exc.reason) from exc
     except KilledWorker as exc:
@@ -245,10 +269,15 @@ def _check_store(client: Any, mirror: Mirror) -> None:
             raise ClusterUnavailable(f"worker {worker} does not see --scratch {mirror.url}")
 
 
-def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
-    """With an object-store scratch, object-store inputs are not staged: each machine
-    downloads the ones its tasks name straight from their store, and the client (which
-    tells captures from logs by their first bytes) all of them, a few at a time."""
+def _read_in_place(staged: StagedInputs, mirror: Mirror, executor: ClusterExecutor) -> RemoteInputs:
+    """With an object-store scratch, object-store inputs are not staged: each worker
+    downloads the ones its tasks name straight from their store. The client reads of each
+    only its size and its first :data:`HEAD_BYTES` (a ranged read, a few objects at a
+    time), enough to tell captures from logs (:class:`RemoteInputs`). An input a local
+    scan decompresses into its spool (a compressed capture, an xz or bzip2 file) is
+    decompressed by a worker task (:func:`unpack_input`), and the client reads the head of
+    what it wrote; one whose head cannot tell it (no line end in it) the client downloads
+    whole."""
     from concurrent.futures import ThreadPoolExecutor
 
     for url, _ in staged.fetches:
@@ -256,19 +285,69 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror) -> None:
         local = str(Path(mirror.root) / "inputs" / scheme) + os.sep
         if (local, f"{scheme}://") not in mirror.sources:
             mirror.sources.append((local, f"{scheme}://"))
+    heads = Path(mirror.root) / "heads"
+    remote = RemoteInputs(members=dict(staged.members))
+    packed: list[tuple[str, str, str]] = []
     with ThreadPoolExecutor(max_workers=8) as pool:
-        failed = pool.map(lambda fetch: _pull_one(mirror, fetch[1]), staged.fetches)
-        for (url, _), exc in zip(staged.fetches, failed, strict=True):
-            if exc is not None:
-                raise UnreadableInput(url, f"could not copy it: {why(exc)}")
+        found = pool.map(lambda fetch: _head_one(mirror, heads, *fetch), staged.fetches)
+        for (url, dest), got in zip(staged.fetches, found, strict=True):
+            if isinstance(got, BaseException):
+                raise UnreadableInput(url, f"could not read it: {why(got)}")
+            if got is not None:
+                remote.files[dest] = got
+                if (kind := capture_inside(got.head) or compressed_other(got.head)) is not None:
+                    packed.append((url, dest, kind))
+    out_dir = str(Path(mirror.root) / "unpacked")
+    tasks = [(u, d, k, executor.submit(unpack_input, d, k, out_dir)) for u, d, k in packed]
+    for url, dest, kind, task in tasks:
+        unpacked = _task_result(url, task)
+        url_of = mirror.location(unpacked.path)
+        assert url_of is not None  # written under the mirror's root
+        got = _head_one(mirror, heads, url_of, unpacked.path, whole=False)
+        if isinstance(got, BaseException) or got is None:
+            raise UnreadableInput(url, f"could not read it decompressed: {why(got or EOFError())}")
+        remote.files[unpacked.path] = got
+        remote.unpacked[dest] = Unpacked(unpacked.path, kind, unpacked.errors)
+    return remote
 
 
-def _pull_one(mirror: Mirror, dest: str) -> BaseException | None:
+def _task_result(url: str, task: Any) -> UnpackedInput:
+    from distributed import KilledWorker
+
     try:
-        mirror.pull([dest])
+        done: UnpackedInput = task.result()
+    except (KilledWorker, CancelledError):
+        raise  # the cluster's own failure: the caller words it
+    except Exception as exc:  # the store's, such as a credential the workers lack
+        raise UnreadableInput(url, f"a worker could not decompress it: {why(exc)}") from exc
+    return done
+
+
+def _head_one(
+    mirror: Mirror, heads: Path, url: str, dest: str, *, whole: bool = True
+) -> RemoteFile | Exception | None:
+    """``url``'s size and head copy (under ``heads``, never at ``dest``: no partial file
+    ever stands where the input's full copy goes), or None once it is downloaded whole
+    (``whole``: when the head cannot tell what the input is)."""
+    try:
+        fs, inner = fsspec_of(url)
+        size = int(fs.size(inner))
+        data = bytes(fs.cat_file(inner, start=0, end=min(size, HEAD_BYTES))) if size else b""
+        head = heads / os.path.relpath(dest, mirror.root)
+        head.parent.mkdir(parents=True, exist_ok=True)
+        head.write_bytes(data)
+        if whole and size > len(data) and _undecided(data):
+            mirror.pull([dest])
+            return None
+        return RemoteFile(size, str(head))
     except Exception as exc:  # the store's own error, reported per input
         return exc
-    return None
+
+
+def _undecided(head: bytes) -> bool:
+    """A head that may not tell a log from the rest: no capture, not compressed, and no
+    line end (the log sniffer reads a first line whole)."""
+    return not is_capture_head(head) and compression_of(head[:8]) is None and b"\n" not in head
 
 
 def _forget(client: Any, mirror: Mirror) -> None:

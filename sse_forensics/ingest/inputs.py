@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import heapq
 import math
 import os
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from sse_forensics.errors import ReadError, UnreadableInput
@@ -70,7 +72,7 @@ NOT_EVIDENCE_SUFFIXES = frozenset(
 )
 
 
-def _is_document(path: str) -> bool:
+def _is_document(path: str, probe: str | None = None) -> bool:
     """A file that is plainly not evidence: a documentation/source/config name, or a JSON
     *document* (an event log is JSON lines: its first line is a whole object; a document's
     first line is a lone ``{`` or ``[``)."""
@@ -80,11 +82,91 @@ def _is_document(path: str) -> bool:
     if suffix != ".json":
         return False
     try:
-        with open(path, "rb") as fh:
+        with open(probe or path, "rb") as fh:
             first = fh.readline(4096).strip()
     except OSError:
         return False
     return first in (b"{", b"[")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """An input this process holds only the first bytes of (an object-store input of a
+    cluster scan, read whole by the workers' tasks): its ``size``, and ``head``, a local
+    file of its first bytes under another name, read only to tell what the input is."""
+
+    size: int
+    head: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unpacked:
+    """A compressed remote input (``kind`` from :func:`compression_of`) that another
+    machine decompressed to ``path`` (itself a remote file), as :meth:`Spool.decompress`
+    does, with the ``errors`` that gave."""
+
+    path: str
+    kind: str
+    errors: list[ReadError]
+
+
+@dataclass(slots=True)
+class RemoteInputs:
+    """``files``: path -> :class:`RemoteFile`; ``members``: the files of a directory or
+    glob path that this process cannot list (in the order a listing gives); ``unpacked``:
+    path -> :class:`Unpacked`, the compressed inputs decompressed elsewhere."""
+
+    files: dict[str, RemoteFile] = field(default_factory=dict)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    unpacked: dict[str, Unpacked] = field(default_factory=dict)
+
+
+_REMOTE: ContextVar[RemoteInputs | None] = ContextVar("remote_inputs", default=None)
+
+
+@contextlib.contextmanager
+def remote_inputs(remote: RemoteInputs) -> Iterator[None]:
+    """Within the block, :func:`resolve_inputs`, :func:`input_size` and
+    :func:`sniff_path` know ``remote``'s files without reading them (docs/cluster.md)."""
+    token = _REMOTE.set(remote)
+    try:
+        yield
+    finally:
+        _REMOTE.reset(token)
+
+
+def _remote(path: str) -> RemoteFile | None:
+    remote = _REMOTE.get()
+    return remote.files.get(path) if remote is not None else None
+
+
+def input_size(path: str) -> int:
+    """The size of the input file ``path`` (of a remote one: as its store said)."""
+    found = _remote(path)
+    return found.size if found is not None else os.path.getsize(path)
+
+
+def sniff_path(path: str) -> str:
+    """What to open to tell what ``path`` is: itself, or a remote file's head copy."""
+    found = _remote(path)
+    return found.head if found is not None else path
+
+
+def _unpack(spool: Spool | None, path: str, kind: str) -> str:
+    """``path`` decompressed (``kind``) into ``spool``, or by another machine already."""
+    remote = _REMOTE.get()
+    done = remote.unpacked.get(path) if remote is not None else None
+    if done is None:
+        return _spool(spool, path).decompress(path, kind)
+    into = _spool(spool, path)
+    into.names[done.path] = into.name(path)
+    into.errors.extend(done.errors)
+    return done.path
+
+
+def _members(path: str) -> list[str] | None:
+    remote = _REMOTE.get()
+    return remote.members.get(path) if remote is not None else None
 
 
 NOT_RECOGNISED = (
@@ -103,12 +185,20 @@ def resolve_inputs(
     :class:`UnreadableInput`. ``-`` (standard input), a pipe and a compressed capture are
     copied into ``spool`` first (:mod:`.spool`); without one they raise
     :class:`UnreadableInput`. Logs come back with each rotated set oldest first
-    (``access.log.2.gz``, ``access.log.1``, ``access.log``)."""
+    (``access.log.2.gz``, ``access.log.1``, ``access.log``). Inside :func:`remote_inputs`,
+    the remote files are told by their head copies and listed from ``members``."""
     from sse_forensics.ingest.logs.files import rotation_key
 
     out = Inputs()
     for path in paths:
-        if needs_copy(path):
+        members = _members(path)
+        if members is not None:  # a remote directory or glob: its files, as listed
+            for candidate in members:
+                if not os.path.basename(candidate).startswith("."):
+                    _classify(candidate, out, access_format, spool, False)
+        elif _remote(path) is not None:
+            _classify(path, out, access_format, spool, True)
+        elif needs_copy(path):
             _classify(_spool(spool, path).copy_stream(path), out, access_format, spool, True)
         elif os.path.isdir(path) or (not os.path.exists(path) and glob.has_magic(path)):
             if os.path.isdir(path):
@@ -142,26 +232,28 @@ def _classify(
     from a directory or a glob)."""
     from sse_forensics.ingest.logs import sniff_log  # logs are optional input: load lazily
 
-    if sniff_capture(path):
+    probe = sniff_path(path)  # a remote file: its head copy, never read as the file
+    if sniff_capture(probe):
         out.captures.append(path)
         return
-    kind = capture_inside(path) or compressed_other(path)
+    kind = capture_inside(probe) or compressed_other(probe)
     if kind is not None:
-        path = _spool(spool, path).decompress(path, kind)
-        if sniff_capture(path):
+        path = _unpack(spool, path, kind)
+        probe = sniff_path(path)
+        if sniff_capture(probe):
             out.captures.append(path)
             return
-    if sniff_log(path, access_format=access_format) or (named and access_format is not None):
+    if sniff_log(probe, access_format=access_format) or (named and access_format is not None):
         # With a format given, a named file is read as that log: the reader then says
         # exactly where its first line stops matching.
         out.logs.append(path)
         return
     shown = spool.name(path) if spool is not None else path
-    if not named and kind is None and _is_document(path):
+    if not named and kind is None and _is_document(path, probe):
         out.ignored.append(shown)
         return
     why = NOT_RECOGNISED
-    if kind is None and (packed := compression_of(_head(path))) is not None:
+    if kind is None and (packed := compression_of(_head(probe))) is not None:
         why = f"{packed} data that decompresses to no capture or log this tool recognises"
     if named:
         raise UnreadableInput(shown, why)
