@@ -35,7 +35,7 @@ from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import EvidenceStore
-from sse_forensics.evidence.tables import EventColumns, split_by
+from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -112,8 +112,12 @@ class Spill:
                 int(b): part for b, part in split_by(tagged, "__bucket", keep_key=False).items()
             }
         for bucket, part in parts.items():
-            self._held.setdefault((name, bucket), []).append(part)
-            self._bytes += int(part.estimated_size())  # bytes: an int
+            self.hold(name, bucket, part)
+
+    def hold(self, name: str, bucket: int, rows: pl.DataFrame) -> None:
+        """Keep ``rows`` of table ``name`` in partition ``bucket``."""
+        self._held.setdefault((name, bucket), []).append(rows)
+        self._bytes += int(rows.estimated_size())  # bytes: an int
         if self._bytes > self.budget:
             self.flush()
 
@@ -253,15 +257,26 @@ def ingest_logs(
         # Each client partition joins its own clients only (see the groups above).
         client_parts = _by_bucket(spill, client_ids, pl.col("client"))
         del client_ids
+        # A client partition's rows go to every session partition: gathered in a spill
+        # of their own first, then added one session partition at a time, so the store
+        # writes one file per partition and table, not one per partition and flush.
+        routed = Spill(buckets, spill.scratch, spill.budget, prefix="client-rows")
         for b in range(buckets):
             mine = client_parts.pop(b) if b in client_parts else None
             if mine is None:  # no client: no line either
                 spill.drop("unmatched", b)
                 continue
-            exchanges, connections = client_rows(spill, b, mine, config, store)
+            exchanges, connections = client_rows(spill, b, mine, config, store, routed)
             spill.drop("unmatched", b)
             out.exchanges += exchanges
             out.connections += connections
+        for b in range(buckets):
+            for table in EVIDENCE_TABLES:
+                rows = routed.load(table.name, b)
+                if rows.height:
+                    store.add_routed(b, table, rows)
+                routed.drop(table.name, b)
+            store.spill()
     out.next_conn_id = next_id
     # One file per partition and table for what the clients' rows left in memory: each
     # client partition added a batch to every session partition it touches.
@@ -457,15 +472,22 @@ def client_rows(
     client_ids: pl.DataFrame,
     config: AnalysisConfig,
     store: EvidenceStore,
+    routed: Spill | None = None,
 ) -> tuple[int, int]:
-    """Step 5: one client partition's access pseudo-connections into ``store``. Returns
-    (exchanges, connections) added."""
+    """Step 5: one client partition's access pseudo-connections into ``store`` (or, with
+    ``routed``, to its partitions as the store would route them). Returns (exchanges,
+    connections) added."""
     unmatched = spill.load("unmatched", bucket)
     if not unmatched.height:
         return 0, 0
     conns, exchanges = F.client_part(unmatched, client_ids, config)
     del unmatched
-    store.add(conns, exchanges, EventColumns.frame())
+    if routed is None:
+        store.add(conns, exchanges, EventColumns.frame())
+    else:
+        for b, table, rows in store.route(conns, exchanges, EventColumns.frame()):
+            if rows.height:
+                routed.hold(table.name, b, rows)
     return exchanges.height, conns.height
 
 
