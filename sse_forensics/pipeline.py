@@ -626,11 +626,8 @@ def scan_paths(
             executor,
             local,
         )
-        first_seen = (
-            store.columns(ExchangeColumns, ["session", "conn_id", "index"])
-            .sort("conn_id", "index")
-            .unique("session", keep="first", maintain_order=True)
-            .rename({"session": "session_id"})
+        first_seen = store.first_of_session(ExchangeColumns, ["conn_id", "index"]).rename(
+            {"session": "session_id"}
         )
     if progress is not None:
         progress("rules", 0, 1)

@@ -300,6 +300,16 @@ class EvidenceStore:
         """:meth:`columns` of the buckets of one task only."""
         return self._query(buckets, table, columns, None)
 
+    def first_of_session(self, table: type[Columns], order: list[str]) -> pl.DataFrame:
+        """Each session's first row of ``table`` in ``order`` (``session`` and ``order``
+        columns), found bucket by bucket: a session's rows are all in its bucket, so memory
+        follows a bucket's rows, not the store's (sessions in bucket order)."""
+        frames = [
+            df.sort(order).unique("session", keep="first", maintain_order=True)
+            for _, df in self.bucket_columns(table, ["session", *order])
+        ]
+        return pl.concat(frames) if frames else self.columns(table, ["session", *order])
+
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""
         return (
