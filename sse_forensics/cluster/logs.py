@@ -49,6 +49,7 @@ from sse_forensics.evidence.log_partitions import (
     LogIngest,
     LogRouter,
     Spill,
+    SpillFiles,
     attach_waiting,
     client_order,
     client_rows,
@@ -74,8 +75,6 @@ if TYPE_CHECKING:
     from sse_forensics.pipeline import LogOptions
     from sse_forensics.result import ScanProgress
 
-SpillFiles = dict[tuple[str, int], list[Path]]
-"""(table, partition) → Parquet files, as :meth:`Spill.files` gives them."""
 StoreFiles = list[tuple[int, str, Path]]
 """(partition, table, file) of evidence rows, as :meth:`EvidenceStore.files` gives them."""
 

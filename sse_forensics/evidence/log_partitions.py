@@ -34,7 +34,7 @@ from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import EvidenceStore
-from sse_forensics.evidence.tables import EventColumns, split_by
+from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -50,11 +50,55 @@ if TYPE_CHECKING:
 # parsed, the flush's copies); on benchmarks/scale.py's 417 MB log set, one process:
 # 470 MB with 32 MiB held, 419 MB with 16 MiB, for the same CPU time.
 SPILL_SHARE = 2  # of evidence.store.DEFAULT_MEMORY_BUDGET (32 MiB): 16 MiB
+# With many partitions, more: each flush's file holds a part of every partition, and
+# reading a partition back costs ~1 ms per part (a partition reads one part per flush).
+# On the 1.2 GB --big log set (153 partitions) at 16 MiB, reading the parts back took
+# ~45 of ~135 CPU s of the ingest.
+SPILL_PER_PARTITION = 512 << 10
+SPILL_MAX = 64 << 20
+
+
+def spill_budget(store_budget: int, buckets: int) -> int:
+    """The bytes a scan's log :class:`Spill` holds before it writes them."""
+    base = store_budget // SPILL_SHARE
+    return max(base, min(SPILL_MAX, buckets * SPILL_PER_PARTITION))
+
+
+@dataclass(frozen=True, slots=True)
+class SpillPart:
+    """One partition's rows of one spilled Parquet file: ``rows`` rows from ``offset``
+    (a flush writes one file per table, its partitions one after another)."""
+
+    path: Path
+    offset: int
+    rows: int
+
+    @property
+    def parent(self) -> Path:
+        return self.path.parent
+
+    def read(self, columns: list[str] | None = None) -> pl.DataFrame:
+        """The part's rows (``columns`` only, when given): the row groups that hold them."""
+        lazy = pl.scan_parquet(self.path)
+        if columns is not None:
+            lazy = lazy.select(columns)
+        return lazy.slice(self.offset, self.rows).collect()
+
+
+SpillFiles = dict[tuple[str, int], list[SpillPart]]
+"""(table, partition) → its parts of the spilled files, in the order they were written."""
+
+# Rows per Parquet row group of a flush's file, at least: a partition's part is read as
+# the row groups that hold it, so they are about a part's size (a flush holds rows of
+# every partition; 153 partitions on the 1.2 GB --big log set).
+_ROW_GROUP_MIN = 1024
 
 
 class Spill:
     """Named tables of rows routed to ``buckets`` partitions: held in memory up to
-    ``budget`` bytes, then written to Parquet files under ``scratch``."""
+    ``budget`` bytes, then written to Parquet files under ``scratch`` — one file per table
+    and flush, whatever the number of partitions (one per partition made thousands of
+    small files on a 1 GB log, their writes, reads and removal a third of its scan)."""
 
     def __init__(self, buckets: int, scratch: Path, budget: int, prefix: str = "log") -> None:
         self.buckets = buckets
@@ -62,7 +106,8 @@ class Spill:
         self.budget = budget
         self.prefix = prefix
         self._held: dict[tuple[str, int], list[pl.DataFrame]] = {}
-        self._files: dict[tuple[str, int], list[Path]] = {}
+        self._files: SpillFiles = {}
+        self._users: dict[Path, int] = {}  # parts of each file not dropped yet
         self._bytes = 0
         self._flushes = 0
 
@@ -78,8 +123,12 @@ class Spill:
                 int(b): part for b, part in split_by(tagged, "__bucket", keep_key=False).items()
             }
         for bucket, part in parts.items():
-            self._held.setdefault((name, bucket), []).append(part)
-            self._bytes += int(part.estimated_size())  # bytes: an int
+            self.hold(name, bucket, part)
+
+    def hold(self, name: str, bucket: int, rows: pl.DataFrame) -> None:
+        """Keep ``rows`` of table ``name`` in partition ``bucket``."""
+        self._held.setdefault((name, bucket), []).append(rows)
+        self._bytes += int(rows.estimated_size())  # bytes: an int
         if self._bytes > self.budget:
             self.flush()
 
@@ -87,41 +136,59 @@ class Spill:
         """The partition of each row, from ``key`` (as :meth:`add` routes)."""
         return (key.hash(seed=0) % self.buckets).cast(pl.Int64)
 
-    def files(self) -> dict[tuple[str, int], list[Path]]:
-        """(table, bucket) → its files, once :meth:`flush` wrote what was held (what a
+    def files(self) -> SpillFiles:
+        """(table, bucket) → its parts, once :meth:`flush` wrote what was held (what a
         cluster task hands on to the next one's :meth:`adopt`)."""
-        return {key: list(paths) for key, paths in self._files.items()}
+        return {key: list(parts) for key, parts in self._files.items()}
 
-    def adopt(self, files: dict[tuple[str, int], list[Path]]) -> None:
+    def adopt(self, files: SpillFiles) -> None:
         """Read ``files`` (another Spill's :meth:`files`, same buckets) as this one's own,
         after those it has."""
-        for key, paths in files.items():
-            self._files.setdefault(key, []).extend(paths)
+        for key, parts in files.items():
+            self._files.setdefault(key, []).extend(parts)
+            for part in parts:
+                self._users[part.path] = self._users.get(part.path, 0) + 1
 
     def flush(self) -> None:
-        """Write every held batch to its partition's files."""
+        """Write every held batch: one file per table, its partitions in bucket order."""
         self._flushes += 1
-        for (name, bucket), frames in self._held.items():
-            path = self.scratch / f"{self.prefix}-{name}-{bucket:05d}-{self._flushes:05d}.parquet"
-            pl.concat(frames, how="vertical_relaxed").write_parquet(
-                path, compression="lz4", statistics=False
+        tables: dict[str, list[tuple[int, pl.DataFrame]]] = {}
+        for (name, bucket), frames in sorted(self._held.items()):
+            tables.setdefault(name, []).append(
+                (bucket, pl.concat(frames, how="vertical_relaxed", rechunk=False))
             )
-            self._files.setdefault((name, bucket), []).append(path)
         self._held = {}
         self._bytes = 0
+        for name, parts in tables.items():
+            path = self.scratch / f"{self.prefix}-{name}-{self._flushes:05d}.parquet"
+            whole = pl.concat([df for _, df in parts], how="vertical_relaxed", rechunk=False)
+            group = max(_ROW_GROUP_MIN, whole.height // len(parts))
+            whole.write_parquet(path, compression="lz4", statistics=False, row_group_size=group)
+            del whole
+            offset = 0
+            for bucket, df in parts:
+                self._files.setdefault((name, bucket), []).append(
+                    SpillPart(path, offset, df.height)
+                )
+                offset += df.height
+            self._users[path] = len(parts)
 
     def load(self, name: str, bucket: int, columns: list[str] | None = None) -> pl.DataFrame:
         """A partition's rows of table ``name`` (in the order they were added), or an
         empty frame without columns."""
-        frames = [pl.read_parquet(p, columns=columns) for p in self._files.get((name, bucket), [])]
+        frames = [part.read(columns) for part in self._files.get((name, bucket), [])]
         for df in self._held.get((name, bucket), []):
             frames.append(df.select(columns) if columns is not None else df)
         return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
     def drop(self, name: str, bucket: int) -> None:
-        """Forget a partition (its files are removed)."""
-        for p in self._files.pop((name, bucket), []):
-            p.unlink(missing_ok=True)
+        """Forget a partition (a file is removed once none of its parts is wanted)."""
+        for part in self._files.pop((name, bucket), []):
+            users = self._users.get(part.path, 1) - 1
+            self._users[part.path] = users
+            if users <= 0:
+                del self._users[part.path]
+                part.path.unlink(missing_ok=True)
         for df in self._held.pop((name, bucket), []):
             self._bytes -= int(df.estimated_size())
 
@@ -159,7 +226,7 @@ def ingest_logs(
     then one per partition: :mod:`sse_forensics.cluster.logs`)."""
     started = time.perf_counter()
     buckets = store.buckets
-    spill = Spill(buckets, store.scratch_dir(), store.memory_budget // SPILL_SHARE)
+    spill = Spill(buckets, store.scratch_dir(), spill_budget(store.memory_budget, buckets))
     router = LogRouter(spill)
     for batch in batches:
         router.add(batch)
@@ -172,8 +239,12 @@ def ingest_logs(
     group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
     next_id = first_conn_id + group_ids.height
     out = LogIngest(errors=router.errors)
+    # Each partition joins its own groups only, not the scan's (153 partitions x every
+    # group of the scan on the 1.2 GB --big log set).
+    group_parts = _by_bucket(spill, group_ids, _session_key())
     for b in range(buckets):
-        exchanges, connections = session_rows(spill, b, group_ids, store)
+        part_ids = group_parts.get(b, group_ids.head(0))
+        exchanges, connections = session_rows(spill, b, part_ids, store)
         spill.drop("events", b)
         spill.drop("access", b)
         out.exchanges += exchanges
@@ -184,11 +255,29 @@ def ingest_logs(
     client_ids = number_clients([client_order(spill, b) for b in range(buckets)], next_id)
     next_id += client_ids.height
     if client_ids.height:
+        # Each client partition joins its own clients only (see the groups above).
+        client_parts = _by_bucket(spill, client_ids, pl.col("client"))
+        del client_ids
+        # A client partition's rows go to every session partition: gathered in a spill
+        # of their own first, then added one session partition at a time, so the store
+        # writes one file per partition and table, not one per partition and flush.
+        routed = Spill(buckets, spill.scratch, spill.budget, prefix="client-rows")
         for b in range(buckets):
-            exchanges, connections = client_rows(spill, b, client_ids, config, store)
+            mine = client_parts.pop(b) if b in client_parts else None
+            if mine is None:  # no client: no line either
+                spill.drop("unmatched", b)
+                continue
+            exchanges, connections = client_rows(spill, b, mine, config, store, routed)
             spill.drop("unmatched", b)
             out.exchanges += exchanges
             out.connections += connections
+        for b in range(buckets):
+            for table in EVIDENCE_TABLES:
+                rows = routed.load(table.name, b)
+                if rows.height:
+                    store.add_routed(b, table, rows)
+                routed.drop(table.name, b)
+            store.spill()
     out.next_conn_id = next_id
     # One file per partition and table for what the clients' rows left in memory: each
     # client partition added a batch to every session partition it touches.
@@ -198,6 +287,16 @@ def ingest_logs(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
     return out
+
+
+def _by_bucket(spill: Spill, ids: pl.DataFrame, key: pl.Expr) -> dict[int, pl.DataFrame]:
+    """The rows of ``ids`` by the partition :meth:`Spill.add` routes ``key`` to."""
+    if not ids.height:
+        return {}
+    if spill.buckets == 1:
+        return {0: ids}
+    tagged = ids.with_columns(spill.bucket_of(key).alias("__bucket"))
+    return {int(b): df for b, df in split_by(tagged, "__bucket", keep_key=False).items()}
 
 
 @dataclass(slots=True)
@@ -320,15 +419,22 @@ def client_rows(
     client_ids: pl.DataFrame,
     config: AnalysisConfig,
     store: EvidenceStore,
+    routed: Spill | None = None,
 ) -> tuple[int, int]:
-    """Step 5: one client partition's access pseudo-connections into ``store``. Returns
-    (exchanges, connections) added."""
+    """Step 5: one client partition's access pseudo-connections into ``store`` (or, with
+    ``routed``, to its partitions as the store would route them). Returns (exchanges,
+    connections) added."""
     unmatched = spill.load("unmatched", bucket)
     if not unmatched.height:
         return 0, 0
     conns, exchanges = F.client_part(unmatched, client_ids, config)
     del unmatched
-    store.add(conns, exchanges, EventColumns.frame())
+    if routed is None:
+        store.add(conns, exchanges, EventColumns.frame())
+    else:
+        for b, table, rows in store.route(conns, exchanges, EventColumns.frame()):
+            if rows.height:
+                routed.hold(table.name, b, rows)
     return exchanges.height, conns.height
 
 

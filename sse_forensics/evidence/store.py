@@ -176,23 +176,40 @@ class EvidenceStore:
     ) -> None:
         """Route one batch of rows to their buckets. Connections go to every bucket that
         holds one of their exchanges."""
+        for bucket, table, df in self.route(connections, exchanges, events):
+            self._hold(bucket, table, df)
+        if self._held > self.memory_budget:
+            self.spill()
+
+    def route(
+        self,
+        connections: pl.DataFrame,
+        exchanges: pl.DataFrame,
+        events: pl.DataFrame,
+    ) -> Iterator[tuple[int, type[Columns], pl.DataFrame]]:
+        """(bucket, table, rows) of one batch, as :meth:`add` holds them (a caller that
+        gathers a bucket's rows before it adds them: :meth:`add_routed`)."""
         if self.buckets == 1:
-            self._hold(0, ConnectionColumns, connections)
-            self._hold(0, ExchangeColumns, exchanges)
-            self._hold(0, EventColumns, events)
-        else:
-            ex = exchanges.with_columns(bucket_expr(self.buckets).alias("_bucket"))
-            ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
-            pairs = ex.select("conn_id", "_bucket").unique()
-            conns = connections.join(pairs, on="conn_id", how="inner")
-            routed: tuple[tuple[type[Columns], pl.DataFrame], ...] = (
-                (ExchangeColumns, ex),
-                (EventColumns, ev),
-                (ConnectionColumns, conns),
-            )
-            for table, df in routed:
-                for bucket, part in split_by(df, "_bucket", keep_key=False).items():
-                    self._hold(int(bucket), table, part)
+            yield 0, ConnectionColumns, connections
+            yield 0, ExchangeColumns, exchanges
+            yield 0, EventColumns, events
+            return
+        ex = exchanges.with_columns(bucket_expr(self.buckets).alias("_bucket"))
+        ev = events.with_columns(bucket_expr(self.buckets).alias("_bucket"))
+        pairs = ex.select("conn_id", "_bucket").unique()
+        conns = connections.join(pairs, on="conn_id", how="inner")
+        routed: tuple[tuple[type[Columns], pl.DataFrame], ...] = (
+            (ExchangeColumns, ex),
+            (EventColumns, ev),
+            (ConnectionColumns, conns),
+        )
+        for table, df in routed:
+            for bucket, part in split_by(df, "_bucket", keep_key=False).items():
+                yield int(bucket), table, part
+
+    def add_routed(self, bucket: int, table: type[Columns], rows: pl.DataFrame) -> None:
+        """Rows of ``table`` that :meth:`route` gave ``bucket``."""
+        self._hold(bucket, table, rows)
         if self._held > self.memory_budget:
             self.spill()
 
@@ -282,6 +299,16 @@ class EvidenceStore:
     ) -> pl.DataFrame:
         """:meth:`columns` of the buckets of one task only."""
         return self._query(buckets, table, columns, None)
+
+    def first_of_session(self, table: type[Columns], order: list[str]) -> pl.DataFrame:
+        """Each session's first row of ``table`` in ``order`` (``session`` and ``order``
+        columns), found bucket by bucket: a session's rows are all in its bucket, so memory
+        follows a bucket's rows, not the store's (sessions in bucket order)."""
+        frames = [
+            df.sort(order).unique("session", keep="first", maintain_order=True)
+            for _, df in self.bucket_columns(table, ["session", *order])
+        ]
+        return pl.concat(frames) if frames else self.columns(table, ["session", *order])
 
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""
