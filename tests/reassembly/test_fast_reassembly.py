@@ -478,15 +478,17 @@ def test_heads_in_pieces_and_events_in_slices(tmp_path: Path, monkeypatch) -> No
 
     The samples in pieces of 100 and 300 bytes: cuts after a blank line within the piece,
     after the first one beyond it (an event longer than a piece) and at the end. The
-    generated capture (1.7 MB of heads, 50 connections) in pieces of 2,000 bytes: about 900
-    cuts, each costing a parse call (at 300 bytes: 6,000 calls and 15 s)."""
+    generated capture (1.7 MB of heads, 50 connections) in pieces of 8,000 bytes and slices
+    of 64 events: about 220 cuts and 900 slices, each costing a parse call (~10 ms; at 2,000
+    bytes and 7 events: 10 s), the samples in slices of 7 events."""
     from sse_forensics.reassembly.fast import capture, sse
 
     path = tmp_path / "mcp.pcap"
     make_capture_module().write_capture(path, 3000, 7)
-    monkeypatch.setattr(capture, "EVENT_SLICE", 7)
-    monkeypatch.setattr(sse, "HEAD_PIECE", 2000)
+    monkeypatch.setattr(capture, "EVENT_SLICE", 64)
+    monkeypatch.setattr(sse, "HEAD_PIECE", 8000)
     assert assert_equivalent([str(path)], shards=(1,)).fast == 50
+    monkeypatch.setattr(capture, "EVENT_SLICE", 7)
     for piece in (100, 300):
         monkeypatch.setattr(sse, "HEAD_PIECE", piece)
         for name in ("mcp-sdk-resume.pcap", "resume-storm.pcap", "gap-signal-late.pcap"):
