@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 from support.cli import run as run_in_process
+from support.dask_cluster import threaded_client
 
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
 from sse_forensics.cluster.spec import ClusterSpec
@@ -58,16 +59,7 @@ def distributed():
 
 @pytest.fixture(scope="module")
 def client(distributed):
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with threaded_client(distributed) as c:
         yield c
 
 

@@ -9,12 +9,12 @@ of a local scan of the same files. Skipped when Dask is not installed.
 from __future__ import annotations
 
 import gzip
-import logging
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.dask_cluster import threaded_client
 from support.log_sets import write_log_set
 
 from sse_forensics.pipeline import scan_paths
@@ -65,16 +65,7 @@ def _recording_store():
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with threaded_client(distributed) as c:
         yield c
 
 

@@ -232,18 +232,24 @@ def _masked(src: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarra
     return picked
 
 
-def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:
-    """:func:`head_end` of the virtual body ``[lo, hi)``, reading only its end."""
-    window = 256
+def _last_blank_back(source: BodySource | Heads, lo: int, hi: int, window: int) -> int:
+    """:func:`_last_blank` over ``source``'s bytes ``lo`` to ``hi`` (absolute offset, or
+    -1), read backwards in growing windows (the last blank line is usually near ``hi``)."""
     while True:
         at = max(lo, hi - window)
         piece = source.read(at, hi)
         best = _last_blank(piece, 0, len(piece))
+        # A match that starts before ``at`` ends before at + 3: anything later was seen.
         if best >= 3 or at == lo:
-            break
+            return at + best if best >= 0 else -1
         window *= 4
+
+
+def _body_head_end(source: BodySource, lo: int, hi: int, bom: int) -> int:
+    """:func:`head_end` of the virtual body ``[lo, hi)``, reading only its end."""
+    best = _last_blank_back(source, lo, hi, 256)
     if best >= 0:
-        return at + best
+        return best
     found = _first_line_blank(source.read(lo, min(hi, lo + bom + 2)), bom)
     return lo + found if found >= 0 else lo
 
@@ -286,16 +292,7 @@ arrays grow with the lines it reads at once (issue 16: one stream of ten million
 def _last_blank_in(heads: Heads, lo: int, hi: int) -> int:
     """:func:`_last_blank` over ``heads[lo:hi]`` (absolute offset, or -1), read backwards
     in growing windows (the last blank line is usually near ``hi``)."""
-    hi = min(hi, len(heads))
-    window = 4096
-    while True:
-        at = max(lo, hi - window)
-        piece = heads.read(at, hi)
-        best = _last_blank(piece, 0, len(piece))
-        # A match that starts before ``at`` ends before at + 3: anything later was seen.
-        if best >= 3 or at == lo:
-            return at + best if best >= 0 else -1
-        window *= 4
+    return _last_blank_back(heads, lo, min(hi, len(heads)), 4096)
 
 
 def _first_blank_from(heads: Heads, start: int) -> int:
