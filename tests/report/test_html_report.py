@@ -8,11 +8,11 @@ import base64
 import hashlib
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run_text
 
 from sse_forensics.engine.registry import load_rules
 from sse_forensics.pipeline import scan_paths
@@ -122,22 +122,11 @@ def test_hostile_capture_strings_are_escaped_everywhere(hostile) -> None:
 
 def test_report_command_writes_the_file_and_exits_like_scan(tmp_path: Path) -> None:
     out = tmp_path / "incident.html"
-    proc = subprocess.run(
-        [sys.executable, "-m", "sse_forensics", "report", str(INCIDENT[0]), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    # In this process (support.cli: an exception escaping the command fails the test).
+    proc = run_text("report", str(INCIDENT[0]), "-o", str(out))
     assert proc.returncode == 1  # a silent_corruption finding, as `scan` would exit
     assert "wrote" in proc.stderr and out.stat().st_size > 1_000_000  # plotly.js is inline
-    bad = subprocess.run(
-        [sys.executable, "-m", "sse_forensics", "report", str(INCIDENT[0]), "-o", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    bad = run_text("report", str(INCIDENT[0]), "-o", str(tmp_path))
     assert bad.returncode == 2 and "cannot write the report" in bad.stderr
     assert "Traceback" not in bad.stderr
 
