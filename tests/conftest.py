@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,11 @@ from hypothesis import settings
 
 # Property tests judge behaviour, not speed: a loaded CI machine must not fail them on
 # Hypothesis' per-example deadline (speed is measured in benchmarks/).
+# HYPOTHESIS_PROFILE=deep draws more examples: where a test draws its count from
+# support.budget.examples, its deep count; elsewhere the default count of 1,000.
 settings.register_profile("sse-forensics", deadline=None)
-settings.load_profile("sse-forensics")
+settings.register_profile("deep", deadline=None, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sse-forensics"))
 
 SHARED_CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 

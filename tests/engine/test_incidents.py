@@ -42,6 +42,11 @@ def _sample_incidents(capture: Path):
     return _incidents(capture)
 
 
+@functools.cache  # three tests read the proxy capture's findings: one scan
+def _proxy():
+    return scan_paths([str(PROXY)])
+
+
 def _rules(incident) -> dict[str, int]:
     return {r.rule: r.count for r in incident.rules}
 
@@ -73,7 +78,7 @@ def test_a_resume_storm_collapses_identical_findings_with_a_count() -> None:
 
 
 def test_both_legs_of_a_proxy_are_one_incident_with_both_as_evidence() -> None:
-    result = scan_paths([str(PROXY)])
+    result = _proxy()
     assert len(result.findings) == 5
     (incident,) = group_incidents(result.findings)
     assert _rules(incident) == {
@@ -164,7 +169,7 @@ def test_json_document_counts_incidents() -> None:
 
 
 def test_jsonl_and_ocsf_carry_the_incident_id() -> None:
-    result = scan_paths([str(PROXY)])
+    result = _proxy()
     (incident,) = group_incidents(result.findings)
     lines = [json.loads(x) for x in findings_jsonl(result).splitlines()]
     records = [json.loads(x) for x in findings_ocsf(result.findings).splitlines()]
@@ -188,7 +193,7 @@ def test_html_report_lists_incidents(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert _cli("report", str(PROXY), "-o", str(out)).returncode in (0, 1)
     page = out.read_text()
-    (incident,) = _incidents(PROXY)
+    (incident,) = group_incidents(_proxy().findings)
     assert "Incidents: 1 lost range in 1 session, 5 findings" in page
     assert "Incidents, most severe first" in page and incident.fingerprint in page
 

@@ -102,7 +102,7 @@ def test_logs_are_partitioned_and_spilled_without_changing_a_finding(
     from sse_forensics.evidence.store import EvidenceStore
     from sse_forensics.pipeline import LogOptions
 
-    paths = _production_logs(tmp_path, 60)
+    paths = _production_logs(tmp_path, 36)
     options = LogOptions(
         'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
         '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '

@@ -4,6 +4,7 @@ a file the tool cannot read (docs/capturing.md, "Compressed captures and pipes")
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import json
 import lzma
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import zstandard
 from conftest import SAMPLES
+from support.cli import run as run_in_process
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.ingest.inputs import resolve_inputs
@@ -42,6 +44,11 @@ def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[b
     )
 
 
+@functools.cache  # read by several tests: one scan
+def silent():
+    return scan_paths([str(SILENT)])
+
+
 def findings(result) -> list[tuple]:
     return [(f.rule, f.fingerprint, f.gap.get("first"), f.gap.get("last")) for f in result.findings]
 
@@ -54,7 +61,7 @@ def sources(result) -> set[str]:
 def test_compressed_capture_reads_like_the_plain_one_and_keeps_its_name(tmp_path, suffix):
     packed = tmp_path / f"capture.pcap{suffix}"
     packed.write_bytes(COMPRESS[suffix](SILENT.read_bytes()))
-    plain, unpacked = scan_paths([str(SILENT)]), scan_paths([str(packed)])
+    plain, unpacked = silent(), scan_paths([str(packed)])
     assert findings(unpacked) == findings(plain) and findings(plain)
     assert sources(unpacked) == {str(packed)}
     assert unpacked.inputs == [str(packed)] and not unpacked.errors
@@ -64,7 +71,7 @@ def test_several_gzip_members_are_one_capture(tmp_path):
     data = SILENT.read_bytes()
     packed = tmp_path / "capture.pcap.gz"
     packed.write_bytes(gzip.compress(data[:5000]) + gzip.compress(data[5000:]))
-    assert findings(scan_paths([str(packed)])) == findings(scan_paths([str(SILENT)]))
+    assert findings(scan_paths([str(packed)])) == findings(silent())
 
 
 def test_truncated_gzip_keeps_the_frames_before_the_break_and_says_so(tmp_path):
@@ -72,14 +79,14 @@ def test_truncated_gzip_keeps_the_frames_before_the_break_and_says_so(tmp_path):
     cut = tmp_path / "cut.pcap.gz"
     cut.write_bytes(packed[: len(packed) // 2])
     result = scan_paths([str(cut)])
-    assert 0 < result.stats.frames < scan_paths([str(SILENT)]).stats.frames
+    assert 0 < result.stats.frames < silent().stats.frames
     broken = [e for e in result.errors if "gzip data broken" in e.what]
     assert len(broken) == 1 and broken[0].source == str(cut)
     assert all(e.source == str(cut) for e in result.errors)
 
 
 def test_standard_input_is_read_and_cited_as_stdin() -> None:
-    plain = json.loads(run("scan", str(SILENT), "--format", "json").stdout)
+    plain = json.loads(run_in_process("scan", str(SILENT), "--format", "json").stdout)
     piped = run("scan", "-", "--format", "json", stdin=gzip.compress(SILENT.read_bytes()))
     doc = json.loads(piped.stdout)
     assert piped.returncode == 1 and doc["inputs"] == ["<stdin>"]
@@ -111,7 +118,7 @@ def test_a_fifo_is_read_once_front_to_back(tmp_path):
     thread.start()
     result = scan_paths([str(fifo)])
     thread.join(5)
-    assert findings(result) == findings(scan_paths([str(SILENT)]))
+    assert findings(result) == findings(silent())
     assert sources(result) == {str(fifo)}
 
 

@@ -8,11 +8,11 @@ import base64
 import hashlib
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support.cli import run_text
 
 from sse_forensics.engine.registry import load_rules
 from sse_forensics.pipeline import scan_paths
@@ -70,6 +70,11 @@ def incident() -> tuple[str, object]:
     return report_html(INCIDENT)
 
 
+@pytest.fixture(scope="module")
+def hostile() -> tuple[str, object]:
+    return report_html([HOSTILE])
+
+
 def test_csp_forbids_remote_loads_and_allows_only_the_scripts_it_hashes(incident) -> None:
     page, _ = incident
     csp = csp_of(page)
@@ -103,8 +108,8 @@ def test_one_plot_per_affected_session_with_findings_and_rule_text(incident) -> 
     assert "dropped: expected_gap" in figures and "missing capture bytes" in figures
 
 
-def test_hostile_capture_strings_are_escaped_everywhere() -> None:
-    page, result = report_html([HOSTILE])
+def test_hostile_capture_strings_are_escaped_everywhere(hostile) -> None:
+    page, result = hostile
     session = next(f.session_id for f in result.findings)
     assert "<script>alert(1)" in session  # the capture really carries markup
     assert "<script>alert(1)" not in page
@@ -117,22 +122,11 @@ def test_hostile_capture_strings_are_escaped_everywhere() -> None:
 
 def test_report_command_writes_the_file_and_exits_like_scan(tmp_path: Path) -> None:
     out = tmp_path / "incident.html"
-    proc = subprocess.run(
-        [sys.executable, "-m", "sse_forensics", "report", str(INCIDENT[0]), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    # In this process (support.cli: an exception escaping the command fails the test).
+    proc = run_text("report", str(INCIDENT[0]), "-o", str(out))
     assert proc.returncode == 1  # a silent_corruption finding, as `scan` would exit
     assert "wrote" in proc.stderr and out.stat().st_size > 1_000_000  # plotly.js is inline
-    bad = subprocess.run(
-        [sys.executable, "-m", "sse_forensics", "report", str(INCIDENT[0]), "-o", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(SAMPLES.parent)},
-    )
+    bad = run_text("report", str(INCIDENT[0]), "-o", str(tmp_path))
     assert bad.returncode == 2 and "cannot write the report" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -157,7 +151,17 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, incident) -> None:
     page, result = incident
     html_file = tmp_path / "incident.html"
     html_file.write_text(page, encoding="utf-8")
-    proc = chromium(html_file, tmp_path / "profile", "--dump-dom")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "incident-report.png"
+    shot.unlink(missing_ok=True)
+    # One launch dumps the DOM and takes the screenshot (a launch costs seconds of CPU).
+    proc = chromium(
+        html_file,
+        tmp_path / "profile",
+        "--dump-dom",
+        "--window-size=1280,3000",
+        f"--screenshot={shot}",
+    )
     console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []  # no script error, no CSP violation, no failed load
     dom = proc.stdout
@@ -168,19 +172,24 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, incident) -> None:
     assert "dropped: silent_corruption" in dom  # legend text rendered in the SVG
     assert all(f'id="finding-{n}"' in dom for n in range(1, len(result.findings) + 1))
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "incident-report.png"
-    shot.unlink(missing_ok=True)
-    chromium(html_file, tmp_path / "profile2", "--window-size=1280,3000", f"--screenshot={shot}")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
 
 
 @needs_chromium
-def test_hostile_bytes_show_as_text_in_the_browser(tmp_path: Path) -> None:
-    page, _ = report_html([HOSTILE])
+def test_hostile_bytes_show_as_text_in_the_browser(tmp_path: Path, hostile) -> None:
+    page, _ = hostile
     html_file = tmp_path / "hostile.html"
     html_file.write_text(page, encoding="utf-8")
-    proc = chromium(html_file, tmp_path / "profile", "--dump-dom")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "hostile-report.png"
+    shot.unlink(missing_ok=True)
+    proc = chromium(
+        html_file,
+        tmp_path / "profile",
+        "--dump-dom",
+        "--window-size=1280,1600",
+        f"--screenshot={shot}",
+    )
     assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
     dom = proc.stdout
     # The DOM serialiser escapes text nodes: the markup is text, not an element.
@@ -188,10 +197,4 @@ def test_hostile_bytes_show_as_text_in_the_browser(tmp_path: Path) -> None:
     assert "<script>alert(1)" not in dom
     assert len(re.findall(r"<script\b", dom)) == 3
     assert 'class="plot js-plotly-plot"' in dom
-    ARTIFACTS.mkdir(exist_ok=True)
-    chromium(
-        html_file,
-        tmp_path / "profile2",
-        "--window-size=1280,1600",
-        f"--screenshot={ARTIFACTS / 'hostile-report.png'}",
-    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

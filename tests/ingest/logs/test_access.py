@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from support.budget import examples
 
 from sse_forensics.ingest.logs.access import (
     _read_fields,
@@ -153,7 +154,7 @@ def test_every_preset_compiles_and_reads_its_own_line():
         assert parse(name, line).rows.height == 1, name
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(50, 500), deadline=None)
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=80), max_size=8))
 def test_random_lines_never_raise(lines):
     for spec in ("mcp", "apache-mcp"):
@@ -322,7 +323,7 @@ _LINE_PARTS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(100, 1000), deadline=None)
 @given(
     st.lists(
         st.tuples(st.integers(0, len(MCP_LINE)), st.integers(0, 3), _LINE_PARTS),

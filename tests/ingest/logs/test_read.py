@@ -13,6 +13,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from support.budget import examples
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.ingest.logs import (
@@ -518,7 +519,7 @@ _VALUES = st.one_of(
 _KEYS = st.sampled_from(["ts", "session", "stream", "event_id", "kind", "reason", "host"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(60, 600), deadline=None)
 @given(
     st.lists(st.dictionaries(_KEYS, _VALUES, max_size=5), min_size=1, max_size=12),
     st.booleans(),
