@@ -423,6 +423,11 @@ class _StoreSource:
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(EventColumns, columns, where)
 
+    def bucket_exchanges(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        return self.store.bucket_columns(ExchangeColumns, columns, where)
+
     def sessions(self) -> list[str]:
         return self.store.distinct(ExchangeColumns, "session").to_list()
 

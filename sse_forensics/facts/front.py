@@ -741,6 +741,12 @@ class FrontSource(Protocol):
         """(partition, its events), partition by partition in order."""
         ...
 
+    def bucket_exchanges(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(partition, its exchanges), partition by partition in order."""
+        ...
+
     def sessions(self) -> list[str]: ...
 
     def servers(self) -> pl.DataFrame:
@@ -759,12 +765,16 @@ def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.Da
     """(logged, captured, ids) of the sessions both captures and logs hold: the only ones
     :func:`_folds` can fold."""
     from_log = pl.col("from_log")
-    kinds = source.exchanges(["session", "from_log"]).unique()
-    both = (
-        kinds.group_by("session")
+    # A session's exchanges are all in its partition: judged partition by partition, so
+    # that one partition's sessions are held at a time, not every exchange's (issue 9).
+    parts = [
+        exchanges.group_by("session")
         .agg(pl.col("from_log").n_unique().alias("n"))
         .filter(pl.col("n") > 1)
-    ).get_column("session")
+        .get_column("session")
+        for _, exchanges in source.bucket_exchanges(["session", "from_log"])
+    ]
+    both = pl.concat(parts) if parts else pl.Series("session", [], pl.String)
     cols = _STREAM_COLUMNS
     if not both.len():
         empty = source.exchanges(cols, pl.lit(False))

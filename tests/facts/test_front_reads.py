@@ -1,0 +1,86 @@
+"""The cross-session pass holds one partition's exchanges at a time where it can (issue 9:
+peak memory bounded whatever the input size), and hands each task the share of the front
+its own exchanges key, whatever the partitioning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+from conftest import SAMPLES
+from support.log_samples import LOGS
+
+from sse_forensics import pipeline
+from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.evidence.tables import ExchangeColumns
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.front import _fold_inputs
+
+SCENARIOS = ["backpressure-disconnect-resume", "clean-resume-int", "gap-signal-late"]
+
+
+@dataclass
+class _Reads(pipeline._StoreSource):
+    """The store as the pass reads it, noting the rows of every whole-scan exchanges read
+    that no filter narrowed."""
+
+    unfiltered: list[int] = field(default_factory=list)
+
+    def exchanges(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> pl.DataFrame:
+        df = super().exchanges(columns, where)
+        if where is None:
+            self.unfiltered.append(df.height)
+        return df
+
+
+def _paths() -> list[str]:
+    return [str(p) for name in SCENARIOS for p in (SAMPLES / f"{name}.pcap", LOGS / name)]
+
+
+def _fold_keys(buckets: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
+    config = AnalysisConfig()
+    with EvidenceStore(buckets) as store:
+        pipeline.ingest(_paths(), store, config)
+        source = _Reads(store)
+        logged, captured, _ = _fold_inputs(source)
+        total = store.columns(ExchangeColumns, ["conn_id"]).height
+        largest = max(source.unfiltered, default=0)
+    return (
+        sorted(logged.select("conn_id", "index").iter_rows()),
+        sorted(captured.select("conn_id", "index").iter_rows()),
+        largest,
+        total,
+    )
+
+
+def test_fold_inputs_are_found_partition_by_partition() -> None:
+    """The sessions both captures and logs hold are found without reading every exchange
+    of the scan at once, and are the same sessions in one partition and in six."""
+    logged, captured, largest, total = _fold_keys(6)
+    assert logged and captured  # each scenario's logs and capture share sessions
+    assert largest < total  # no read of all the scan's exchanges
+    one_logged, one_captured, _, _ = _fold_keys(1)
+    assert (logged, captured) == (one_logged, one_captured)
+
+
+def test_each_task_gets_the_front_its_exchanges_key() -> None:
+    """The tasks' shares of the front together are the whole scan's folds, dropped log
+    exchanges and links, each in its task, folds in key order."""
+    config = AnalysisConfig()
+    with EvidenceStore(6) as store:
+        pipeline.ingest(_paths(), store, config)
+        front = pipeline.cross_session_front(store, config)
+        shares = [
+            pipeline._task_front(front, store.task_columns(t, ExchangeColumns, pipeline._TASK_KEYS))
+            for t in front.tasks
+        ]
+    assert front.folds and front.dropped and front.links
+    assert sum(len(s.folds) for s in shares) == len(front.folds)
+    assert {k: v for s in shares for k, v in s.folds.items()} == front.folds
+    assert all(list(s.folds) == sorted(s.folds) for s in shares)
+    assert set().union(*(s.dropped for s in shares)) == front.dropped
+    assert {k: v for s in shares for k, v in s.links.items()} == front.links
+    assert {k: v for s in shares for k, v in s.stream_codecs.items()} == front.stream_codecs
