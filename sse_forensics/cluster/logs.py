@@ -169,12 +169,6 @@ def read_log_file(
     )
 
 
-def count_range(path: str, lo: int, hi: int | None) -> int:
-    """Step 1's count: the newlines of a range of ``path`` (the ranges after it number
-    their lines from them)."""
-    return count_newlines(path, lo, hi)
-
-
 def attach_partition(
     files: SpillFiles, bucket: int, known: pl.DataFrame, buckets: int, scratch: str
 ) -> SpillFiles:
@@ -422,7 +416,7 @@ def _submit_reads(
         first = (ranges[0][0], ranges[0][1], 1) if len(ranges) > 1 else None
         out.append(([_span_bytes(ranges[0], size)], [read(i, first)]))
     counts = {
-        (i, k): executor.submit(count_range, paths[i], lo, hi)
+        (i, k): executor.submit(count_newlines, paths[i], lo, hi)
         for i, (_, ranges) in enumerate(plans)
         for k, (lo, hi) in enumerate(ranges[:-1])
     }

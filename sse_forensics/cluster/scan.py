@@ -33,14 +33,13 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sse_forensics.cluster.client import ClusterExecutor, open_cluster, worker_threads
 from sse_forensics.cluster.inputs import (
     StagedInputs,
-    UnpackedInput,
     fetch_input,
     plan_inputs,
     unpack_input,
@@ -83,6 +82,8 @@ TASK_STAGES = {
 # What the client reads of each object-store input with an object-store scratch: enough for
 # the capture and log sniffers (a log's 64 KiB head, decompressed) — the rest is the workers'.
 HEAD_BYTES = 1 << 20
+
+T = TypeVar("T")
 
 SCRATCH_HINT = (
     "give --scratch a directory on a filesystem the client and every worker share, or an "
@@ -300,7 +301,7 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror, executor: ClusterExecut
     out_dir = str(Path(mirror.root) / "unpacked")
     tasks = [(u, d, k, executor.submit(unpack_input, d, k, out_dir)) for u, d, k in packed]
     for url, dest, kind, task in tasks:
-        unpacked = _task_result(url, task)
+        unpacked = _task_result(url, task, "decompress")
         url_of = mirror.location(unpacked.path)
         assert url_of is not None  # written under the mirror's root
         got = _head_one(mirror, heads, url_of, unpacked.path, whole=False)
@@ -311,16 +312,17 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror, executor: ClusterExecut
     return remote
 
 
-def _task_result(url: str, task: Any) -> UnpackedInput:
+def _task_result(url: str, task: Future[T], doing: str) -> T:
+    """``task``'s result; its failure as ``url``'s input problem ("a worker could not
+    ``doing`` it"), unless it is the cluster's own (a killed worker, a cancelled task)."""
     from distributed import KilledWorker
 
     try:
-        done: UnpackedInput = task.result()
+        return task.result()
     except (KilledWorker, CancelledError):
         raise  # the cluster's own failure: the caller words it
     except Exception as exc:  # the store's, such as a credential the workers lack
-        raise UnreadableInput(url, f"a worker could not decompress it: {why(exc)}") from exc
-    return done
+        raise UnreadableInput(url, f"a worker could not {doing} it: {why(exc)}") from exc
 
 
 def _head_one(
@@ -371,16 +373,9 @@ def _fetch(executor: ClusterExecutor, staged: StagedInputs) -> None:
         # Made here, not by the task: a task still running after Ctrl-C cannot re-create
         # a scratch tree already removed.
         Path(dest).parent.mkdir(parents=True, exist_ok=True)
-    from distributed import KilledWorker
-
     futures = [(url, executor.submit(fetch_input, url, dest)) for url, dest in staged.fetches]
     for url, future in futures:
-        try:
-            future.result()
-        except (KilledWorker, CancelledError):
-            raise  # the cluster's own failure: the caller words it
-        except Exception as exc:  # the store's, such as a credential the workers lack
-            raise UnreadableInput(url, f"a worker could not copy it: {why(exc)}") from exc
+        _task_result(url, future, "copy")
 
 
 def _serialised(progress: ScanProgress | None) -> ScanProgress | None:

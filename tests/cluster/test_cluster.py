@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 from support.cli import run as run_in_process
-from support.dask_cluster import threaded_client
 
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
+from sse_forensics.cluster.client import open_cluster
 from sse_forensics.cluster.spec import ClusterSpec
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.pipeline import scan_paths
@@ -58,8 +58,9 @@ def distributed():
 
 
 @pytest.fixture(scope="module")
-def client(distributed):
-    with threaded_client(distributed) as c:
+def client():
+    # Worker threads in this process (the tests that kill a worker start their own).
+    with open_cluster(parse_cluster("local:2"), processes=False) as c:
         yield c
 
 

@@ -89,7 +89,7 @@ def test_a_file_read_as_ranges_gives_the_one_task_scan(
 
     with Counting() as pool:
         whole = _scan(paths, pool)
-    assert pool.calls["read_log_file"] == 2 and "count_range" not in pool.calls
+    assert pool.calls["read_log_file"] == 2 and "count_newlines" not in pool.calls
     _same(whole, local)
 
     sizes = [Path(p).stat().st_size for p in paths]
@@ -98,5 +98,5 @@ def test_a_file_read_as_ranges_gives_the_one_task_scan(
         ranged = _scan(paths, pool)
     ranges = pool.calls["read_log_file"]
     assert ranges >= 9, pool.calls  # the event log in 7 or 8, the access log in 1 or more
-    assert pool.calls["count_range"] == ranges - len(paths)
+    assert pool.calls["count_newlines"] == ranges - len(paths)
     _same(ranged, local)

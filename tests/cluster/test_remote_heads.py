@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
-from support.dask_cluster import threaded_client
 from support.log_sets import write_log_set
 
+from sse_forensics.cluster import parse_cluster
+from sse_forensics.cluster.client import open_cluster
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 
@@ -65,7 +66,8 @@ def _recording_store():
 
 @pytest.fixture(scope="module")
 def client():
-    with threaded_client(distributed) as c:
+    # Worker threads in this process.
+    with open_cluster(parse_cluster("local:2"), processes=False) as c:
         yield c
 
 

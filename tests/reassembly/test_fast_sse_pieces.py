@@ -21,13 +21,24 @@ PARTS = [
 ]
 
 
+def _parse_head_pieces(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
+    """What the pieces of ``heads`` (``fsse._head_pieces``) give, offsets shifted back."""
+    events, comments, anomalies = [], [], []
+    whole = fsse.Heads(heads, np.zeros(1, dtype=np.int64), np.array([len(heads)], dtype=np.int64))
+    for lo, _hi, ev, cm, an in fsse._head_pieces(whole):
+        events.append(ev.with_columns(pl.col("start") + lo, pl.col("end") + lo))
+        comments.append(cm + lo)
+        anomalies.append(an.with_columns(pl.col(c) + lo for c in ("start", "end") if c in an))
+    return pl.concat(events), np.concatenate(comments), pl.concat(anomalies)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_pieces_parse_as_the_whole(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     heads = b"".join(rng.choice(PARTS) for _ in range(rng.randint(200, 1500)))
     events, comments, anomalies = fsse._parse_heads(heads)
     monkeypatch.setattr(fsse, "HEAD_PIECE", rng.choice([64, 500, 4096]))
-    got_events, got_comments, got_anomalies = fsse._parse_head_pieces(heads)
+    got_events, got_comments, got_anomalies = _parse_head_pieces(heads)
     # ``id`` (the ID buffer) is recomputed per body by parse_bodies, never read from here.
     assert got_events.drop("id").equals(events.drop("id"))
     assert np.array_equal(got_comments, comments)

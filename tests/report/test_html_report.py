@@ -146,22 +146,30 @@ def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProc
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium")
 
 
-@needs_chromium
-def test_report_renders_in_headless_chromium(tmp_path: Path, incident) -> None:
-    page, result = incident
-    html_file = tmp_path / "incident.html"
+def _render(
+    page: str, tmp_path: Path, name: str, height: int
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``page`` opened in Chromium: its DOM (the process's stdout) and a screenshot under
+    ARTIFACTS, from one launch (a launch costs seconds of CPU)."""
+    html_file = tmp_path / f"{name}.html"
     html_file.write_text(page, encoding="utf-8")
     ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "incident-report.png"
+    shot = ARTIFACTS / f"{name}-report.png"
     shot.unlink(missing_ok=True)
-    # One launch dumps the DOM and takes the screenshot (a launch costs seconds of CPU).
     proc = chromium(
         html_file,
         tmp_path / "profile",
         "--dump-dom",
-        "--window-size=1280,3000",
+        f"--window-size=1280,{height}",
         f"--screenshot={shot}",
     )
+    return proc, shot
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(tmp_path: Path, incident) -> None:
+    page, result = incident
+    proc, shot = _render(page, tmp_path, "incident", 3000)
     console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []  # no script error, no CSP violation, no failed load
     dom = proc.stdout
@@ -178,18 +186,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, incident) -> None:
 @needs_chromium
 def test_hostile_bytes_show_as_text_in_the_browser(tmp_path: Path, hostile) -> None:
     page, _ = hostile
-    html_file = tmp_path / "hostile.html"
-    html_file.write_text(page, encoding="utf-8")
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "hostile-report.png"
-    shot.unlink(missing_ok=True)
-    proc = chromium(
-        html_file,
-        tmp_path / "profile",
-        "--dump-dom",
-        "--window-size=1280,1600",
-        f"--screenshot={shot}",
-    )
+    proc, shot = _render(page, tmp_path, "hostile", 1600)
     assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
     dom = proc.stdout
     # The DOM serialiser escapes text nodes: the markup is text, not an element.

@@ -158,11 +158,6 @@ class Heads:
             np.cumsum(sizes[:-1], out=self.offsets[1:])
         self.size = int(sizes.sum())
 
-    @classmethod
-    def of(cls, data: bytes) -> Heads:
-        """One buffer read whole."""
-        return cls(data, np.zeros(1, dtype=np.int64), np.array([len(data)], dtype=np.int64))
-
     def __len__(self) -> int:
         return self.size
 
@@ -334,16 +329,6 @@ def _head_pieces(
         hi = _piece_end(heads, lo)
         yield (lo, hi, *_parse_heads(heads.read(lo, hi)))
         lo = hi
-
-
-def _parse_head_pieces(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
-    """:func:`_parse_heads` of ``heads``, from :func:`_head_pieces` (offsets shifted back)."""
-    events, comments, anomalies = [], [], []
-    for lo, _hi, ev, cm, an in _head_pieces(Heads.of(heads)):
-        events.append(ev.with_columns(pl.col("start") + lo, pl.col("end") + lo))
-        comments.append(cm + lo)
-        anomalies.append(an.with_columns(pl.col(c) + lo for c in ("start", "end") if c in an))
-    return pl.concat(events), np.concatenate(comments), pl.concat(anomalies)
 
 
 def _body_of(head_start: np.ndarray, offsets: np.ndarray) -> np.ndarray:
