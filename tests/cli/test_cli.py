@@ -146,3 +146,36 @@ def test_bad_user_rule_is_reported_and_others_still_run(tmp_path: Path) -> None:
 def test_usage_errors_exit_2() -> None:
     assert run("scan", str(CLEAN), "--format", "xml").returncode == 2
     assert run("scan", str(CLEAN), "--prefixed-regex", "(unclosed").returncode == 2
+
+
+ACCESS_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+
+
+def test_machine_formats_list_the_first_unjudged_on_stderr_and_count_the_rest(
+    tmp_path: Path,
+) -> None:
+    """An access log alone shows resumes but no event IDs: each resume is unjudged. On
+    stderr (stdout holds the JSONL findings) the first 20 are listed, the rest counted;
+    ``--format json`` still lists every one."""
+    log = tmp_path / "access.log"
+    log.write_text(
+        "".join(
+            f'10.0.0.{n} - - [01/Dec/2026:00:00:{n:02d} +0000] "GET /mcp HTTP/1.1" 200 4680 '
+            f'"-" "node" "{10 + n}" "session{n:04d}" 0.036\n'
+            for n in range(25)
+        )
+    )
+    jsonl = run("scan", str(log), "--log-format", ACCESS_FORMAT, "--format", "jsonl")
+    doc = run("scan", str(log), "--log-format", ACCESS_FORMAT, "--format", "json")
+    assert jsonl.returncode == doc.returncode == 4
+    items = json.loads(doc.stdout)["could_not_judge"]["items"]
+    assert len(items) == 25
+    err = jsonl.stderr.decode()
+    listed = [line for line in err.splitlines() if "Last-Event-ID" in line]
+    assert len(listed) == 20 and "session0000" in listed[0] and "session0019" in err
+    assert "session0020" not in err and "… and 5 more" in err
+    assert "Could not judge all of 25" in err
