@@ -57,6 +57,7 @@ from sse_forensics.ingest.spool import (
     compression_of,
     is_capture_head,
 )
+from sse_forensics.limits import DEFAULT_LIMITS
 from sse_forensics.pipeline import (
     PARTITION_BYTES,
     LogOptions,
@@ -277,8 +278,8 @@ def _read_in_place(staged: StagedInputs, mirror: Mirror, executor: ClusterExecut
     time), enough to tell captures from logs (:class:`RemoteInputs`). An input a local
     scan decompresses into its spool (a compressed capture, an xz or bzip2 file) is
     decompressed by a worker task (:func:`unpack_input`), and the client reads the head of
-    what it wrote; one whose head cannot tell it (no line end in it) the client downloads
-    whole."""
+    what it wrote; one with no line end in its head, on to its first line end
+    (:func:`_first_lines`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     for url, _ in staged.fetches:
@@ -330,20 +331,50 @@ def _head_one(
 ) -> RemoteFile | Exception | None:
     """``url``'s size and head copy (under ``heads``, never at ``dest``: no partial file
     ever stands where the input's full copy goes), or None once it is downloaded whole
-    (``whole``: when the head cannot tell what the input is)."""
+    (``whole``: when no line end ends the file's first line, so only the file tells what
+    it is)."""
     try:
         fs, inner = fsspec_of(url)
         size = int(fs.size(inner))
         data = bytes(fs.cat_file(inner, start=0, end=min(size, HEAD_BYTES))) if size else b""
+        if whole and size > len(data) and _undecided(data):
+            found = _first_lines(fs, inner, size)
+            if found is None:
+                mirror.pull([dest])
+                return None
+            data = found
         head = heads / os.path.relpath(dest, mirror.root)
         head.parent.mkdir(parents=True, exist_ok=True)
         head.write_bytes(data)
-        if whole and size > len(data) and _undecided(data):
-            mirror.pull([dest])
-            return None
         return RemoteFile(size, str(head))
     except Exception as exc:  # the store's own error, reported per input
         return exc
+
+
+def _first_lines(fs: Any, inner: str, size: int) -> bytes | None:
+    """What the log sniffer reads of a file whose first line is longer than the head
+    (:func:`sse_forensics.ingest.logs.read.detect`): that line whole and a head after it,
+    or, when the line is past the ``log_line_bytes`` cap (which the sniffer skips), the
+    head after it alone. Read a head at a time by ranged reads, up to the first line end:
+    never more than the line and two heads, where the file may be gigabytes. None when the
+    file has no line end at all (then it is read whole, as a local scan would)."""
+    cap = DEFAULT_LIMITS.log_line_bytes
+    kept = bytearray()
+    pos = 0
+    while pos < size:
+        piece = bytes(fs.cat_file(inner, start=pos, end=min(size, pos + HEAD_BYTES)))
+        if not piece:
+            break
+        nl = piece.find(b"\n")
+        if nl < 0:
+            if len(kept) <= cap:
+                kept += piece
+            pos += len(piece)
+            continue
+        end = pos + nl + 1  # just past the first line end
+        after = bytes(fs.cat_file(inner, start=end, end=min(size, end + HEAD_BYTES)))
+        return bytes(kept + piece[: nl + 1]) + after if end - 1 <= cap else after
+    return None
 
 
 def _undecided(head: bytes) -> bool:

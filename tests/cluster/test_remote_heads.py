@@ -132,3 +132,51 @@ def test_the_client_reads_only_the_heads_of_object_store_inputs(
     # Every input read whole by a task (the compressed captures decompressed there).
     assert {n for w, n, s, e in reads if w and s == 0 and e is None} == set(sizes)
     assert list((tmp_path / "machine").iterdir()) == []  # removed at the end
+
+
+def test_a_first_line_longer_than_the_head_is_read_to_its_end_not_whole(
+    client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event log whose first record is three heads long: the client reads it in ranged
+    heads up to its first line end and one head after (the sniffer reads a first line
+    whole), not the whole file; the findings are a local scan's."""
+    import orjson
+
+    from sse_forensics.cluster import mirror
+    from sse_forensics.cluster import scan as cluster_scan
+
+    monkeypatch.setattr(cluster_scan, "HEAD_BYTES", HEAD)
+    (tmp_path / "machine").mkdir()
+    monkeypatch.setattr(mirror, "LOCAL_BASE", str(tmp_path / "machine"))
+    local = tmp_path / "logs"
+    local.mkdir()
+    write_log_set(local, 40)
+    events = local / "events-40.jsonl"
+    lines = events.read_bytes().splitlines(keepends=True)
+    first = orjson.loads(lines[0])
+    first["note"] = "x" * (3 * HEAD)
+    events.write_bytes(orjson.dumps(first) + b"\n" + b"".join(lines[1:]))
+    size = events.stat().st_size
+    assert size > len(lines[0]) + 3 * HEAD + 4 * HEAD  # much more than the line and a head
+    fs, reads = _recording_store()
+    for path in local.iterdir():
+        fs.pipe(f"/remote/{path.name}", path.read_bytes())
+    try:
+        cluster = cluster_scan.scan_on_cluster(
+            ["recorded://remote/"], client, keep_tables=False, scratch="memory://long-line/"
+        )
+    finally:
+        fs.rm("/remote", recursive=True)
+    scanned = scan_paths([str(local)], keep_tables=False)
+    expected = findings_jsonl(scanned)
+    for path in local.iterdir():
+        expected = expected.replace(
+            f'"{path}"'.encode(), f'"recorded://remote/{path.name}"'.encode()
+        )
+    assert cluster.findings and findings_jsonl(cluster) == expected
+    name = "/remote/events-40.jsonl"
+    by_client = [(s, e) for w, n, s, e in reads if not w and n == name]
+    assert all(e is not None for _, e in by_client)  # ranged reads only, never whole
+    read = sum(e - s for s, e in by_client if e is not None)
+    line_end = len(orjson.dumps(first)) + 1
+    assert line_end <= read <= line_end + 3 * HEAD < size
