@@ -29,7 +29,8 @@ MAX_CONNECTIONS_LISTED = 10
 class Unjudged:
     """One thing the scan could not judge. ``scope``: ``input`` (the scan as a whole),
     ``connection`` or ``stream``; ``missing_bytes``: bytes the capture lacks there
-    (``None`` when unknown or not about capture loss)."""
+    (``None`` when unknown or not about capture loss); where to look: ``source`` and its
+    ``frame`` (a capture) or ``line`` (a log)."""
 
     scope: str
     what: str
@@ -38,6 +39,7 @@ class Unjudged:
     missing_bytes: int | None = None
     source: str | None = None
     frame: int | None = None
+    line: int | None = None  # a log's line, where ``frame`` is a capture's
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -48,9 +50,11 @@ class Unjudged:
             "missing_bytes": self.missing_bytes,
             "source": self.source,
             "frame": self.frame,
+            "line": self.line,
         }
 
-    def line(self) -> str:
+    def sentence(self) -> str:
+        """The item for a person: its session, what and why."""
         where = f"session {self.session_id}, " if self.session_id else ""
         return f"{where}{self.what}: {self.why}"
 
@@ -160,6 +164,7 @@ def _streams(result: ScanResult) -> tuple[list[Unjudged], int]:
                     missing_bytes=item.get("missing_bytes"),
                     source=item.get("source"),
                     frame=item.get("frame"),
+                    line=item.get("line"),
                 )
             )
     return out, whole

@@ -58,6 +58,7 @@ from sse_forensics.facts.streams import (
 )
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
 from sse_forensics.facts.taken import TakenKeys
+from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
@@ -480,17 +481,25 @@ def unlinked_resume(s: StreamRecord) -> str | None:
 
 def _request_origin(s: StreamRecord) -> dict[str, Any]:
     origin = s.exchange.request.origin if s.exchange.request is not None else None
-    if origin is None:
-        return {"source": None, "frame": None}
-    return {"source": origin.source, "frame": origin.number}
+    return _place(origin)
 
 
 def _first_span_origin(s: StreamRecord) -> dict[str, Any]:
     spans = distinct_spans(_lost_holes(s))
-    origin = spans[0].after or spans[0].before if spans else None
+    return _place(spans[0].after or spans[0].before if spans else None)
+
+
+def _place(origin: Origin | None) -> dict[str, Any]:
+    """Where to look: a capture's frame number or a log's line number, each under its name."""
     if origin is None:
-        return {"source": None, "frame": None}
-    return {"source": origin.source, "frame": origin.number}
+        return {"source": None, "frame": None, "line": None}
+    number = origin.number
+    is_frame = origin.kind == "frame"
+    return {
+        "source": origin.source,
+        "frame": number if is_frame else None,
+        "line": None if is_frame else number,
+    }
 
 
 def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:

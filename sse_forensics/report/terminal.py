@@ -176,7 +176,8 @@ def print_unjudged(console: Console, cov: Coverage) -> None:
     console.print(Text(unjudged_summary(cov), style="bold magenta"))
     for item in cov.items[:MAX_UNJUDGED_SHOWN]:
         where = f" (frame {item.frame})" if item.frame is not None else ""
-        console.print(Text(f"  {printable(item.line(), 400)}{where}"), soft_wrap=True)
+        where = f" (line {item.line})" if item.line is not None else where
+        console.print(Text(f"  {printable(item.sentence(), 400)}{where}"), soft_wrap=True)
     if len(cov.items) > MAX_UNJUDGED_SHOWN:
         console.print(f"  … and {len(cov.items) - MAX_UNJUDGED_SHOWN} more (see --format json)")
     if any(item.missing_bytes for item in cov.items):

@@ -174,8 +174,11 @@ def test_machine_formats_list_the_first_unjudged_on_stderr_and_count_the_rest(
     assert jsonl.returncode == doc.returncode == 4
     items = json.loads(doc.stdout)["could_not_judge"]["items"]
     assert len(items) == 25
+    # A log's place is a line, never called a frame.
+    assert [(i["line"], i["frame"]) for i in items[:3]] == [(1, None), (2, None), (3, None)]
     err = jsonl.stderr.decode()
     listed = [line for line in err.splitlines() if "Last-Event-ID" in line]
     assert len(listed) == 20 and "session0000" in listed[0] and "session0019" in err
+    assert listed[0].endswith("(line 1)")
     assert "session0020" not in err and "… and 5 more" in err
     assert "Could not judge all of 25" in err
