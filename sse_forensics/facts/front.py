@@ -611,7 +611,17 @@ def _stream_codecs(
         )
         per_root = per_root.join(ok, on=root, how="left")
 
+    # Eight readings at most: one codec each, shared by the streams that read so (a
+    # codec is a frozen value; 161k streams on the mid log set built one each).
+    decided: dict[tuple[bool, bool, bool], IdCodec] = {}
+
     def decide(is_int: bool, p0: bool, p1: bool) -> IdCodec:
+        codec = decided.get((is_int, p0, p1))
+        if codec is None:
+            codec = decided[(is_int, p0, p1)] = _decide(is_int, p0, p1)
+        return codec
+
+    def _decide(is_int: bool, p0: bool, p1: bool) -> IdCodec:
         if forced == "opaque":
             return IdCodec("opaque")
         if forced == "int" or (forced is None and is_int):
