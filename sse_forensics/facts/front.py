@@ -841,7 +841,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     logged, captured, ids = _fold_inputs(source)
     front.folds, front.dropped = _folds(logged, captured, ids)
     # Whose exchange each key of the front is (Front.split): log exchanges, streams.
-    keyed = [logged.select("conn_id", "index", "session")]
+    key_sessions = [logged.select("conn_id", "index", "session")]
     del logged, captured, ids
     streams = source.exchanges(
         _STREAM_COLUMNS,
@@ -977,9 +977,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         groups.setdefault(find(b), []).append(b)
     front.tasks = list(groups.values())
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
-    keyed.append(streams.select("conn_id", "index", "session"))
+    key_sessions.append(streams.select("conn_id", "index", "session"))
     front.key_tasks = (
-        pl.concat(keyed)
+        pl.concat(key_sessions)
         .unique(["conn_id", "index"])
         .select(
             "conn_id",
@@ -987,7 +987,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             bucket_expr(buckets).replace_strict(task_of, return_dtype=pl.Int64).alias("task"),
         )
     )
-    del keyed
+    del key_sessions
 
     # ID schemes per logical stream (responses' statistics summed over its root), then
     # every ID's key, partition by partition.
