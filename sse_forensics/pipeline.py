@@ -483,15 +483,6 @@ def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
     return compute_front(_StoreSource(store), config)
 
 
-_TASK_KEYS: list[str | pl.Expr] = ["session", "conn_id", "index"]
-
-
-def _task_front(front: Front, exchanges: pl.DataFrame) -> Front:
-    sessions = set(exchanges.get_column("session").unique().to_list())
-    keys = set(exchanges.select("conn_id", "index").iter_rows())
-    return front.for_sessions(sessions, keys)
-
-
 def _analyze_files(
     files: dict[str, list[Path]],
     front: Front,
@@ -500,7 +491,7 @@ def _analyze_files(
     keep_tables: bool,
 ) -> PartitionResult:
     """One task in a worker process: its Parquet files and its share of the front
-    (:func:`_task_front`) in, its facts and findings out."""
+    (:meth:`~sse_forensics.facts.front.Front.split`) in, its facts and findings out."""
     connections, exchanges, events = read_files(files)
     return analyze_partition(
         connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
@@ -524,7 +515,12 @@ def analyze_store(
     (a cluster's)."""
     front = cross_session_front(store, config)
     nonempty = set(store.nonempty())
-    tasks = [t for t in front.tasks if nonempty.intersection(t)]
+    # Each task's own share of the front (Front.split), the whole scan's then let go.
+    shared = [
+        (t, s) for t, s in zip(front.tasks, front.split(), strict=True) if nonempty.intersection(t)
+    ]
+    del front
+    tasks = [t for t, _ in shared]
     parallel = executor is not None or (jobs > 1 and len(tasks) > 1)
     if parallel and tasks and not keep_records:
         store.spill()  # workers read the partitions from disk, not through a pipe
@@ -532,25 +528,20 @@ def analyze_store(
             # Each task is sent its own share of the front, not the whole scan's.
             futures = [
                 workers.submit(
-                    _analyze_files,
-                    store.task_files(t),
-                    _task_front(front, store.task_columns(t, ExchangeColumns, _TASK_KEYS)),
-                    rules,
-                    provided,
-                    keep_tables,
+                    _analyze_files, store.task_files(t), share, rules, provided, keep_tables
                 )
-                for t in tasks
+                for t, share in shared
             ]
             return [f.result() for f in futures]
     out = []
-    for task in tasks:
+    for task, share in shared:
         connections, exchanges, events = store.load_task(task)
         out.append(
             analyze_partition(
                 connections,
                 exchanges,
                 events,
-                _task_front(front, exchanges),
+                share,
                 rules,
                 provided,
                 keep_records,

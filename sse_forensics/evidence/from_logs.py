@@ -30,11 +30,9 @@ from sse_forensics.evidence.tables import (
     ConnectionColumns,
     EventColumns,
     ExchangeColumns,
-    put_origin,
 )
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.signals import SIGNAL_EVENT_TYPES, parse_signal
-from sse_forensics.provenance import Origin
 
 # An access line is written when the response ends; its request began request_time before.
 # Without request_time, a line matches records up to this long before it.
@@ -569,34 +567,27 @@ def client_part(
         .join(conn_ids.select("client", "conn_id"), on="client", how="left")
         .sort("conn_id")
     )
-    conn_rows = ConnectionColumns.buffer()
-    for row in clients.iter_rows(named=True):
-        first = Origin(row["first_src"], row["first_line"], row["first_ts"] or 0.0, "line")
-        last = Origin(row["last_src"], row["last_line"], row["last_ts"] or 0.0, "line")
-        _append_connection(
-            conn_rows, row["conn_id"], f"access/{row['client']}", row["client"], first, last
-        )
-    return ConnectionColumns.frame(conn_rows), _access_exchanges(unmatched, clients, config)
-
-
-def _append_connection(
-    buf: dict[str, list[Any]],
-    conn_id: int,
-    label: str,
-    client: str,
-    first: Origin,
-    last: Origin,
-) -> None:
-    buf["conn_id"].append(conn_id)
-    buf["community_id"].append(f"log:{label}")
-    buf["client_ip"].append(client)
-    buf["client_port"].append(0)
-    buf["server_ip"].append(LOG_HOST)
-    buf["server_port"].append(0)
-    buf["from_log"].append(True)
-    put_origin(buf, "first", first)
-    put_origin(buf, "last", last)
-    buf["state"].append(None)
+    conns = clients.select(
+        "conn_id",
+        (pl.lit("log:access/") + pl.col("client")).alias("community_id"),
+        pl.col("client").alias("client_ip"),
+        pl.lit(0).alias("client_port"),
+        pl.lit(LOG_HOST).alias("server_ip"),
+        pl.lit(0).alias("server_port"),
+        pl.lit(True).alias("from_log"),
+        *(
+            expr
+            for end in ("first", "last")
+            for expr in (
+                pl.col(f"{end}_src"),
+                pl.col(f"{end}_line").alias(f"{end}_num"),
+                pl.col(f"{end}_ts").fill_null(0.0),
+                pl.lit("line").alias(f"{end}_kind"),
+            )
+        ),
+        pl.lit(None, pl.Binary).alias("state"),
+    )
+    return ConnectionColumns.conform(conns), _access_exchanges(unmatched, clients, config)
 
 
 def _event_log_exchanges(

@@ -33,7 +33,7 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
-from sse_forensics.evidence.store import EvidenceStore
+from sse_forensics.evidence.store import EvidenceStore, constant
 from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
@@ -67,22 +67,53 @@ def spill_budget(store_budget: int, buckets: int) -> int:
 @dataclass(frozen=True, slots=True)
 class SpillPart:
     """One partition's rows of one spilled Parquet file: ``rows`` rows from ``offset``
-    (a flush writes one file per table, its partitions one after another)."""
+    (a flush writes one file per table, its partitions one after another). ``constants``:
+    the columns that hold one value on every row of the file, left out of it (name, value,
+    dtype), and ``order`` the file's columns as they were held."""
 
     path: Path
     offset: int
     rows: int
+    constants: tuple[tuple[str, object, PolarsDataType], ...] = ()
+    order: tuple[str, ...] = ()
 
     @property
     def parent(self) -> Path:
         return self.path.parent
 
     def read(self, columns: list[str] | None = None) -> pl.DataFrame:
-        """The part's rows (``columns`` only, when given): the row groups that hold them."""
+        """The part's rows (``columns`` only, when given): the row groups that hold them,
+        the constant columns put back as scalar columns."""
         lazy = pl.scan_parquet(self.path)
-        if columns is not None:
-            lazy = lazy.select(columns)
-        return lazy.slice(self.offset, self.rows).collect()
+        if not self.constants:
+            if columns is not None:
+                lazy = lazy.select(columns)
+            return lazy.slice(self.offset, self.rows).collect()
+        wanted = list(self.order) if columns is None else columns
+        fixed = {name: (value, dtype) for name, value, dtype in self.constants}
+        stored = [c for c in wanted if c not in fixed]
+        df = lazy.select(stored).slice(self.offset, self.rows).collect()
+        # A part of no stored column read: its height is the part's (a scalar column's
+        # length follows the frame it is added to).
+        if not stored:
+            df = pl.DataFrame({"__rows": pl.repeat(0, self.rows, eager=True)})
+        scalars = [pl.lit(v, dtype=t).alias(c) for c, (v, t) in fixed.items() if c in wanted]
+        return df.with_columns(scalars).select(wanted)
+
+
+def _constants(df: pl.DataFrame) -> tuple[tuple[str, object, PolarsDataType], ...]:
+    """The columns of ``df`` that hold one value on every row (a log line's file, an access
+    pseudo-connection's thirty fixed exchange columns), with that value and their dtype;
+    one column is always left to be written (a file's height is its columns'). A float
+    column only when all null: min and max do not tell -0.0 from 0.0, nor see a NaN."""
+    found = []
+    for column in df.get_columns()[1:]:
+        if column.dtype.is_float() and column.null_count() != column.len():
+            continue
+        same, value = constant(column)
+        if same:
+            found.append((column.name, value, column.dtype))
+    return tuple(found)
 
 
 SpillFiles = dict[tuple[str, int], list[SpillPart]]
@@ -162,13 +193,17 @@ class Spill:
         for name, parts in tables.items():
             path = self.scratch / f"{self.prefix}-{name}-{self._flushes:05d}.parquet"
             whole = pl.concat([df for _, df in parts], how="vertical_relaxed", rechunk=False)
+            order = tuple(whole.columns)
+            constants = _constants(whole)
+            if constants:
+                whole = whole.drop([c for c, _, _ in constants])
             group = max(_ROW_GROUP_MIN, whole.height // len(parts))
             whole.write_parquet(path, compression="lz4", statistics=False, row_group_size=group)
             del whole
             offset = 0
             for bucket, df in parts:
                 self._files.setdefault((name, bucket), []).append(
-                    SpillPart(path, offset, df.height)
+                    SpillPart(path, offset, df.height, constants, order)
                 )
                 offset += df.height
             self._users[path] = len(parts)

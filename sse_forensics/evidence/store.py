@@ -29,7 +29,9 @@ from sse_forensics.evidence.tables import (
 )
 
 # Batches held in memory before the store writes them to its scratch directory. Parquet
-# (zstd) files are a quarter of the in-memory size or less; reading one partition back
+# (lz4: a third cheaper to write than zstd, for files about twice as large: the mid log
+# set's 153 MB wrote its store in 1.15 CPU s, 1.68 with zstd) files are half of the
+# in-memory size or less; reading one partition back
 # costs one sequential read. benchmarks/scale.py's 400k-packet capture, one process: peak
 # RSS 434 MB with 96 MiB, 355 MB with 32 MiB, 320 MB with 16 MiB (235 MB at 50k packets
 # with any of them), CPU within noise; the smaller, the more files per partition.
@@ -75,7 +77,7 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(pl.col(c).cast(pl.Categorical) for c in EVENT_CATEGORIES)
 
 
-def _constant(column: pl.Series) -> tuple[bool, object]:
+def constant(column: pl.Series) -> tuple[bool, object]:
     """Whether every row of ``column`` holds one value (nulls included), and that value.
     Decided without hashing: null count, else min and max (strings: each compared with the
     first)."""
@@ -107,7 +109,7 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
     scalars = []
     names = df.columns if columns is None else columns
     for column in (df.get_column(n) for n in names):
-        same, value = _constant(column)
+        same, value = constant(column)
         if same:
             scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
     return df.with_columns(scalars) if scalars else df
@@ -255,7 +257,7 @@ class EvidenceStore:
                 if not batches:
                     continue
                 path = scratch / f"{table.name}-{bucket:05d}-{self._spills:05d}.parquet"
-                concat(batches, table).write_parquet(path, compression="zstd", statistics=False)
+                concat(batches, table).write_parquet(path, compression="lz4", statistics=False)
                 part.files[table.name].append(path)
                 part.batches[table.name] = []
         self._held = 0

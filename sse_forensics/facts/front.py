@@ -123,23 +123,61 @@ class Front:
     foreign: dict[Key, dict[int, ForeignEvent]] = field(default_factory=dict)
     tasks: list[list[int]] = field(default_factory=list)
 
-    def for_sessions(self, sessions: set[str], keys: set[Key]) -> Front:
-        """The part one task needs (small to hand to a worker process)."""
-        servers = set(self.server_groups)
-        return Front(
-            # Looked up through the task's own keys: a scan's tasks together stay linear.
-            dropped=self.dropped & keys,
-            # In key order, as the whole scan's are.
-            folds={k: self.folds[k] for k in sorted(keys) if k in self.folds},
-            links={k: self.links[k] for k in keys if k in self.links},
-            codecs={s: self.codecs[s] for s in sessions if s in self.codecs},
-            stream_codecs={k: self.stream_codecs[k] for k in keys if k in self.stream_codecs},
-            scopes={s: self.scopes[s] for s in sessions if s in self.scopes},
-            shared_session=self.shared_session & sessions,
-            shared_server=dict(self.shared_server),
-            server_groups={s: self.server_groups[s] for s in servers},
-            foreign={k: self.foreign[k] for k in keys if k in self.foreign},
-        )
+    # Every key of the keyed tables above with the task that judges its exchange
+    # (``conn_id, index, task``), and the scan's partitions: what :meth:`split` cuts by.
+    key_tasks: pl.DataFrame | None = None
+    buckets: int = 1
+
+    def split(self) -> list[Front]:
+        """Each task's share of the front (small to hand to a worker process), in the order
+        of :attr:`tasks`: what the exchanges, sessions and keys of its partitions key. Each
+        table is walked once for the whole scan (a key's task is its session's partition's:
+        the store routes an exchange by its session), folds staying in key order."""
+        shares = [
+            Front(shared_server=dict(self.shared_server), server_groups=dict(self.server_groups))
+            for _ in self.tasks
+        ]
+        task_of = {b: n for n, task in enumerate(self.tasks) for b in task}
+        keyed = self.key_tasks if self.key_tasks is not None else _KEY_TASKS
+        for key, n in zip(self.dropped, _key_tasks(list(self.dropped), keyed), strict=True):
+            shares[n].dropped.add(key)
+        for attr in ("folds", "links", "stream_codecs", "foreign"):
+            table: dict[Key, Any] = getattr(self, attr)
+            for (key, value), n in zip(table.items(), _key_tasks(list(table), keyed), strict=True):
+                getattr(shares[n], attr)[key] = value
+        for attr in ("codecs", "scopes"):
+            by_session: dict[str, Any] = getattr(self, attr)
+            tasks = _session_tasks(list(by_session), self.buckets, task_of)
+            for (session, value), n in zip(by_session.items(), tasks, strict=True):
+                getattr(shares[n], attr)[session] = value
+        shared = list(self.shared_session)
+        for session, n in zip(shared, _session_tasks(shared, self.buckets, task_of), strict=True):
+            shares[n].shared_session.add(session)
+        return shares
+
+
+_KEY_TASKS = pl.DataFrame(schema={"conn_id": pl.Int64, "index": pl.Int64, "task": pl.Int64})
+
+
+def _key_tasks(keys: list[Key], key_tasks: pl.DataFrame) -> list[int]:
+    """The task of each of ``keys``, from ``key_tasks`` (``conn_id, index, task``)."""
+    if not keys:
+        return []
+    frame = pl.DataFrame(keys, schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row")
+    tasks = frame.join(key_tasks, on=["conn_id", "index"], how="left", maintain_order="left")
+    column = tasks.get_column("task")
+    if column.null_count():
+        raise ValueError("front: a key of no task's exchange")
+    return column.to_list()
+
+
+def _session_tasks(sessions: list[str], buckets: int, task_of: dict[int, int]) -> list[int]:
+    """The task of each of ``sessions``: its partition's (:func:`bucket_expr`)."""
+    if not sessions:
+        return []
+    frame = pl.DataFrame({"session": sessions}, schema={"session": pl.String})
+    bucket = bucket_expr(buckets).replace_strict(task_of, return_dtype=pl.Int64)
+    return frame.select(bucket).to_series().to_list()
 
 
 def _rank(streams: pl.DataFrame) -> pl.DataFrame:
@@ -573,7 +611,17 @@ def _stream_codecs(
         )
         per_root = per_root.join(ok, on=root, how="left")
 
+    # Eight readings at most: one codec each, shared by the streams that read so (a
+    # codec is a frozen value; 161k streams on the mid log set built one each).
+    decided: dict[tuple[bool, bool, bool], IdCodec] = {}
+
     def decide(is_int: bool, p0: bool, p1: bool) -> IdCodec:
+        codec = decided.get((is_int, p0, p1))
+        if codec is None:
+            codec = decided[(is_int, p0, p1)] = _decide(is_int, p0, p1)
+        return codec
+
+    def _decide(is_int: bool, p0: bool, p1: bool) -> IdCodec:
         if forced == "opaque":
             return IdCodec("opaque")
         if forced == "int" or (forced is None and is_int):
@@ -789,8 +837,12 @@ def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.Da
 def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     """The cross-session facts of the scan whose evidence ``source`` reads."""
     buckets = source.buckets
-    front = Front()
-    front.folds, front.dropped = _folds(*_fold_inputs(source))
+    front = Front(buckets=buckets)
+    logged, captured, ids = _fold_inputs(source)
+    front.folds, front.dropped = _folds(logged, captured, ids)
+    # Whose exchange each key of the front is (Front.split): log exchanges, streams.
+    key_sessions = [logged.select("conn_id", "index", "session")]
+    del logged, captured, ids
     streams = source.exchanges(
         _STREAM_COLUMNS,
         pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
@@ -924,6 +976,18 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     for b in range(buckets):
         groups.setdefault(find(b), []).append(b)
     front.tasks = list(groups.values())
+    task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
+    key_sessions.append(streams.select("conn_id", "index", "session"))
+    front.key_tasks = (
+        pl.concat(key_sessions)
+        .unique(["conn_id", "index"])
+        .select(
+            "conn_id",
+            "index",
+            bucket_expr(buckets).replace_strict(task_of, return_dtype=pl.Int64).alias("task"),
+        )
+    )
+    del key_sessions
 
     # ID schemes per logical stream (responses' statistics summed over its root), then
     # every ID's key, partition by partition.
@@ -980,7 +1044,6 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         orient="row",
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
-    task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     # Packed while the other partitions are read; a scan of one partition holds its keys
     # as they are (there is no other partition to read).
     key_parts: dict[int, list[bytes | pl.DataFrame]] = {}

@@ -73,10 +73,14 @@ def test_each_task_gets_the_front_its_exchanges_key() -> None:
     with EvidenceStore(6) as store:
         pipeline.ingest(_paths(), store, config)
         front = pipeline.cross_session_front(store, config)
-        shares = [
-            pipeline._task_front(front, store.task_columns(t, ExchangeColumns, pipeline._TASK_KEYS))
-            for t in front.tasks
-        ]
+        shares = front.split()
+        # Each share keys its own task's exchanges only.
+        for task, share in zip(front.tasks, shares, strict=True):
+            keys = set(store.task_columns(task, ExchangeColumns, ["conn_id", "index"]).iter_rows())
+            assert share.dropped <= keys and set(share.folds) <= keys
+            assert set(share.links) <= keys and set(share.stream_codecs) <= keys
+            sessions = set(store.task_columns(task, ExchangeColumns, ["session"])["session"])
+            assert set(share.codecs) <= sessions and set(share.scopes) <= sessions
     assert front.folds and front.dropped and front.links
     assert sum(len(s.folds) for s in shares) == len(front.folds)
     assert {k: v for s in shares for k, v in s.folds.items()} == front.folds
@@ -84,3 +88,6 @@ def test_each_task_gets_the_front_its_exchanges_key() -> None:
     assert set().union(*(s.dropped for s in shares)) == front.dropped
     assert {k: v for s in shares for k, v in s.links.items()} == front.links
     assert {k: v for s in shares for k, v in s.stream_codecs.items()} == front.stream_codecs
+    assert sum(len(s.codecs) for s in shares) == len(front.codecs)
+    assert {k: v for s in shares for k, v in s.codecs.items()} == front.codecs
+    assert {k: v for s in shares for k, v in s.scopes.items()} == front.scopes

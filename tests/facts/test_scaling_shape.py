@@ -15,7 +15,6 @@ from support.scripts import load_script
 
 from sse_forensics import pipeline
 from sse_forensics.evidence.store import EvidenceStore
-from sse_forensics.evidence.tables import ExchangeColumns
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import LogOptions, scan_paths
@@ -50,7 +49,7 @@ def test_logs_cost_grows_linearly(tmp_path: Path) -> None:
 
 def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
     """Lines of sse_forensics run by the scan's cross-session pass and by handing each task
-    its share (``pipeline.cross_session_front``, ``pipeline._task_front``), over the
+    its share (``pipeline.cross_session_front``, ``Front.split``), over the
     evidence of ``paths`` in ``buckets`` partitions. Lines, not calls: a comprehension over
     the whole scan's streams is one call but a line per stream. The tasks are not judged
     (their findings play no part in the count; judging the partitions cost 3/4 of the
@@ -77,12 +76,8 @@ def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
     with EvidenceStore(buckets) as store:
         pipeline.ingest(paths, store, config, logs)
         front = traced(pipeline.cross_session_front, store, config)
-        nonempty = set(store.nonempty())
-        tasks = [t for t in front.tasks if nonempty.intersection(t)]
-        for task in tasks:  # as analyze_store hands each task its share
-            keys = store.task_columns(task, ExchangeColumns, pipeline._TASK_KEYS)
-            traced(pipeline._task_front, front, keys)
-    assert front.links and len(tasks) > 1  # resumes linked; tasks to hand shares to
+        traced(front.split)  # as analyze_store hands each task its share
+    assert front.links and len(front.tasks) > 1  # resumes linked; tasks to hand shares to
     return lines
 
 
