@@ -21,7 +21,7 @@ from sse_forensics.evidence.tables import (
     ExchangeColumns,
     split_by,
 )
-from sse_forensics.facts import front
+from sse_forensics.facts import columns, front
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
@@ -178,3 +178,52 @@ def test_distinct_keys_drop_repeats_only() -> None:
     assert front._distinct(fresh).equals(fresh)
     repeated = pl.concat([fresh, fresh.head(2)])
     assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
+
+
+def _naive_order(rows: list[tuple[int, str | None, str, str | None, int | None]]) -> dict:
+    """``row -> (id_order, prev_row)`` of the flagged events, walked event by event (the
+    rule of ``facts.columns.events_plan``)."""
+    out: dict[int, tuple[str, int | None]] = {}
+    last: dict[int, tuple[int, str | None, int | None]] = {}  # rank -> previous judged event
+    first: dict[tuple[int, str], int] = {}
+    for row, (rank, id_field, kind, prefix, seq) in enumerate(rows):
+        if not id_field or kind == "signal":
+            continue
+        prev = last.get(rank)
+        seen = first.setdefault((rank, id_field), row)
+        if prev is not None:
+            p_row, p_prefix, p_seq = prev
+            keyed = seq is not None and p_seq is not None
+            if keyed and prefix == p_prefix and seq <= p_seq:
+                out[row] = ("repeat" if seq == p_seq else "backwards", p_row)
+            elif not keyed and seen != row:
+                out[row] = ("repeat", seen)
+        last[rank] = (row, prefix, seq)
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
+    rng = random.Random(size)
+    rows = []
+    for rank in range(4):
+        opaque = rank == 3
+        for _ in range(rng.randrange(5, 40)):
+            n = rng.choice([1, 2, 3, 3, 4, 5, 9])
+            id_field = rng.choice([str(n), None, ""]) if rng.random() < 0.2 else str(n)
+            prefix = None if opaque or not id_field else rng.choice(["", "", "a_"])
+            seq = None if prefix is None else n
+            kind = "signal" if rng.random() < 0.1 else "data"
+            rows.append((rank, id_field, kind, prefix, seq))
+    schema = {
+        "rank": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "prefix": pl.String,
+        "seq": pl.Int64,
+    }
+    events = pl.DataFrame(rows, schema=schema, orient="row")
+    got = {r: (o, p) for r, o, p in columns._order_flags(events, size).iter_rows()}
+    want = _naive_order(rows)
+    assert got == want
+    assert {o for o, _ in want.values()} == {"repeat", "backwards"}
