@@ -113,6 +113,26 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
     return df.with_columns(scalars) if scalars else df
 
 
+# Rows of spilled files read together by EvidenceStore.bucket_chunks.
+CHUNK_ROWS = 1 << 20
+
+
+def _file_groups(files: list[Path], chunk_rows: int) -> list[list[Path]]:
+    """``files`` in order, grouped so that a group holds about ``chunk_rows`` rows (row
+    counts from the Parquet footers), or one file."""
+    groups: list[list[Path]] = []
+    rows = 0
+    for path in files:
+        n = pl.scan_parquet(path).select(pl.len()).collect().item()
+        if groups and rows + n <= chunk_rows:
+            groups[-1].append(path)
+            rows += n
+        else:
+            groups.append([path])
+            rows = n
+    return groups
+
+
 def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
     """One spilled file of ``table``; events narrowed (:func:`narrow_events`) as they are
     read, row group by row group, so a file holding one long stream is never held wide, and
@@ -293,6 +313,28 @@ class EvidenceStore:
             df = self._query([b], table, columns, where)
             if df.height:
                 yield b, df
+
+    def bucket_chunks(
+        self,
+        table: type[Columns],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None = None,
+        chunk_rows: int = CHUNK_ROWS,
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(bucket, rows) as :meth:`bucket_columns` gives them, a bucket's rows in several
+        frames (in the order they were added): its spilled files a few at a time, about
+        ``chunk_rows`` rows (or one file) each, then its held batches one at a time. A
+        bucket holding one stream of millions of events is never read whole (issue 16)."""
+        for b in range(self.buckets):
+            part = self._parts[b]
+            lazies = [pl.scan_parquet(g) for g in _file_groups(part.files[table.name], chunk_rows)]
+            lazies.extend(df.lazy() for df in part.batches[table.name])
+            for lazy in lazies:
+                if where is not None:
+                    lazy = lazy.filter(where)
+                df = lazy.select(columns).collect()
+                if df.height:
+                    yield b, df
 
     def task_columns(
         self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]

@@ -6,6 +6,7 @@ left a lazy query gives the findings the materialised one gives."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -227,3 +228,38 @@ def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
     want = _naive_order(rows)
     assert got == want
     assert {o for o, _ in want.values()} == {"repeat", "backwards"}
+
+
+@pytest.mark.parametrize("cuts", [[], [1], [3, 17], [5, 6, 40, 90]])
+def test_response_stats_in_chunks_agree_with_the_whole(cuts: list[int]) -> None:
+    rng = random.Random(len(cuts))
+    rows = []
+    for response in range(5):
+        style = response % 3  # integers, prefixed, a mix with opaque IDs
+        for k in range(rng.randrange(3, 30)):
+            if style == 0:
+                id_field = str(k + 1)
+            elif style == 1:
+                id_field = f"s{rng.choice([1, 1, 2])}_{k}"
+            else:
+                id_field = rng.choice([str(k), f"x:{k}", "opaque-id", "a/b"])
+            kind = "signal" if rng.random() < 0.1 else "data"
+            rows.append((response, 0, f"sess-{response % 2}", k, id_field, kind, response))
+    schema = {
+        "conn_id": pl.Int64,
+        "ex_index": pl.Int64,
+        "session": pl.String,
+        "position": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "rank": pl.UInt32,
+    }
+    whole = pl.DataFrame(rows, schema=schema, orient="row")
+    bounds = [0, *cuts, whole.height]
+    chunks = [whole.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
+    patterns = [*front._patterns(front.AnalysisConfig()), r"^(?P<stream>s\d)_(?P<seq>\d+)$"]
+    want = front._response_stats(whole, patterns, 19).sort("conn_id")
+    got = front._chunked_response_stats(chunks, patterns, 19)
+    assert got is not None
+    assert got.sort("conn_id").equals(want), (got.sort("conn_id"), want)
+    assert want.get_column("fit0").sum() > 0 and want.get_column("int_fit").sum() > 0
