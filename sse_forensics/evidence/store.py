@@ -75,7 +75,7 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(pl.col(c).cast(pl.Categorical) for c in EVENT_CATEGORIES)
 
 
-def _constant(column: pl.Series) -> tuple[bool, object]:
+def constant_value(column: pl.Series) -> tuple[bool, object]:
     """Whether every row of ``column`` holds one value (nulls included), and that value.
     Decided without hashing: null count, else min and max (strings: each compared with the
     first)."""
@@ -107,7 +107,7 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
     scalars = []
     names = df.columns if columns is None else columns
     for column in (df.get_column(n) for n in names):
-        same, value = _constant(column)
+        same, value = constant_value(column)
         if same:
             scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
     return df.with_columns(scalars) if scalars else df

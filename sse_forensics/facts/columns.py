@@ -27,8 +27,6 @@ from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]
-# Columns event_columns adds that are often one value over a partition (evidence.store.compact).
-_PER_STREAM = ("rank", "session", "prefix", "arithmetic")
 
 
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
@@ -169,9 +167,14 @@ def event_columns(
     in_place = rows.len() == events.height and bool(
         (rows.to_numpy() == np.arange(events.height)).all()
     )
-    stream_events = (
-        events.drop("session") if in_place else events.drop("session").gather(rows)
-    ).hstack([order.get_column("rank"), order.get_column("session")])
+    # The columns added here hold one value per stream: one stream, one scalar column
+    # (the branch above sets them as scalars; reading a scalar column materialises it).
+    stream_events = compact(
+        (events.drop("session") if in_place else events.drop("session").gather(rows)).hstack(
+            [order.get_column("rank"), order.get_column("session")]
+        ),
+        ("rank", "session"),
+    )
     del order, rows
     return _keyed_columns(stream_events, frame, codecs, logged)
 
@@ -184,24 +187,9 @@ def _keyed_columns(
 ) -> EventColumns:
     """:func:`event_columns` from the partition's stream events in stream time order, with
     their ``rank`` and ``session``."""
-    # The columns added here hold one value per stream: one stream, one scalar column.
-    keyed = compact(event_keys(stream_events, codecs), _PER_STREAM)
-    carries = pl.col("id_field").fill_null("") != ""
-    outlier = (
-        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
-    )
-    counts_df = keyed.group_by("conn_id", "ex_index").agg(
-        pl.len().alias("n"),
-        (pl.col("kind") == "data").sum().alias("data"),
-        pl.col("id_field").filter(carries).first().alias("first_id"),
-        pl.col("id_field").filter(carries).last().alias("last_id"),
-        outlier.sum().alias("outliers"),
-        pl.col("id_field").filter(outlier).first().alias("o_id"),
-        pl.col("first_src").filter(outlier).first().alias("o_src"),
-        pl.col("first_num").filter(outlier).first().alias("o_num"),
-        pl.col("first_ts").filter(outlier).first().alias("o_ts"),
-        pl.col("first_kind").filter(outlier).first().alias("o_kind"),
-    )
+    # Key columns holding one value throughout come back scalar (``front.event_keys``).
+    keyed = event_keys(stream_events, codecs)
+    counts_df = _stream_counts(keyed)
     counts = {
         (c, i): StreamCounts(
             n,
@@ -216,6 +204,54 @@ def _keyed_columns(
     }
     to_judge = _to_judge(keyed, frame, codecs, logged)
     return EventColumns(keyed, counts, to_judge)
+
+
+# Events counted at a time by _stream_counts (slices of the keyed frame, no copy).
+COUNT_SLICE = 1 << 19
+
+
+def _stream_counts(keyed: pl.DataFrame, size: int = COUNT_SLICE) -> pl.DataFrame:
+    """Per stream (``conn_id, ex_index``): its events (``n``), data events, first and last
+    ID carried, the outliers (IDs that do not fit an arithmetic scheme) and where the first
+    one was seen; counted ``size`` events at a time and added up (issue 16: the filtered
+    columns of one slice are held, not of a stream of millions)."""
+    carries = pl.col("id_field").fill_null("") != ""
+    outlier = (
+        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
+    )
+    origin = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
+    parts = [
+        keyed.slice(k, size)
+        .group_by("conn_id", "ex_index", maintain_order=True)
+        .agg(
+            pl.len().alias("n"),
+            (pl.col("kind") == "data").sum().alias("data"),
+            pl.col("id_field").filter(carries).first().alias("first_id"),
+            pl.col("id_field").filter(carries).last().alias("last_id"),
+            outlier.sum().alias("outliers"),
+            pl.col("id_field").filter(outlier).first().alias("o_id"),
+            pl.col("first_src").filter(outlier).first().alias("o_src"),
+            pl.col("first_num").filter(outlier).first().alias("o_num"),
+            pl.col("first_ts").filter(outlier).first().alias("o_ts"),
+            pl.col("first_kind").filter(outlier).first().alias("o_kind"),
+        )
+        for k in range(0, max(keyed.height, 1), size)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    found = pl.col("outliers") > 0
+    return (
+        pl.concat(parts, how="vertical_relaxed")
+        .group_by("conn_id", "ex_index", maintain_order=True)
+        .agg(
+            pl.col("n").sum(),
+            pl.col("data").sum(),
+            pl.col("first_id").drop_nulls().first(),
+            pl.col("last_id").drop_nulls().last(),
+            pl.col("outliers").sum(),
+            *(pl.col(c).filter(found).first() for c in origin),
+        )
+    )
 
 
 def _to_judge(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from sse_forensics.evidence.store import bucket_expr, buckets_of
+from sse_forensics.evidence.store import bucket_expr, buckets_of, compact, constant_value
 from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
@@ -416,6 +416,40 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme, patterns = codec_frame(codecs)
     # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
+    # Computed slice by slice (KEY_SLICE events), each key column stored once when it holds
+    # one value throughout (one stream of int IDs: its prefix and scheme), so a partition of
+    # one stream of millions of events holds no full-length transient beside ``events``.
+    parts = [
+        compact(_slice_keys(events.slice(k, KEY_SLICE), scheme, patterns, max_digits))
+        for k in range(0, max(events.height, 1), KEY_SLICE)
+    ]
+    return _beside(events, parts)
+
+
+KEY_SLICE = 1 << 19
+
+
+def _beside(events: pl.DataFrame, parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``events`` with the columns of ``parts`` (its rows' keys, slice by slice) beside
+    them: a column that holds one value throughout as one scalar (``evidence.store.compact``)."""
+    scalars: list[pl.Expr] = []
+    series: list[pl.Series] = []
+    for name in parts[0].columns:
+        checks = [constant_value(p.get_column(name)) for p in parts]
+        values = {value for _same, value in checks}
+        if all(same for same, _value in checks) and len(values) == 1:
+            scalars.append(pl.lit(values.pop(), dtype=parts[0].schema[name]).alias(name))
+        else:
+            series.append(pl.concat([p.get_column(name) for p in parts]))
+    out = events.hstack(series) if series else events
+    out = out.with_columns(scalars) if scalars else out
+    return out.select(*events.columns, *parts[0].columns)
+
+
+def _slice_keys(
+    events: pl.DataFrame, scheme: pl.DataFrame, patterns: dict[str, str], max_digits: int
+) -> pl.DataFrame:
+    """``prefix, seq, arithmetic`` of each row of ``events`` (:func:`event_keys`)."""
     # The keys are computed on the three columns they need and put beside ``events``: a
     # partition holding one stream of millions of events is not copied whole per join.
     one = single_response(events, ordered=False)
@@ -457,7 +491,7 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         "seq",
         "arithmetic",
     )
-    return events.hstack(keys.get_columns())
+    return keys
 
 
 def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:

@@ -263,3 +263,32 @@ def test_response_stats_in_chunks_agree_with_the_whole(cuts: list[int]) -> None:
     assert got is not None
     assert got.sort("conn_id").equals(want), (got.sort("conn_id"), want)
     assert want.get_column("fit0").sum() > 0 and want.get_column("int_fit").sum() > 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 13])
+def test_stream_counts_in_slices_agree_with_the_whole(size: int) -> None:
+    rng = random.Random(size)
+    rows = []
+    for conn in (1, 2, 3):
+        for k in range(rng.randrange(4, 25)):
+            id_field = rng.choice([str(k), None, "", "x7"])
+            seq = int(id_field) if id_field and id_field.isdigit() else None
+            kind = rng.choice(["data", "data", "signal", "priming"])
+            rows.append((conn, 0, id_field, kind, conn != 3, seq, "f.pcap", k + 1, k / 2, "frame"))
+    schema = {
+        "conn_id": pl.Int64,
+        "ex_index": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "arithmetic": pl.Boolean,
+        "seq": pl.Int64,
+        "first_src": pl.String,
+        "first_num": pl.Int64,
+        "first_ts": pl.Float64,
+        "first_kind": pl.String,
+    }
+    keyed = pl.DataFrame(rows, schema=schema, orient="row")
+    whole = columns._stream_counts(keyed, keyed.height)
+    got = columns._stream_counts(keyed, size)
+    assert got.cast(whole.schema).rows() == whole.rows()
+    assert whole.get_column("outliers").sum() > 0
