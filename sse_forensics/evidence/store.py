@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from sse_forensics.evidence.tables import (
@@ -95,6 +96,22 @@ def constant_value(column: pl.Series) -> tuple[bool, object]:
     return False, None
 
 
+def with_scalars(df: pl.DataFrame, scalars: Sequence[pl.Expr]) -> pl.DataFrame:
+    """``df`` with the literal columns ``scalars`` (``pl.lit(value).alias(name)``) as
+    scalar columns, replacing those of the same name in place. Not ``df.with_columns``: on a
+    frame of several chunks (files concatenated) it copies every column, and it may
+    materialise the scalar columns ``df`` holds (polars 1.x; issue 16: one stream of ten
+    million events). The scalars are made beside a one-byte column, then put beside ``df``
+    (a horizontal concatenation keeps every column as it is)."""
+    if not scalars:
+        return df
+    extra = pl.DataFrame({"_": np.zeros(df.height, dtype=np.bool_)}).with_columns(scalars).drop("_")
+    names = extra.columns
+    order = [*df.columns, *(n for n in names if n not in df.columns)]
+    kept = df.drop([n for n in names if n in df.columns])
+    return pl.concat([kept, extra], how="horizontal").select(order)
+
+
 def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
     and signal columns of a stream with none, or the connection of a partition of one
@@ -110,7 +127,7 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
         same, value = constant_value(column)
         if same:
             scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
-    return df.with_columns(scalars) if scalars else df
+    return with_scalars(df, scalars)
 
 
 # Rows of spilled files read together by EvidenceStore.bucket_chunks.

@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.store import compact
+from sse_forensics.evidence.store import compact, with_scalars
 from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
@@ -145,9 +145,12 @@ def event_columns(
         if mine.height == 1:
             rank, session = mine.row(0)
             return _keyed_columns(
-                events.drop("session").with_columns(
-                    pl.lit(rank, pl.Int64).alias("rank"),
-                    pl.lit(session, pl.String).alias("session"),
+                with_scalars(
+                    events.drop("session"),
+                    [
+                        pl.lit(rank, pl.Int64).alias("rank"),
+                        pl.lit(session, pl.String).alias("session"),
+                    ],
                 ),
                 frame,
                 codecs,

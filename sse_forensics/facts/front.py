@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from sse_forensics.evidence.store import bucket_expr, buckets_of, compact, constant_value
+from sse_forensics.evidence.store import (
+    bucket_expr,
+    buckets_of,
+    compact,
+    constant_value,
+    with_scalars,
+)
 from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
@@ -441,8 +447,7 @@ def _beside(events: pl.DataFrame, parts: list[pl.DataFrame]) -> pl.DataFrame:
             scalars.append(pl.lit(values.pop(), dtype=parts[0].schema[name]).alias(name))
         else:
             series.append(pl.concat([p.get_column(name) for p in parts]))
-    out = events.hstack(series) if series else events
-    out = out.with_columns(scalars) if scalars else out
+    out = with_scalars(events.hstack(series) if series else events, scalars)
     return out.select(*events.columns, *parts[0].columns)
 
 
