@@ -292,3 +292,22 @@ def test_stream_counts_in_slices_agree_with_the_whole(size: int) -> None:
     got = columns._stream_counts(keyed, size)
     assert got.cast(whole.schema).rows() == whole.rows()
     assert whole.get_column("outliers").sum() > 0
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 25, 60, 1000])
+def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int) -> None:
+    events = _events(120)
+    columns = ["position", "id_field", "kind"]
+    has_id = pl.col("id_field").is_not_null()
+    with EvidenceStore(1, memory_budget=0) as store:
+        for k in range(0, 100, 20):  # five spilled files of 20 rows, then 20 rows held
+            store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(k, 20))
+        store.memory_budget = 1 << 30
+        store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(100, 20))
+        whole = store.columns(EventColumns, columns, has_id)
+        chunks = list(store.bucket_chunks(EventColumns, columns, has_id, chunk_rows))
+    assert {b for b, _ in chunks} == {0}
+    assert pl.concat([c for _, c in chunks]).equals(whole)
+    assert whole.height == events.filter(has_id).height
+    # Files grouped up to chunk_rows rows (or one file each), the held batch on its own.
+    assert len(chunks) == {1: 6, 25: 6, 60: 3, 1000: 2}[chunk_rows]
