@@ -423,6 +423,11 @@ class _StoreSource:
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(EventColumns, columns, where)
 
+    def bucket_event_chunks(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        return self.store.bucket_chunks(EventColumns, columns, where)
+
     def bucket_exchanges(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:

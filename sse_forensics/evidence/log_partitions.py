@@ -33,7 +33,7 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
-from sse_forensics.evidence.store import EvidenceStore, constant
+from sse_forensics.evidence.store import EvidenceStore, constant_value
 from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
@@ -110,7 +110,7 @@ def _constants(df: pl.DataFrame) -> tuple[tuple[str, object, PolarsDataType], ..
     for column in df.get_columns()[1:]:
         if column.dtype.is_float() and column.null_count() != column.len():
             continue
-        same, value = constant(column)
+        same, value = constant_value(column)
         if same:
             found.append((column.name, value, column.dtype))
     return tuple(found)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from sse_forensics.evidence.tables import (
@@ -77,7 +78,7 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
     return events.with_columns(pl.col(c).cast(pl.Categorical) for c in EVENT_CATEGORIES)
 
 
-def constant(column: pl.Series) -> tuple[bool, object]:
+def constant_value(column: pl.Series) -> tuple[bool, object]:
     """Whether every row of ``column`` holds one value (nulls included), and that value.
     Decided without hashing: null count, else min and max (strings: each compared with the
     first)."""
@@ -97,6 +98,22 @@ def constant(column: pl.Series) -> tuple[bool, object]:
     return False, None
 
 
+def with_scalars(df: pl.DataFrame, scalars: Sequence[pl.Expr]) -> pl.DataFrame:
+    """``df`` with the literal columns ``scalars`` (``pl.lit(value).alias(name)``) as
+    scalar columns, replacing those of the same name in place. Not ``df.with_columns``: on a
+    frame of several chunks (files concatenated) it copies every column, and it may
+    materialise the scalar columns ``df`` holds (polars 1.x; issue 16: one stream of ten
+    million events). The scalars are made beside a one-byte column, then put beside ``df``
+    (a horizontal concatenation keeps every column as it is)."""
+    if not scalars:
+        return df
+    extra = pl.DataFrame({"_": np.zeros(df.height, dtype=np.bool_)}).with_columns(scalars).drop("_")
+    names = extra.columns
+    order = [*df.columns, *(n for n in names if n not in df.columns)]
+    kept = df.drop([n for n in names if n in df.columns])
+    return pl.concat([kept, extra], how="horizontal").select(order)
+
+
 def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
     and signal columns of a stream with none, or the connection of a partition of one
@@ -109,10 +126,30 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
     scalars = []
     names = df.columns if columns is None else columns
     for column in (df.get_column(n) for n in names):
-        same, value = constant(column)
+        same, value = constant_value(column)
         if same:
             scalars.append(pl.lit(value, dtype=column.dtype).alias(column.name))
-    return df.with_columns(scalars) if scalars else df
+    return with_scalars(df, scalars)
+
+
+# Rows of spilled files read together by EvidenceStore.bucket_chunks.
+CHUNK_ROWS = 1 << 20
+
+
+def _file_groups(files: list[Path], chunk_rows: int) -> list[list[Path]]:
+    """``files`` in order, grouped so that a group holds about ``chunk_rows`` rows (row
+    counts from the Parquet footers), or one file."""
+    groups: list[list[Path]] = []
+    rows = 0
+    for path in files:
+        n = pl.scan_parquet(path).select(pl.len()).collect().item()
+        if groups and rows + n <= chunk_rows:
+            groups[-1].append(path)
+            rows += n
+        else:
+            groups.append([path])
+            rows = n
+    return groups
 
 
 def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
@@ -295,6 +332,28 @@ class EvidenceStore:
             df = self._query([b], table, columns, where)
             if df.height:
                 yield b, df
+
+    def bucket_chunks(
+        self,
+        table: type[Columns],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None = None,
+        chunk_rows: int = CHUNK_ROWS,
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(bucket, rows) as :meth:`bucket_columns` gives them, a bucket's rows in several
+        frames (in the order they were added): its spilled files a few at a time, about
+        ``chunk_rows`` rows (or one file) each, then its held batches one at a time. A
+        bucket holding one stream of millions of events is never read whole (issue 16)."""
+        for b in range(self.buckets):
+            part = self._parts[b]
+            lazies = [pl.scan_parquet(g) for g in _file_groups(part.files[table.name], chunk_rows)]
+            lazies.extend(df.lazy() for df in part.batches[table.name])
+            for lazy in lazies:
+                if where is not None:
+                    lazy = lazy.filter(where)
+                df = lazy.select(columns).collect()
+                if df.height:
+                    yield b, df
 
     def task_columns(
         self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]

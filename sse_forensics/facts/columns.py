@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.store import compact
+from sse_forensics.evidence.store import compact, with_scalars
 from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
@@ -27,8 +27,6 @@ from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
 
 Key = tuple[int, int]
-# Columns event_columns adds that are often one value over a partition (evidence.store.compact).
-_PER_STREAM = ("rank", "session", "prefix", "arithmetic")
 
 
 def stream_frame(streams: list[StreamRecord]) -> pl.DataFrame:
@@ -147,9 +145,12 @@ def event_columns(
         if mine.height == 1:
             rank, session = mine.row(0)
             return _keyed_columns(
-                events.drop("session").with_columns(
-                    pl.lit(rank, pl.Int64).alias("rank"),
-                    pl.lit(session, pl.String).alias("session"),
+                with_scalars(
+                    events.drop("session"),
+                    [
+                        pl.lit(rank, pl.Int64).alias("rank"),
+                        pl.lit(session, pl.String).alias("session"),
+                    ],
                 ),
                 frame,
                 codecs,
@@ -169,9 +170,14 @@ def event_columns(
     in_place = rows.len() == events.height and bool(
         (rows.to_numpy() == np.arange(events.height)).all()
     )
-    stream_events = (
-        events.drop("session") if in_place else events.drop("session").gather(rows)
-    ).hstack([order.get_column("rank"), order.get_column("session")])
+    # The columns added here hold one value per stream: one stream, one scalar column
+    # (the branch above sets them as scalars; reading a scalar column materialises it).
+    stream_events = compact(
+        (events.drop("session") if in_place else events.drop("session").gather(rows)).hstack(
+            [order.get_column("rank"), order.get_column("session")]
+        ),
+        ("rank", "session"),
+    )
     del order, rows
     return _keyed_columns(stream_events, frame, codecs, logged)
 
@@ -184,24 +190,9 @@ def _keyed_columns(
 ) -> EventColumns:
     """:func:`event_columns` from the partition's stream events in stream time order, with
     their ``rank`` and ``session``."""
-    # The columns added here hold one value per stream: one stream, one scalar column.
-    keyed = compact(event_keys(stream_events, codecs), _PER_STREAM)
-    carries = pl.col("id_field").fill_null("") != ""
-    outlier = (
-        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
-    )
-    counts_df = keyed.group_by("conn_id", "ex_index").agg(
-        pl.len().alias("n"),
-        (pl.col("kind") == "data").sum().alias("data"),
-        pl.col("id_field").filter(carries).first().alias("first_id"),
-        pl.col("id_field").filter(carries).last().alias("last_id"),
-        outlier.sum().alias("outliers"),
-        pl.col("id_field").filter(outlier).first().alias("o_id"),
-        pl.col("first_src").filter(outlier).first().alias("o_src"),
-        pl.col("first_num").filter(outlier).first().alias("o_num"),
-        pl.col("first_ts").filter(outlier).first().alias("o_ts"),
-        pl.col("first_kind").filter(outlier).first().alias("o_kind"),
-    )
+    # Key columns holding one value throughout come back scalar (``front.event_keys``).
+    keyed = event_keys(stream_events, codecs)
+    counts_df = _stream_counts(keyed)
     counts = {
         (c, i): StreamCounts(
             n,
@@ -216,6 +207,54 @@ def _keyed_columns(
     }
     to_judge = _to_judge(keyed, frame, codecs, logged)
     return EventColumns(keyed, counts, to_judge)
+
+
+# Events counted at a time by _stream_counts (slices of the keyed frame, no copy).
+COUNT_SLICE = 1 << 19
+
+
+def _stream_counts(keyed: pl.DataFrame, size: int = COUNT_SLICE) -> pl.DataFrame:
+    """Per stream (``conn_id, ex_index``): its events (``n``), data events, first and last
+    ID carried, the outliers (IDs that do not fit an arithmetic scheme) and where the first
+    one was seen; counted ``size`` events at a time and added up (issue 16: the filtered
+    columns of one slice are held, not of a stream of millions)."""
+    carries = pl.col("id_field").fill_null("") != ""
+    outlier = (
+        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
+    )
+    origin = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
+    parts = [
+        keyed.slice(k, size)
+        .group_by("conn_id", "ex_index", maintain_order=True)
+        .agg(
+            pl.len().alias("n"),
+            (pl.col("kind") == "data").sum().alias("data"),
+            pl.col("id_field").filter(carries).first().alias("first_id"),
+            pl.col("id_field").filter(carries).last().alias("last_id"),
+            outlier.sum().alias("outliers"),
+            pl.col("id_field").filter(outlier).first().alias("o_id"),
+            pl.col("first_src").filter(outlier).first().alias("o_src"),
+            pl.col("first_num").filter(outlier).first().alias("o_num"),
+            pl.col("first_ts").filter(outlier).first().alias("o_ts"),
+            pl.col("first_kind").filter(outlier).first().alias("o_kind"),
+        )
+        for k in range(0, max(keyed.height, 1), size)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    found = pl.col("outliers") > 0
+    return (
+        pl.concat(parts, how="vertical_relaxed")
+        .group_by("conn_id", "ex_index", maintain_order=True)
+        .agg(
+            pl.col("n").sum(),
+            pl.col("data").sum(),
+            pl.col("first_id").drop_nulls().first(),
+            pl.col("last_id").drop_nulls().last(),
+            pl.col("outliers").sum(),
+            *(pl.col(c).filter(found).first() for c in origin),
+        )
+    )
 
 
 def _to_judge(
@@ -289,55 +328,64 @@ def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
     )
 
 
-def _first_rows(c: pl.DataFrame) -> pl.Expr:
-    """``row`` of the first event of the same stream (``rank``) with the same ``id_field``,
-    for each row of ``c``: the rows whose (stream, ID) hash repeats are the only candidates,
-    and only they are grouped exactly (a stream of ten million distinct IDs costs one hash
-    per event, not one group per ID)."""
-    key = pl.struct("rank", "id_field").hash(seed=0)
-    hashes = c.select(key.alias("h"))
-    repeated = hashes.filter(~pl.col("h").is_first_distinct()).get_column("h").unique()
-    if not repeated.len():
-        return pl.col("row")
-    sub = c.filter(key.is_in(repeated.implode())).select(
-        "row", pl.col("row").first().over("rank", "id_field").alias("first")
-    )
-    return pl.col("row").replace_strict(
-        sub.get_column("row"), sub.get_column("first"), default=pl.col("row")
-    )
+# Events judged for ID order at a time (:func:`_order_flags`): a stream of ten million
+# events holds one slice's narrow columns, not the whole stream's (issue 16).
+ORDER_SLICE = 1 << 19
+
+_CONSIDERED = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
 
 
-def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
-    """The ``events`` fact table (:func:`events_plan`), materialised."""
-    return events_plan(cols, frame).collect()
-
-
-def events_plan(cols: EventColumns, frame: pl.DataFrame) -> pl.LazyFrame:
-    """The ``events`` fact table as a lazy query: one row per SSE event, with whether its ID
-    repeats or goes backwards within the response (``id_order``; WHATWG IDs are a cursor: a
-    client resuming from a repeated or older ID asks for events again).
-
-    The order is judged on a few narrow columns; the wide rows (each stream's columns beside
-    each event) exist only when the query runs, so a rule's filter over a partition of one
-    stream of millions of events can run streamed (``engine="streaming"``) instead of
-    holding the whole table (issue 16: memory bounded, not per event)."""
-    considered = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
-    c = (
-        cols.events.lazy()
-        .with_row_index("row")
-        .filter(considered)
+def _considered(events: pl.DataFrame, offset: int, length: int) -> pl.DataFrame:
+    """``row, rank, id_field, prefix, seq`` of the events of one slice whose ID order is
+    judged (an ID, not a signal); ``row`` counts over the whole frame."""
+    return (
+        events.slice(offset, length)
+        .lazy()
+        .with_row_index("row", offset=offset)
+        .filter(_CONSIDERED)
         .select("row", "rank", "id_field", "prefix", "seq")
         .collect()
     )
-    # Each stream's events are together (rank, position order): the previous event of the
-    # stream is the previous row when the rank is the same (no window per stream).
-    same = pl.col("rank") == pl.col("rank").shift(1)
-    c = c.with_columns(
-        pl.when(same).then(pl.col("prefix").shift(1)).alias("p_prefix"),
-        pl.when(same).then(pl.col("seq").shift(1)).alias("p_seq"),
-        pl.when(same).then(pl.col("row").shift(1)).alias("p_row"),
-        _first_rows(c).alias("first_row"),
+
+
+def _first_rows(events: pl.DataFrame, size: int) -> pl.DataFrame:
+    """``row, first``: for each judged event whose (stream, ID) was seen before in its stream
+    (``rank``), the ``row`` of the first such event. Only the rows whose (stream, ID) hash
+    repeats are grouped exactly; the hashes are found repeated by sorting them (one hash per
+    event, no table of ten million distinct IDs), slice by slice."""
+    key = pl.struct("rank", "id_field").hash(seed=0)
+    hashes = pl.concat(
+        [
+            _considered(events, k, size).select(key.alias("h")).get_column("h")
+            for k in range(0, events.height, size)
+        ]
+        or [pl.Series("h", [], pl.UInt64)]
+    ).sort()
+    repeated = hashes.filter(hashes == hashes.shift(1)).unique()
+    del hashes
+    schema = {"row": pl.UInt32, "first": pl.UInt32}
+    if not repeated.len():
+        return pl.DataFrame(schema=schema)
+    wanted = repeated.implode()
+    sub = pl.concat(
+        [
+            _considered(events, k, size).filter(key.is_in(wanted)).select("row", "rank", "id_field")
+            for k in range(0, events.height, size)
+        ]
     )
+    return (
+        sub.select("row", pl.col("row").first().over("rank", "id_field").alias("first"))
+        .filter(pl.col("first") != pl.col("row"))
+        .select(pl.col(n).cast(t) for n, t in schema.items())
+    )
+
+
+def _order_flags(events: pl.DataFrame, size: int) -> pl.DataFrame:
+    """``row, id_order, prev_row`` of the events whose ID repeats or goes backwards within
+    their stream (:func:`events_plan`), judged ``size`` events at a time: each slice carries
+    the previous judged event over from the one before."""
+    firsts = _first_rows(events, size)
+    same = pl.col("rank") == pl.col("rank").shift(1)
     keyed_pair = pl.col("seq").is_not_null() & pl.col("p_seq").is_not_null()
     same_prefix = pl.col("prefix") == pl.col("p_prefix")
     back = keyed_pair & same_prefix & (pl.col("seq") <= pl.col("p_seq"))
@@ -346,21 +394,66 @@ def events_plan(cols: EventColumns, frame: pl.DataFrame) -> pl.LazyFrame:
         .then(pl.lit("repeat"))
         .otherwise(pl.lit("backwards"))
     )
-    seen_before = pl.col("p_row").is_not_null() & (pl.col("first_row") != pl.col("row"))
-    c = c.with_columns(
-        pl.when(back)
-        .then(repeat_or_back)
-        .when(~keyed_pair & seen_before)
-        .then(pl.lit("repeat"))
-        .alias("id_order"),
-        pl.when(back)
-        .then(pl.col("p_row"))
-        .when(~keyed_pair & seen_before)
-        .then(pl.col("first_row"))
-        .alias("prev_row"),
-    )
-    flagged = c.filter(pl.col("id_order").is_not_null()).select("row", "id_order", "prev_row")
-    del c
+    seen_before = pl.col("p_row").is_not_null() & pl.col("first_row").is_not_null()
+    flags = [pl.DataFrame(schema={"row": pl.UInt32, "id_order": pl.String, "prev_row": pl.UInt32})]
+    carried: pl.DataFrame | None = None  # the last judged event of the slices before
+    for k in range(0, events.height, size):
+        c = _considered(events, k, size)
+        if not c.height:
+            continue
+        last = c.tail(1)
+        if carried is not None:
+            c = pl.concat([carried, c], how="vertical_relaxed")
+        c = c.with_columns(
+            pl.when(same).then(pl.col("prefix").shift(1)).alias("p_prefix"),
+            pl.when(same).then(pl.col("seq").shift(1)).alias("p_seq"),
+            pl.when(same).then(pl.col("row").shift(1)).alias("p_row"),
+        )
+        if carried is not None:
+            c = c.slice(1)
+        carried = last
+        if firsts.height:
+            c = c.join(
+                firsts.rename({"first": "first_row"}), on="row", how="left", maintain_order="left"
+            )
+        else:
+            c = c.with_columns(pl.lit(None, pl.UInt32).alias("first_row"))
+        flags.append(
+            c.select(
+                "row",
+                pl.when(back)
+                .then(repeat_or_back)
+                .when(~keyed_pair & seen_before)
+                .then(pl.lit("repeat"))
+                .alias("id_order"),
+                pl.when(back)
+                .then(pl.col("p_row"))
+                .when(~keyed_pair & seen_before)
+                .then(pl.col("first_row"))
+                .alias("prev_row"),
+            ).filter(pl.col("id_order").is_not_null())
+        )
+    return pl.concat(flags, how="vertical_relaxed")
+
+
+def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
+    """The ``events`` fact table (:func:`events_plan`), materialised."""
+    return events_plan(cols, frame).collect()
+
+
+def events_plan(
+    cols: EventColumns, frame: pl.DataFrame, slice_size: int = ORDER_SLICE
+) -> pl.LazyFrame:
+    """The ``events`` fact table as a lazy query: one row per SSE event, with whether its ID
+    repeats or goes backwards within the response (``id_order``; WHATWG IDs are a cursor: a
+    client resuming from a repeated or older ID asks for events again).
+
+    The order is judged on a few narrow columns, ``slice_size`` events at a time
+    (:func:`_order_flags`); the wide rows (each stream's columns beside each event) exist
+    only when the query runs, so a rule's filter over a partition of one stream of millions
+    of events can run streamed (``engine="streaming"``) instead of holding the whole table
+    (issue 16: memory bounded, not per event)."""
+    flagged = _order_flags(cols.events, slice_size)
     # The evidence of the few out-of-order events, cited the way every finding cites.
     prev_rows = flagged.get_column("prev_row").drop_nulls().unique().sort()
     prev = (

@@ -24,13 +24,19 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
-from sse_forensics.evidence.store import bucket_expr, buckets_of
+from sse_forensics.evidence.store import (
+    bucket_expr,
+    buckets_of,
+    compact,
+    constant_value,
+    with_scalars,
+)
 from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import (
@@ -454,6 +460,39 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme, patterns = codec_frame(codecs)
     # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
+    # Computed slice by slice (KEY_SLICE events), each key column stored once when it holds
+    # one value throughout (one stream of int IDs: its prefix and scheme), so a partition of
+    # one stream of millions of events holds no full-length transient beside ``events``.
+    parts = [
+        compact(_slice_keys(events.slice(k, KEY_SLICE), scheme, patterns, max_digits))
+        for k in range(0, max(events.height, 1), KEY_SLICE)
+    ]
+    return _beside(events, parts)
+
+
+KEY_SLICE = 1 << 19
+
+
+def _beside(events: pl.DataFrame, parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``events`` with the columns of ``parts`` (its rows' keys, slice by slice) beside
+    them: a column that holds one value throughout as one scalar (``evidence.store.compact``)."""
+    scalars: list[pl.Expr] = []
+    series: list[pl.Series] = []
+    for name in parts[0].columns:
+        checks = [constant_value(p.get_column(name)) for p in parts]
+        values = {value for _same, value in checks}
+        if all(same for same, _value in checks) and len(values) == 1:
+            scalars.append(pl.lit(values.pop(), dtype=parts[0].schema[name]).alias(name))
+        else:
+            series.append(pl.concat([p.get_column(name) for p in parts]))
+    out = with_scalars(events.hstack(series) if series else events, scalars)
+    return out.select(*events.columns, *parts[0].columns)
+
+
+def _slice_keys(
+    events: pl.DataFrame, scheme: pl.DataFrame, patterns: dict[str, str], max_digits: int
+) -> pl.DataFrame:
+    """``prefix, seq, arithmetic`` of each row of ``events`` (:func:`event_keys`)."""
     # The keys are computed on the three columns they need and put beside ``events``: a
     # partition holding one stream of millions of events is not copied whole per join.
     one = single_response(events, ordered=False)
@@ -495,7 +534,7 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
         "seq",
         "arithmetic",
     )
-    return events.hstack(keys.get_columns())
+    return keys
 
 
 def _follows(n: pl.Expr, fitting: pl.Expr) -> pl.Expr:
@@ -567,6 +606,102 @@ def _response_stats(id_events: pl.DataFrame, patterns: list[str], max_digits: in
             pl.col(n).fill_null(0) for n in names
         )
     return out
+
+
+_RESPONSE = ["conn_id", "ex_index"]
+
+
+def _chunk_stats(
+    id_events: pl.DataFrame, patterns: list[str], max_digits: int
+) -> tuple[pl.DataFrame, list[tuple[pl.DataFrame, pl.DataFrame]]]:
+    """One chunk's share of :func:`_response_stats`: per response its sums (``n``,
+    ``int_fit``, and per pattern ``fit0``… the judged IDs it matched), and per pattern the
+    distinct (response, ``prefix``) and (response, ``seq``) pairs of its matches (counted
+    once over every chunk)."""
+    keyed = _with_int_keys(id_events.select(*_RESPONSE, "session", "id_field", "kind"), max_digits)
+    judge = pl.col("kind") != "signal"
+    sums = keyed.group_by(_RESPONSE, maintain_order=True).agg(
+        pl.col("session").first(),
+        judge.sum().cast(pl.UInt32).alias("n"),
+        (pl.col("int_ok") & judge).sum().cast(pl.UInt32).alias("int_fit"),
+    )
+    del keyed
+    pairs: list[tuple[pl.DataFrame, pl.DataFrame]] = []
+    judged = id_events.select(*_RESPONSE, "id_field", "kind").filter(judge).drop("kind")
+    for k, pattern in enumerate(patterns):
+        tried = (
+            judged.filter(pl.col("id_field").str.contains(_SEPARATOR).fill_null(True))
+            if pattern in _PACKAGED_PATTERNS
+            else judged
+        )
+        fit = f"fit{k}"
+        if not tried.height:  # plain integer IDs: a packaged pattern fits none of them
+            sums = sums.with_columns(pl.lit(0, pl.UInt32).alias(fit))
+            pairs.append((pl.DataFrame(), pl.DataFrame()))
+            continue
+        table = _match_prefixed(tried.get_column("id_field"), pattern, max_digits)
+        hits = tried.join(table.filter(pl.col("m")), on="id_field", how="inner")
+        fits = hits.group_by(_RESPONSE).agg(pl.len().cast(pl.UInt32).alias(fit))
+        sums = sums.join(fits, on=_RESPONSE, how="left", maintain_order="left").with_columns(
+            pl.col(fit).fill_null(0)
+        )
+        pairs.append(
+            (
+                hits.select(*_RESPONSE, "prefix").unique(),
+                hits.select(*_RESPONSE, "seq").unique(),
+            )
+        )
+    return sums, pairs
+
+
+def _chunked_response_stats(
+    chunks: Iterable[pl.DataFrame], patterns: list[str], max_digits: int
+) -> pl.DataFrame | None:
+    """:func:`_response_stats` of the concatenation of ``chunks`` (one partition's events
+    with their ``rank``, in order), computed chunk by chunk: sums added, the first session
+    kept, distinct prefixes and counter values counted over every chunk (issue 16: a
+    partition of one stream of millions of events is not held whole). None without rows."""
+    sums: list[pl.DataFrame] = []
+    prefixes: list[list[pl.DataFrame]] = [[] for _ in patterns]
+    seqs: list[list[pl.DataFrame]] = [[] for _ in patterns]
+    for chunk in chunks:
+        got, pairs = _chunk_stats(chunk, patterns, max_digits)
+        sums.append(got)
+        for k, (p, q) in enumerate(pairs):
+            if p.height:
+                prefixes[k].append(p)
+                seqs[k].append(q)
+    if not sums:
+        return None
+    fits = [f"fit{k}" for k in range(len(patterns))]
+    out = (
+        pl.concat(sums)
+        .group_by(_RESPONSE, maintain_order=True)
+        .agg(
+            pl.col("session").first(),
+            *(pl.col(c).sum().cast(pl.UInt32) for c in ("n", "int_fit", *fits)),
+        )
+        .filter(pl.col("n") > 0)
+    )
+    for k in range(len(patterns)):
+        names = [f"prefixes{k}", f"seqs{k}"]
+        if not prefixes[k]:
+            out = out.with_columns(pl.lit(0, pl.UInt32).alias(n) for n in names)
+            continue
+        counted = [
+            pl.concat(parts).unique().group_by(_RESPONSE).agg(pl.len().cast(pl.UInt32).alias(n))
+            for parts, n in ((prefixes[k], names[0]), (seqs[k], names[1]))
+        ]
+        for per in counted:
+            out = out.join(per, on=_RESPONSE, how="left", maintain_order="left")
+        out = out.with_columns(pl.col(n).fill_null(0) for n in names)
+    return out.select(
+        *_RESPONSE,
+        "session",
+        "n",
+        "int_fit",
+        *(c for k in range(len(patterns)) for c in (f"fit{k}", f"prefixes{k}", f"seqs{k}")),
+    )
 
 
 def _stream_codecs(
@@ -789,6 +924,13 @@ class FrontSource(Protocol):
         """(partition, its events), partition by partition in order."""
         ...
 
+    def bucket_event_chunks(
+        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """(partition, some of its events): as :meth:`bucket_events`, a large partition's
+        events in several chunks, in order."""
+        ...
+
     def bucket_exchanges(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:
@@ -876,24 +1018,41 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     seen_parts: list[pl.DataFrame] = []
     stat_parts: list[pl.DataFrame] = []
     leids = resumes.get_column("leid").unique().implode()
-    for _, events in source.bucket_events(id_columns, _HAS_ID):
-        id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
-        stat_parts.append(_response_stats(id_events, patterns, config.limits.id_digits))
-        if not resumes.height:  # no resume: no sighting to link to
-            continue
-        seen_parts.append(
-            # Only an event carrying some resume's Last-Event-ID can be picked: those few
-            # rows first, then the exact conditions.
-            id_events.filter(pl.col("id_field").is_in(leids))
-            .join(wanted, on=["session", "id_field"], how="left")
-            .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
-            .group_by(["rank", "session", "id_field"])
-            .agg(
-                pl.col("position").max().alias("pos"),
-                pl.col("conn_id").first().alias("p_conn"),
-                pl.col("ex_index").first().alias("p_index"),
-            )
-        )
+    sighting = [
+        pl.col("position").max().alias("pos"),
+        pl.col("conn_id").first().alias("p_conn"),
+        pl.col("ex_index").first().alias("p_index"),
+    ]
+
+    def id_chunks(found: list[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        """The events with an ID, a chunk at a time (a partition's in several when it is
+        large: ``FrontSource.bucket_event_chunks``), and the sightings a link can pick."""
+        for _, events in source.bucket_event_chunks(id_columns, _HAS_ID):
+            id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
+            del events
+            if resumes.height:  # no resume: no sighting to link to
+                found.append(
+                    # Only an event carrying some resume's Last-Event-ID can be picked:
+                    # those few rows first, then the exact conditions.
+                    id_events.filter(pl.col("id_field").is_in(leids))
+                    .join(wanted, on=["session", "id_field"], how="left")
+                    .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
+                    .group_by(["rank", "session", "id_field"])
+                    .agg(sighting)
+                )
+            yield id_events
+
+    # A response's events are all in its session's partition: its sums over the chunks of
+    # every partition are its own.
+    stats_of_all = _chunked_response_stats(id_chunks(seen_parts), patterns, config.limits.id_digits)
+    if stats_of_all is not None:
+        stat_parts.append(stats_of_all)
+    if len(seen_parts) > 1:  # the sightings of one stream read in several chunks
+        seen_parts = [
+            pl.concat(seen_parts)
+            .group_by(["rank", "session", "id_field"], maintain_order=True)
+            .agg(pl.col("pos").max(), pl.col("p_conn").first(), pl.col("p_index").first())
+        ]
     seen = (
         pl.concat(seen_parts).sort("rank")
         if seen_parts

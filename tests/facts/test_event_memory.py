@@ -6,6 +6,7 @@ left a lazy query gives the findings the materialised one gives."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -21,7 +22,7 @@ from sse_forensics.evidence.tables import (
     ExchangeColumns,
     split_by,
 )
-from sse_forensics.facts import front
+from sse_forensics.facts import columns, front
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
@@ -178,3 +179,135 @@ def test_distinct_keys_drop_repeats_only() -> None:
     assert front._distinct(fresh).equals(fresh)
     repeated = pl.concat([fresh, fresh.head(2)])
     assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
+
+
+def _naive_order(rows: list[tuple[int, str | None, str, str | None, int | None]]) -> dict:
+    """``row -> (id_order, prev_row)`` of the flagged events, walked event by event (the
+    rule of ``facts.columns.events_plan``)."""
+    out: dict[int, tuple[str, int | None]] = {}
+    last: dict[int, tuple[int, str | None, int | None]] = {}  # rank -> previous judged event
+    first: dict[tuple[int, str], int] = {}
+    for row, (rank, id_field, kind, prefix, seq) in enumerate(rows):
+        if not id_field or kind == "signal":
+            continue
+        prev = last.get(rank)
+        seen = first.setdefault((rank, id_field), row)
+        if prev is not None:
+            p_row, p_prefix, p_seq = prev
+            keyed = seq is not None and p_seq is not None
+            if keyed and prefix == p_prefix and seq <= p_seq:
+                out[row] = ("repeat" if seq == p_seq else "backwards", p_row)
+            elif not keyed and seen != row:
+                out[row] = ("repeat", seen)
+        last[rank] = (row, prefix, seq)
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
+    rng = random.Random(size)
+    rows = []
+    for rank in range(4):
+        opaque = rank == 3
+        for _ in range(rng.randrange(5, 40)):
+            n = rng.choice([1, 2, 3, 3, 4, 5, 9])
+            id_field = rng.choice([str(n), None, ""]) if rng.random() < 0.2 else str(n)
+            prefix = None if opaque or not id_field else rng.choice(["", "", "a_"])
+            seq = None if prefix is None else n
+            kind = "signal" if rng.random() < 0.1 else "data"
+            rows.append((rank, id_field, kind, prefix, seq))
+    schema = {
+        "rank": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "prefix": pl.String,
+        "seq": pl.Int64,
+    }
+    events = pl.DataFrame(rows, schema=schema, orient="row")
+    got = {r: (o, p) for r, o, p in columns._order_flags(events, size).iter_rows()}
+    want = _naive_order(rows)
+    assert got == want
+    assert {o for o, _ in want.values()} == {"repeat", "backwards"}
+
+
+@pytest.mark.parametrize("cuts", [[], [1], [3, 17], [5, 6, 40, 90]])
+def test_response_stats_in_chunks_agree_with_the_whole(cuts: list[int]) -> None:
+    rng = random.Random(len(cuts))
+    rows = []
+    for response in range(5):
+        style = response % 3  # integers, prefixed, a mix with opaque IDs
+        for k in range(rng.randrange(3, 30)):
+            if style == 0:
+                id_field = str(k + 1)
+            elif style == 1:
+                id_field = f"s{rng.choice([1, 1, 2])}_{k}"
+            else:
+                id_field = rng.choice([str(k), f"x:{k}", "opaque-id", "a/b"])
+            kind = "signal" if rng.random() < 0.1 else "data"
+            rows.append((response, 0, f"sess-{response % 2}", k, id_field, kind, response))
+    schema = {
+        "conn_id": pl.Int64,
+        "ex_index": pl.Int64,
+        "session": pl.String,
+        "position": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "rank": pl.UInt32,
+    }
+    whole = pl.DataFrame(rows, schema=schema, orient="row")
+    bounds = [0, *cuts, whole.height]
+    chunks = [whole.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
+    patterns = [*front._patterns(front.AnalysisConfig()), r"^(?P<stream>s\d)_(?P<seq>\d+)$"]
+    want = front._response_stats(whole, patterns, 19).sort("conn_id")
+    got = front._chunked_response_stats(chunks, patterns, 19)
+    assert got is not None
+    assert got.sort("conn_id").equals(want), (got.sort("conn_id"), want)
+    assert want.get_column("fit0").sum() > 0 and want.get_column("int_fit").sum() > 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 13])
+def test_stream_counts_in_slices_agree_with_the_whole(size: int) -> None:
+    rng = random.Random(size)
+    rows = []
+    for conn in (1, 2, 3):
+        for k in range(rng.randrange(4, 25)):
+            id_field = rng.choice([str(k), None, "", "x7"])
+            seq = int(id_field) if id_field and id_field.isdigit() else None
+            kind = rng.choice(["data", "data", "signal", "priming"])
+            rows.append((conn, 0, id_field, kind, conn != 3, seq, "f.pcap", k + 1, k / 2, "frame"))
+    schema = {
+        "conn_id": pl.Int64,
+        "ex_index": pl.Int64,
+        "id_field": pl.String,
+        "kind": pl.String,
+        "arithmetic": pl.Boolean,
+        "seq": pl.Int64,
+        "first_src": pl.String,
+        "first_num": pl.Int64,
+        "first_ts": pl.Float64,
+        "first_kind": pl.String,
+    }
+    keyed = pl.DataFrame(rows, schema=schema, orient="row")
+    whole = columns._stream_counts(keyed, keyed.height)
+    got = columns._stream_counts(keyed, size)
+    assert got.cast(whole.schema).rows() == whole.rows()
+    assert whole.get_column("outliers").sum() > 0
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 25, 60, 1000])
+def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int) -> None:
+    events = _events(120)
+    columns = ["position", "id_field", "kind"]
+    has_id = pl.col("id_field").is_not_null()
+    with EvidenceStore(1, memory_budget=0) as store:
+        for k in range(0, 100, 20):  # five spilled files of 20 rows, then 20 rows held
+            store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(k, 20))
+        store.memory_budget = 1 << 30
+        store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(100, 20))
+        whole = store.columns(EventColumns, columns, has_id)
+        chunks = list(store.bucket_chunks(EventColumns, columns, has_id, chunk_rows))
+    assert {b for b, _ in chunks} == {0}
+    assert pl.concat([c for _, c in chunks]).equals(whole)
+    assert whole.height == events.filter(has_id).height
+    # Files grouped up to chunk_rows rows (or one file each), the held batch on its own.
+    assert len(chunks) == {1: 6, 25: 6, 60: 3, 1000: 2}[chunk_rows]
