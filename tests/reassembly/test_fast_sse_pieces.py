@@ -124,3 +124,32 @@ def test_heads_read_in_place() -> None:
         lo = rng.randrange(len(whole))
         hi = lo + rng.randrange(1, 400)
         assert heads.read(lo, hi) == whole[lo:hi]
+
+
+@pytest.mark.parametrize("cuts", [3, 12])
+def test_short_heads_are_parsed_once(cuts: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Heads of at most ``KEPT_PIECES`` pieces are parsed once: the events of the first
+    read are read again from memory (issue 9). Longer heads are parsed again piece by piece
+    (issue 16). Either way every read gives the same events."""
+    source = _bodies(random.Random(3))
+    whole = fsse.parse_bodies(source, max_event_bytes=300)
+    [one] = list(whole.pieces())
+    piece = len(whole.heads) // cuts  # heads of about ``cuts`` pieces
+    calls: list[int] = []
+    parse = fsse.parse_body
+    assert parse is not None
+
+    def counted(body: bytes, **kwargs: object) -> object:
+        calls.append(len(body))
+        return parse(body, **kwargs)
+
+    monkeypatch.setattr(fsse, "parse_body", counted)
+    monkeypatch.setattr(fsse, "HEAD_PIECE", piece)
+    parsed = fsse.parse_bodies(source, max_event_bytes=300)
+    first = len(calls)
+    long_heads = len(parsed.heads) > fsse.KEPT_PIECES * piece
+    assert long_heads == (cuts > fsse.KEPT_PIECES)
+    assert first > 1
+    for _ in range(2):
+        assert pl.concat(list(parsed.pieces())).equals(one)
+    assert len(calls) == (3 * first if long_heads else first)

@@ -282,6 +282,11 @@ def _parse_heads(heads: bytes) -> tuple[pl.DataFrame, np.ndarray, pl.DataFrame]:
 HEAD_PIECE = 4 << 20
 """Bytes of the concatenated heads parsed in one call: the columnar parser's working
 arrays grow with the lines it reads at once (issue 16: one stream of ten million events)."""
+KEPT_PIECES = 4
+"""Heads of at most this many pieces are parsed once: the first read keeps every piece's
+events for the second (a batch of the fast path holds about ``BATCH_BYTES`` of payload,
+two pieces' worth; issue 9: the second parse was a sixth of a capture scan's CPU). Longer
+heads, one long stream's, are parsed again piece by piece (issue 16)."""
 
 
 def _last_blank_in(heads: Heads, lo: int, hi: int) -> int:
@@ -410,8 +415,8 @@ class ParsedBodies:
     :data:`~sse_forensics.reassembly.sse_columns.EVENT_SCHEMA`, in body then stream
     order. Between the two reads only the tails' events are held (the heads are read
     where they lie), never the events of every piece: one stream of ten million events
-    is parsed again piece by piece as its rows are built (issue 16); a batch of one
-    piece keeps it."""
+    is parsed again piece by piece as its rows are built (issue 16); heads of at most
+    :data:`KEPT_PIECES` pieces are kept from the first read instead (issue 9)."""
 
     def __init__(self, heads: Heads, head_start: np.ndarray, head_len: np.ndarray) -> None:
         self.heads = heads
@@ -425,12 +430,12 @@ class ParsedBodies:
         self.versions: dict[int, list[str]] = {}
         self.tails: pl.DataFrame | None = None  # the tails' events (body, body offsets)
         self.max_event_bytes: int | None = None
-        self._only: pl.DataFrame | None = None  # the one piece, when there is one
+        self._kept: list[pl.DataFrame] | None = None  # every piece, when heads are short
 
     def pieces(self) -> Iterator[pl.DataFrame]:
         """The events, piece by piece (the same on every call)."""
-        if self._only is not None:
-            yield self._only
+        if self._kept is not None:
+            yield from self._kept
             return
         for piece in self._pieces():
             yield piece.events
@@ -479,11 +484,11 @@ class ParsedBodies:
         whose tail is over the event cap; ``tail_results``: per body with a tail, its
         comments, trailing bytes and refusal reason ("" if none)."""
         reported, retry, oversize = [], [], []
-        kept: pl.DataFrame | None = None
-        count = 0
+        keep = len(self.heads) <= KEPT_PIECES * HEAD_PIECE
+        kept: list[pl.DataFrame] = []
         for piece in self._pieces():
-            count += 1
-            kept = piece.events if count == 1 else None
+            if keep:
+                kept.append(piece.events)
             self.comments += np.bincount(piece.comment_bodies, minlength=len(self.comments))
             reported.append(piece.reported)
             retry.append(piece.retry)
@@ -497,7 +502,7 @@ class ParsedBodies:
             named = ev.filter(pl.col("data").str.contains(_VERSION_KEY, literal=True))
             for b, data in named.select("body", "data").iter_rows():
                 self.versions.setdefault(b, []).append(data)
-        self._only = kept
+        self._kept = kept if keep else None
         # Reasons in the order one whole read gives them (the first one stays).
         refused = self.refused
         for bodies, why in (
