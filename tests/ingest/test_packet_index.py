@@ -188,7 +188,8 @@ def test_pcapng_cut_everywhere(tmp_path: Path) -> None:
     blocks = _pcapng_blocks(content)
     first_of_type = {btype: offset for offset, btype in reversed(blocks)}
     cuts = set()
-    for (offset, btype), end in zip(blocks, [o for o, _ in blocks[1:]] + [len(content)]):
+    ends = [o for o, _ in blocks[1:]] + [len(content)]
+    for (offset, btype), end in zip(blocks, ends, strict=True):
         if first_of_type[btype] == offset:
             cuts |= set(range(offset, end))
         else:
