@@ -10,13 +10,6 @@ from pathlib import Path
 
 import pytest
 
-# The layers used, not scapy.all: that imports every layer and reads the routing table
-# (~0.8 CPU s more, in every test process that collects this module).
-from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
-from scapy.packet import Raw
-from scapy.utils import wrpcap
-
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.http import CODING_CUT
 from sse_forensics.result import ScanResult
@@ -50,6 +43,13 @@ def capture(
     """A pcap of one connection: the handshake, then ``steps`` as ``(side, payload[, flags
     [, seq]])`` with ``side`` ``"c"`` or ``"s"``; sequence numbers follow the bytes sent
     unless ``seq`` is given (a retransmission or a segment out of order)."""
+    # scapy's layers as used, not scapy.all (every layer, and the routing table read: ~0.8
+    # CPU s more), and here, not as the module is collected by every test process.
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+    from scapy.utils import wrpcap
+
     c_isn, s_isn = isn
     seq = {"c": c_isn + 1, "s": s_isn + 1}
     ends = {"c": (CLIENT, SERVER), "s": (SERVER, CLIENT)}

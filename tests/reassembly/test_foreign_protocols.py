@@ -6,12 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The layers used, not scapy.all: that imports every layer and reads the routing table
-# (~0.8 CPU s more, in every test process that collects this module).
-from scapy.layers.inet import IP, TCP
-from scapy.layers.l2 import Ether
-from scapy.utils import wrpcap
-
 from sse_forensics.pipeline import scan_paths
 
 CLIENT_HELLO = bytes.fromhex("1603010200010001fc") + b"\x00" * 64  # TLS handshake record
@@ -19,6 +13,12 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x12\x04\x00\x00\x0
 
 
 def _capture(path: Path, sport: int, payload: bytes, reply: bytes) -> None:
+    # scapy's layers as used, not scapy.all (every layer, and the routing table read: ~0.8
+    # CPU s more), and here, not as the module is collected by every test process.
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
     ip = IP(src="10.0.0.1", dst="10.0.0.2")
     packets = [
         Ether() / ip / TCP(sport=sport, dport=443, flags="S", seq=100),
