@@ -32,6 +32,16 @@ LOG_SAMPLES = SAMPLES / "logs"
 LOG_DIRS = sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir())
 REPO = SAMPLES.parent
 CLUSTER_2 = ["--cluster", "local:2"]
+# A few inputs for the tests whose point is not every sample (that is
+# test_samples_directory_gives_the_local_findings' and test_log_samples_give_the_local_findings'):
+# a scan of them has findings, silent corruption (exit 1) and an input problem.
+FEW = [
+    "samples/resume-storm.pcap",  # the logs' own capture: log records fold into its exchanges
+    "samples/replay-crossed-sessions.pcap",  # a first sighting another partition holds
+    "samples/live-jump-unsignalled.pcap",  # silent corruption: exit 1
+    "samples/crafted-garbage-chunk.pcap",  # an input problem, reported under errors
+    "samples/logs/resume-storm",  # an access log and an event log
+]
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +465,7 @@ def test_unreachable_object_store_scratch_is_one_line(client) -> None:
 
 
 def test_scratch_removed_after_the_scan_and_after_ctrl_c(client, tmp_path: Path) -> None:
-    paths = [str(SAMPLES)]
+    paths = [str(REPO / p) for p in FEW]
     _on_cluster(paths, client, scratch=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
 
@@ -510,16 +520,10 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
             marker = str(tmp_path / f"died-{fn.__name__}")
             return super().submit(_die_once, marker, after, fn, *args)
 
-    # A few captures (every one at once: test_samples_directory_gives_the_local_findings):
+    # A few inputs (every capture at once: test_samples_directory_gives_the_local_findings):
     # the CPU this test spends, workers and restarts included, is what makes it slow on a
     # loaded machine (~6.7 CPU s here, 8.8 with all 44 captures; 165 s wall at load 25).
-    captures = (
-        "resume-storm",  # the logs' own capture: log records fold into its exchanges
-        "replay-crossed-sessions",  # a first sighting another partition holds
-        "live-jump-unsignalled",
-        "crafted-garbage-chunk",  # an input problem, reported under errors
-    )
-    paths = [str(SAMPLES / f"{c}.pcap") for c in captures] + [str(LOG_SAMPLES / "resume-storm")]
+    paths = [str(REPO / p) for p in FEW]
     local = scan_paths(paths, jobs=1, keep_tables=False)
     assert local.findings and local.errors
     scratch = tmp_path / "scratch"
@@ -553,10 +557,10 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
 
 def test_cli_local_cluster_output_is_byte_identical(distributed) -> None:
     """``scan --cluster local:2`` (two worker processes; the command itself runs in this
-    process) over the capture samples and every
-    log sample at once: stdout holds the bytes a local scan writes, the exit code is a local
-    scan's, and stderr starts with the dashboard link."""
-    paths = ["samples", *(os.path.relpath(d, REPO) for d in LOG_DIRS)]
+    process) over a few captures and logs, named relative to the working directory (every
+    sample on the cluster: the tests above, in-process): stdout holds the bytes a local scan
+    writes, the exit code is a local scan's, and stderr starts with the dashboard link."""
+    paths = FEW
     cwd = os.getcwd()
     os.chdir(REPO)
     try:

@@ -21,8 +21,6 @@ from sse_forensics.cluster.client import open_cluster
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 
-distributed = pytest.importorskip("distributed")
-
 # The log sniffer's head: with the client's head this size, a plain log is told exactly
 # as from the whole file (the default head is larger, for compressed logs).
 HEAD = 64 * 1024
@@ -36,9 +34,11 @@ def _recording_store():
 
     reads: list[tuple[bool, str, int, int | None]] = []
 
+    from distributed import get_worker
+
     def on_worker() -> bool:
         try:
-            distributed.get_worker()
+            get_worker()
         except ValueError:
             return False
         return True
@@ -66,7 +66,9 @@ def _recording_store():
 
 @pytest.fixture(scope="module")
 def client():
-    # Worker threads in this process.
+    # Worker threads in this process. Dask is imported here, not as the module is collected
+    # (~0.6 CPU s in every test process, most of which never starts a cluster).
+    pytest.importorskip("distributed")
     with open_cluster(parse_cluster("local:2"), processes=False) as c:
         yield c
 

@@ -9,7 +9,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-import scapy.all as scapy
 
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.reassembly.http import CODING_CUT
@@ -44,15 +43,22 @@ def capture(
     """A pcap of one connection: the handshake, then ``steps`` as ``(side, payload[, flags
     [, seq]])`` with ``side`` ``"c"`` or ``"s"``; sequence numbers follow the bytes sent
     unless ``seq`` is given (a retransmission or a segment out of order)."""
+    # scapy's layers as used, not scapy.all (every layer, and the routing table read: ~0.8
+    # CPU s more), and here, not as the module is collected by every test process.
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+    from scapy.utils import wrpcap
+
     c_isn, s_isn = isn
     seq = {"c": c_isn + 1, "s": s_isn + 1}
     ends = {"c": (CLIENT, SERVER), "s": (SERVER, CLIENT)}
 
     def segment(side: str, flags: str, at: int, ack: int, payload: bytes = b""):
         (src, sport), (dst, dport) = ends[side]
-        packet = scapy.Ether() / scapy.IP(src=src, dst=dst)
-        packet /= scapy.TCP(sport=sport, dport=dport, flags=flags, seq=at, ack=ack)
-        return packet / scapy.Raw(payload) if payload else packet
+        packet = Ether() / IP(src=src, dst=dst)
+        packet /= TCP(sport=sport, dport=dport, flags=flags, seq=at, ack=ack)
+        return packet / Raw(payload) if payload else packet
 
     packets = []
     if handshake:
@@ -69,7 +75,7 @@ def capture(
             seq[side] += len(payload) + ("F" in flags)
     for n, packet in enumerate(packets):
         packet.time = start + n * 0.01
-    scapy.wrpcap(str(path), packets)
+    wrpcap(str(path), packets)
     return path
 
 

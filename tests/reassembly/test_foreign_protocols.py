@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import scapy.all as scapy
-
 from sse_forensics.pipeline import scan_paths
 
 CLIENT_HELLO = bytes.fromhex("1603010200010001fc") + b"\x00" * 64  # TLS handshake record
@@ -15,24 +13,27 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x12\x04\x00\x00\x0
 
 
 def _capture(path: Path, sport: int, payload: bytes, reply: bytes) -> None:
-    ip = scapy.IP(src="10.0.0.1", dst="10.0.0.2")
+    # scapy's layers as used, not scapy.all (every layer, and the routing table read: ~0.8
+    # CPU s more), and here, not as the module is collected by every test process.
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    ip = IP(src="10.0.0.1", dst="10.0.0.2")
     packets = [
-        scapy.Ether() / ip / scapy.TCP(sport=sport, dport=443, flags="S", seq=100),
-        scapy.Ether()
-        / scapy.IP(src="10.0.0.2", dst="10.0.0.1")
-        / scapy.TCP(sport=443, dport=sport, flags="SA", seq=500, ack=101),
-        scapy.Ether()
-        / ip
-        / scapy.TCP(sport=sport, dport=443, flags="PA", seq=101, ack=501)
-        / payload,
-        scapy.Ether()
-        / scapy.IP(src="10.0.0.2", dst="10.0.0.1")
-        / scapy.TCP(sport=443, dport=sport, flags="PA", seq=501, ack=101 + len(payload))
+        Ether() / ip / TCP(sport=sport, dport=443, flags="S", seq=100),
+        Ether()
+        / IP(src="10.0.0.2", dst="10.0.0.1")
+        / TCP(sport=443, dport=sport, flags="SA", seq=500, ack=101),
+        Ether() / ip / TCP(sport=sport, dport=443, flags="PA", seq=101, ack=501) / payload,
+        Ether()
+        / IP(src="10.0.0.2", dst="10.0.0.1")
+        / TCP(sport=443, dport=sport, flags="PA", seq=501, ack=101 + len(payload))
         / reply,
     ]
     for n, p in enumerate(packets):
         p.time = 1767225600 + n * 0.01
-    scapy.wrpcap(str(path), packets)
+    wrpcap(str(path), packets)
 
 
 def test_undecryptable_tls_is_named_once(tmp_path: Path):

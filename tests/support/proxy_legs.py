@@ -9,16 +9,18 @@ def two_legs(capture: Path, out: Path) -> Path:
     """``capture`` plus a copy of it on other ports half a millisecond later: what a capture
     on a proxy host shows (the client's leg and the upstream leg carry the same session, the
     same streams and event IDs, on two connections). Written to ``out``."""
-    import scapy.all as scapy
+    from scapy.layers.inet import TCP
+    from scapy.layers.l2 import Ether  # noqa: F401 (read as Ethernet: the layer binds here)
+    from scapy.utils import rdpcap, wrpcap
 
-    packets = scapy.rdpcap(str(capture))
+    packets = rdpcap(str(capture))
     leg = []
     for packet in packets:
         copy = packet.copy()
-        copy[scapy.TCP].sport += 7
-        copy[scapy.TCP].dport += 7
-        del copy[scapy.TCP].chksum
+        copy[TCP].sport += 7
+        copy[TCP].dport += 7
+        del copy[TCP].chksum
         copy.time = packet.time + 0.0005
         leg.append(copy)
-    scapy.wrpcap(str(out), sorted([*packets, *leg], key=lambda p: p.time))
+    wrpcap(str(out), sorted([*packets, *leg], key=lambda p: p.time))
     return out
