@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -55,11 +55,14 @@ from sse_forensics.facts.streams import (
     link_resumes,
     opened_by,
 )
-from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
+from sse_forensics.facts.tables import TABLE_SCHEMAS, frame, rows_frame
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.facts.unjudged import lost_holes, not_judged
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 
 @dataclass(slots=True)
@@ -163,12 +166,13 @@ def build_facts(
     plan = events_plan(cols, frame_)
     tables = {
         "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
-        "streams": frame(
+        "streams": _with_common(
             "streams",
             [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
+            frame_,
         ),
         "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
-        "resumes": frame("resumes", resume_rows),
+        "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": _signals(streams, cols, frame_),
         "requests": frame("requests", _request_rows(requests, answered_by_root(cols, frame_))),
@@ -202,6 +206,42 @@ def _session_records(
         return records, table.frame
     added = pl.DataFrame(unlisted, schema=BASE_SCHEMA, orient="row")
     return records, pl.concat([table.frame, added])
+
+
+# The columns every row about a stream carries (``_common``), as ``stream_frame`` holds them.
+_COMMON = (
+    "session_id",
+    "session_inferred",
+    "stream",
+    "stream_label",
+    "opened_by",
+    "id_scheme",
+    "counter_scope",
+    "community_id",
+    "client_ip",
+    "client_port",
+    "server_ip",
+    "server_port",
+)
+
+
+def _with_common(table: str, rows: list[dict[str, Any]], frame_: pl.DataFrame) -> pl.DataFrame:
+    """A table about streams from its rows (each naming its stream by ``conn_id`` and
+    ``ex_index``) and the columns every such row carries, joined from ``frame_``
+    (:func:`.columns.stream_frame`) rather than written out row by row."""
+    schema = TABLE_SCHEMAS[table]
+    own: dict[str, PolarsDataType] = {"conn_id": pl.Int64, "ex_index": pl.Int64}
+    own.update((name, dtype) for name, dtype in schema.items() if name not in _COMMON)
+    return (
+        rows_frame(own, rows)
+        .join(
+            frame_.select("conn_id", "ex_index", *_COMMON),
+            on=["conn_id", "ex_index"],
+            how="left",
+            maintain_order="left",
+        )
+        .select(list(schema))
+    )
 
 
 def _codec(s: StreamRecord) -> IdCodec:
@@ -332,7 +372,8 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, A
     mine = _counts(s, counts)
     cache_control = (header(ex.response_headers, "cache-control") or "").lower()
     return {
-        **_common(s),
+        "conn_id": ex.connection_id,
+        "ex_index": ex.index,
         "response_stream": s.key,
         "response_label": s.label,
         "kind": s.kind,
@@ -420,7 +461,8 @@ def _resume_row(
             data_events[0].cite(f"first replayed data event: id {data_events[0].sse.id_field}")
         )
     return {
-        **_common(s),
+        "conn_id": s.exchange.connection_id,
+        "ex_index": s.exchange.index,
         "response_stream": s.key,
         "response_label": s.label,
         "last_event_id": s.last_event_id,

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.tables import get_origin, single_response
+from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
 from sse_forensics.facts.signals import SignalPayload
@@ -22,17 +22,31 @@ from sse_forensics.reassembly.http_events import RequestHead, ResponseHead
 from sse_forensics.reassembly.stream import MissingSpan
 from sse_forensics.sse import SSEEvent
 
+_ORIGIN_KEYS = {
+    prefix: (f"{prefix}_src", f"{prefix}_num", f"{prefix}_ts", f"{prefix}_kind")
+    for prefix in ("first", "last", "req", "resp", "end", "body")
+}
+
+
+def _row_origin(row: dict[str, Any], prefix: str) -> Origin | None:
+    """``evidence.tables.get_origin`` with the column names spelled once per prefix."""
+    src, num, ts, kind = _ORIGIN_KEYS[prefix]
+    source = row[src]
+    return None if source is None else Origin(source, row[num], row[ts], row[kind])
+
 
 def _head_origin(row: dict[str, Any], prefix: str) -> Origin:
     """The origin of a column group every such row fills (a head's, a connection's ends)."""
-    origin = get_origin(row, prefix)
+    origin = _row_origin(row, prefix)
     assert origin is not None, f"a row without its {prefix} origin"
     return origin
 
 
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
     out: dict[int, Connection] = {}
-    for row in connections.iter_rows(named=True):
+    names = connections.columns
+    for values in connections.iter_rows():
+        row = dict(zip(names, values, strict=True))
         conn_id = row["conn_id"]
         if conn_id in out:
             continue
@@ -127,8 +141,8 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
         body_bytes=row["body_bytes"],
         response_complete=row["response_complete"],
         response_end_reason=row["end_reason"],
-        response_end=get_origin(row, "end"),
-        last_body_origin=get_origin(row, "body"),
+        response_end=_row_origin(row, "end"),
+        last_body_origin=_row_origin(row, "body"),
         from_log=row["from_log"],
         log=_log_info(row["log_info"]),
         calls=calls,

@@ -252,7 +252,13 @@ def frame(table: str, rows: list[dict[str, Any]] | dict[str, list[Any]]) -> pl.D
     lists) as a DataFrame with the table's fixed schema. Built column by column: polars
     reads a list of dicts row by row, and a list of evidence lists entry by entry (seconds
     for a partition's 100,000 sessions), where :func:`evidence_column` needs one group_by."""
-    schema = TABLE_SCHEMAS[table]
+    return rows_frame(TABLE_SCHEMAS[table], rows)
+
+
+def rows_frame(
+    schema: Mapping[str, PolarsDataType], rows: list[dict[str, Any]] | dict[str, list[Any]]
+) -> pl.DataFrame:
+    """:func:`frame` with the columns of ``schema``."""
     if isinstance(rows, list):
         rows = {name: [r.get(name) for r in rows] for name in schema}
     columns = [
