@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
 import polars as pl
 
 from sse_forensics.evidence.tables import EventColumns
-from sse_forensics.facts.causes import REPLAY_HANDOFF, attribute
+from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.columns import EventColumns as KeyedEvents
 from sse_forensics.facts.columns import (
     Key,
@@ -26,7 +25,6 @@ from sse_forensics.facts.columns import (
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
-    distinct_spans,
     incomplete_reason,
     live_gaps,
     missing_bytes,
@@ -45,7 +43,8 @@ from sse_forensics.facts.model import (
 )
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
-from sse_forensics.facts.sessions import PostTime
+from sse_forensics.facts.session_rows import sessions_table
+from sse_forensics.facts.sessions import BASE_SCHEMA, PostTime, SessionTable
 from sse_forensics.facts.sessions import by_exchange as exchange_sessions
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
@@ -56,12 +55,14 @@ from sse_forensics.facts.streams import (
     link_resumes,
     opened_by,
 )
-from sse_forensics.facts.tables import TABLE_SCHEMAS, frame
+from sse_forensics.facts.tables import TABLE_SCHEMAS, frame, rows_frame
 from sse_forensics.facts.taken import TakenKeys
-from sse_forensics.provenance import Origin
-from sse_forensics.reassembly.exchange import BodyHole
+from sse_forensics.facts.unjudged import lost_holes, not_judged
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 
 @dataclass(slots=True)
@@ -94,7 +95,7 @@ def build_facts(
     connections: dict[int, Connection],
     front: Front,
     events: pl.DataFrame | None = None,
-    sessions: dict[str, SessionRecord] | None = None,
+    sessions: SessionTable | None = None,
     posts: dict[str, list[PostTime]] | None = None,
     lazy_events: bool = False,
 ) -> Facts:
@@ -105,11 +106,8 @@ def build_facts(
     table never holds one wide row per event."""
     if events is None:
         events = EventColumns.frame()
-    sessions = {} if sessions is None else sessions
-    for ex in all_exchanges:  # a session the table did not list (records built by hand)
-        if ex.session not in sessions:
-            sessions[ex.session] = SessionRecord(ex.session, ex.session_inferred, ex.session_how)
-    by_exchange = exchange_sessions(all_exchanges, sessions)
+    records, base = _session_records(sessions, all_exchanges)
+    by_exchange = exchange_sessions(all_exchanges, records)
     exchanges, disagreements = join_logs(all_exchanges, by_exchange, front.folds, front.dropped)
     streams = build_streams(exchanges, connections, by_exchange)
     # Before any event is read: keys need it.
@@ -167,21 +165,14 @@ def build_facts(
     counts = cols.counts
     plan = events_plan(cols, frame_)
     tables = {
-        "sessions": frame(
-            "sessions",
-            [
-                _session_row(
-                    r, index.of_session(r.session_id), gaps_by_session[r.session_id], counts
-                )
-                for r in sessions.values()
-            ],
-        ),
-        "streams": frame(
+        "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
+        "streams": _with_common(
             "streams",
             [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
+            frame_,
         ),
         "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
-        "resumes": frame("resumes", resume_rows),
+        "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": _signals(streams, cols, frame_),
         "requests": frame("requests", _request_rows(requests, answered_by_root(cols, frame_))),
@@ -190,12 +181,67 @@ def build_facts(
         ),
     }
     assert set(tables) == set(TABLE_SCHEMAS)
-    facts = Facts(tables, streams, sessions, gaps, by_exchange, all_exchanges, connections)
+    facts = Facts(tables, streams, records, gaps, by_exchange, all_exchanges, connections)
     if lazy_events:
         facts.events_plan, facts.event_rows = plan, cols.events.height
     else:
         facts.event_rows = tables["events"].height
     return facts
+
+
+def _session_records(
+    sessions: SessionTable | None, exchanges: list[ExchangeRecord]
+) -> tuple[dict[str, SessionRecord], pl.DataFrame]:
+    """The records of the exchanges' sessions, and every session's own columns (the
+    ``sessions`` table's rows): a session the table does not list (records built by
+    hand) is added after the others."""
+    table = SessionTable(pl.DataFrame(schema=BASE_SCHEMA)) if sessions is None else sessions
+    records = table.records({ex.session for ex in exchanges})
+    unlisted: list[tuple[str, bool, str, None]] = []
+    for ex in exchanges:
+        if ex.session not in records:
+            records[ex.session] = SessionRecord(ex.session, ex.session_inferred, ex.session_how)
+            unlisted.append((ex.session, ex.session_inferred, ex.session_how, None))
+    if not unlisted:
+        return records, table.frame
+    added = pl.DataFrame(unlisted, schema=BASE_SCHEMA, orient="row")
+    return records, pl.concat([table.frame, added])
+
+
+# The columns every row about a stream carries (``_common``), as ``stream_frame`` holds them.
+_COMMON = (
+    "session_id",
+    "session_inferred",
+    "stream",
+    "stream_label",
+    "opened_by",
+    "id_scheme",
+    "counter_scope",
+    "community_id",
+    "client_ip",
+    "client_port",
+    "server_ip",
+    "server_port",
+)
+
+
+def _with_common(table: str, rows: list[dict[str, Any]], frame_: pl.DataFrame) -> pl.DataFrame:
+    """A table about streams from its rows (each naming its stream by ``conn_id`` and
+    ``ex_index``) and the columns every such row carries, joined from ``frame_``
+    (:func:`.columns.stream_frame`) rather than written out row by row."""
+    schema = TABLE_SCHEMAS[table]
+    own: dict[str, PolarsDataType] = {"conn_id": pl.Int64, "ex_index": pl.Int64}
+    own.update((name, dtype) for name, dtype in schema.items() if name not in _COMMON)
+    return (
+        rows_frame(own, rows)
+        .join(
+            frame_.select("conn_id", "ex_index", *_COMMON),
+            on=["conn_id", "ex_index"],
+            how="left",
+            maintain_order="left",
+        )
+        .select(list(schema))
+    )
 
 
 def _codec(s: StreamRecord) -> IdCodec:
@@ -317,191 +363,6 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
     return last.origin.ts if last.origin is not None else stream.first_ts
 
 
-def _unsignalled_live(g: GapRecord) -> bool:
-    """A live jump nothing signalled or recovered that eviction may explain: not capture
-    loss, not a replay handoff (the server held the events: ``facts.causes``)."""
-    return (
-        g.location == "live"
-        and g.detected_by == "id-jump"
-        and not g.signalled
-        and g.reissue is None
-        and not g.reissue_possible
-        and g.complete
-        and g.cause != REPLAY_HANDOFF
-    )
-
-
-def _session_row(
-    r: SessionRecord,
-    mine: list[StreamRecord],
-    gaps: list[GapRecord],
-    counts: dict[Key, StreamCounts],
-) -> dict[str, Any]:
-    """``mine``: the session's streams; ``gaps``: its gaps; ``counts``: events per stream."""
-    silent: list[GapRecord] = []
-    seen: set[tuple[str | None, ...]] = set()
-    for g in gaps:  # one gap seen on both legs of a proxy (same stream, same range) is one
-        key = (opened_by(g.stream) or g.stream.logical.key, g.first, g.last)
-        if _unsignalled_live(g) and key not in seen:
-            seen.add(key)
-            silent.append(g)
-    unjudged = [
-        {
-            "stream": s.label,
-            "response_stream": s.key,
-            "missing_bytes": missing_bytes(_lost_holes(s)),
-            "why": why,
-            # Nothing of it could be judged (fewer than two readable IDs), or only its edges.
-            "whole": sum(1 for e in s.events if e.carries_id and e.kind != "signal") < 2,
-            **_first_span_origin(s),
-        }
-        for s in mine
-        if s.exchange.is_event_stream and (why := not_judged(s)) is not None
-    ] + [
-        {
-            "stream": s.label,
-            "response_stream": s.key,
-            "missing_bytes": None,
-            "why": why,
-            "whole": False,
-            **_request_origin(s),
-        }
-        for s in mine
-        if (why := unlinked_resume(s)) is not None
-    ]
-    offering = [
-        s
-        for s in mine
-        if s.exchange.is_event_stream
-        and s.exchange.response is not None
-        and s.exchange.response.head_captured
-        and "no-store" not in (header(s.exchange.response_headers, "cache-control") or "").lower()
-    ]
-    ev = []
-    if silent:
-        ev = silent[0].evidence()
-        for s in offering[:3]:
-            ev.append(
-                evidence(
-                    s.response_origin, f"{s.label}: stream offered without Cache-Control: no-store"
-                )
-            )
-    return {
-        "session_id": r.session_id,
-        "session_inferred": r.inferred,
-        "session_source": r.how,
-        "protocol_version": r.protocol_version,
-        "id_scheme": r.id_scheme,
-        "counter_scope": r.counter_scope,
-        "streams": sum(1 for s in mine if s.exchange.is_event_stream),
-        "resumes": sum(1 for s in mine if s.kind == "resume"),
-        "data_events": sum(_counts(s, counts).data for s in mine),
-        "silent_live_gaps": len(silent),
-        "resumable_streams": len(offering),
-        "unjudged_streams": len(unjudged),
-        "unjudged": orjson.dumps(unjudged).decode() if unjudged else None,
-        "stream": silent[0].stream.logical.key if silent else None,
-        "stream_label": silent[0].stream.logical.label if silent else None,
-        "opened_by": opened_by(silent[0].stream) if silent else None,
-        "first": silent[0].first if silent else None,
-        "last": silent[0].last if silent else None,
-        "count": silent[0].count if silent else None,
-        "ts": silent[0].before.origin.ts
-        if silent and silent[0].before and silent[0].before.origin
-        else None,
-        "evidence": ev,
-        **_endpoints(silent[0].stream if silent else (mine[0] if mine else None)),
-    }
-
-
-def _lost_holes(s: StreamRecord) -> list[BodyHole]:
-    """The body's missing spans that are capture loss: a capture that starts mid-stream
-    lacks nothing it could have held (``mid-stream`` pickups are not loss)."""
-    return [h for h in s.exchange.holes if h.span.reason != "mid-stream"]
-
-
-def _bytes_text(n: int | None) -> str:
-    return "an unknown number of bytes" if n is None else f"{n} bytes"
-
-
-def not_judged(s: StreamRecord) -> str | None:
-    """Why the capture cannot say whether this event stream lost events, or ``None`` when it
-    can: continuity is judged between two readable IDs, so missing bytes with fewer than
-    two readable IDs, or before the first or after the last of them, hide what was sent."""
-    holes = _lost_holes(s)
-    if not holes:
-        return None
-    reasons = ", ".join(sorted({span.reason for span in distinct_spans(holes)}))
-    lacks = f"the capture lacks {_bytes_text(missing_bytes(holes))} of this response ({reasons})"
-    ids = [e for e in s.events if e.carries_id and e.kind != "signal"]
-    if not s.events:
-        return f"no SSE event could be read: {lacks}"
-    if len(ids) < 2:
-        read = f"only {len(ids)} event ID could" if ids else "no event ID could"
-        return f"{read} be read, too few to judge continuity: {lacks}"
-    first, last = ids[0], ids[-1]
-    parts = []
-    before = [h for h in holes if h.body_offset <= first.sse.start]
-    after = [h for h in holes if h.body_offset >= last.sse.end]
-    if before:
-        parts.append(
-            f"the capture lacks {_bytes_text(missing_bytes(before))} before event "
-            f"{first.sse.id_field}: what was sent before it could not be seen"
-        )
-    if after:
-        parts.append(
-            f"the capture lacks {_bytes_text(missing_bytes(after))} after event "
-            f"{last.sse.id_field}: what was sent after it could not be seen"
-        )
-    return "; ".join(parts) or None
-
-
-# How much of a Last-Event-ID a reason quotes.
-QUOTED_ID = 40
-
-
-def unlinked_resume(s: StreamRecord) -> str | None:
-    """Why a resume answered with a 2xx event stream cannot be judged, or ``None``: its
-    ``Last-Event-ID`` is no event ID the inputs show (so no stream to continue) and no
-    counter of the session's scheme (so no successor by arithmetic) — a garbage or
-    over-long value (issue 16). Where its replay had to start is unknown."""
-    lei = s.last_event_id
-    if s.kind != "resume" or lei is None or s.resumed_from is not None:
-        return None
-    if not s.exchange.is_event_stream or not 200 <= (s.status or 0) < 300:
-        return None
-    if s.codec is not None and s.codec.key(lei) is not None:
-        return None
-    quoted = lei if len(lei) <= QUOTED_ID else f"{lei[:QUOTED_ID]}… ({len(lei)} characters)"
-    return (
-        f"its Last-Event-ID {quoted!r} is no event ID the inputs show and no counter of the "
-        "session's ID scheme: where its replay had to start is unknown"
-    )
-
-
-def _request_origin(s: StreamRecord) -> dict[str, Any]:
-    origin = s.exchange.request.origin if s.exchange.request is not None else None
-    return _place(origin)
-
-
-def _first_span_origin(s: StreamRecord) -> dict[str, Any]:
-    spans = distinct_spans(_lost_holes(s))
-    return _place(spans[0].after or spans[0].before if spans else None)
-
-
-def _place(origin: Origin | None) -> dict[str, Any]:
-    """Where to look: a capture's frame number or a log's line number, each under its name."""
-    if origin is None:
-        return {"source": None, "frame": None, "line": None}
-    number = origin.number
-    is_frame = origin.kind == "frame"
-    return {
-        "source": origin.source,
-        "frame": number if is_frame else None,
-        "line": None if is_frame else number,
-    }
-
-
 def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
     return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
 
@@ -511,7 +372,8 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, A
     mine = _counts(s, counts)
     cache_control = (header(ex.response_headers, "cache-control") or "").lower()
     return {
-        **_common(s),
+        "conn_id": ex.connection_id,
+        "ex_index": ex.index,
         "response_stream": s.key,
         "response_label": s.label,
         "kind": s.kind,
@@ -535,7 +397,7 @@ def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, A
         "complete": ex.response_complete,
         "end_reason": ex.response_end_reason,
         "missing_spans": len(ex.holes),
-        "missing_bytes": missing_bytes(_lost_holes(s)),
+        "missing_bytes": missing_bytes(lost_holes(s)),
         "not_judged": not_judged(s),
         "no_store": "no-store" in cache_control,
         "trailing_bytes": ex.trailing_bytes,
@@ -599,7 +461,8 @@ def _resume_row(
             data_events[0].cite(f"first replayed data event: id {data_events[0].sse.id_field}")
         )
     return {
-        **_common(s),
+        "conn_id": s.exchange.connection_id,
+        "ex_index": s.exchange.index,
         "response_stream": s.key,
         "response_label": s.label,
         "last_event_id": s.last_event_id,

@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.tables import get_origin, single_response
+from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
 from sse_forensics.facts.signals import SignalPayload
@@ -22,17 +22,31 @@ from sse_forensics.reassembly.http_events import RequestHead, ResponseHead
 from sse_forensics.reassembly.stream import MissingSpan
 from sse_forensics.sse import SSEEvent
 
+_ORIGIN_KEYS = {
+    prefix: (f"{prefix}_src", f"{prefix}_num", f"{prefix}_ts", f"{prefix}_kind")
+    for prefix in ("first", "last", "req", "resp", "end", "body")
+}
+
+
+def _row_origin(row: dict[str, Any], prefix: str) -> Origin | None:
+    """``evidence.tables.get_origin`` with the column names spelled once per prefix."""
+    src, num, ts, kind = _ORIGIN_KEYS[prefix]
+    source = row[src]
+    return None if source is None else Origin(source, row[num], row[ts], row[kind])
+
 
 def _head_origin(row: dict[str, Any], prefix: str) -> Origin:
     """The origin of a column group every such row fills (a head's, a connection's ends)."""
-    origin = get_origin(row, prefix)
+    origin = _row_origin(row, prefix)
     assert origin is not None, f"a row without its {prefix} origin"
     return origin
 
 
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
     out: dict[int, Connection] = {}
-    for row in connections.iter_rows(named=True):
+    names = connections.columns
+    for values in connections.iter_rows():
+        row = dict(zip(names, values, strict=True))
         conn_id = row["conn_id"]
         if conn_id in out:
             continue
@@ -123,18 +137,29 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
         is_event_stream=row["event_stream"],
         holes=_holes(row["holes"]),
         comments=row["comments"],
-        trailing_bytes=len(row["trailing"]),
+        trailing_bytes=row["trailing"],
         body_bytes=row["body_bytes"],
         response_complete=row["response_complete"],
         response_end_reason=row["end_reason"],
-        response_end=get_origin(row, "end"),
-        last_body_origin=get_origin(row, "body"),
+        response_end=_row_origin(row, "end"),
+        last_body_origin=_row_origin(row, "body"),
         from_log=row["from_log"],
         log=_log_info(row["log_info"]),
         calls=calls,
         json_answers=answers,
         protocol_version=row["protocol_version"],
     )
+
+
+_EXCHANGE_COLUMNS = (
+    "conn_id", "index", "session", "session_how", "session_inferred", "req_method",
+    "req_target", "req_version", "last_event_id", "resp_status", "resp_reason",
+    "resp_version", "content_type", "cache_control", "head_captured", "req_rpc",
+    "json_answers", "event_stream", "holes", "comments", "trailing", "body_bytes",
+    "response_complete", "end_reason", "from_log", "log_info", "protocol_version",
+    *(name for prefix in ("req", "resp", "end", "body") for name in _ORIGIN_KEYS[prefix]),
+)  # fmt: skip
+"""What :func:`_exchange` reads of a row."""
 
 
 _EVENT_COLUMNS = (
@@ -266,7 +291,13 @@ class EventSource:
 def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
     """The exchanges in (connection, index) order; their events are read on first use."""
     source = EventSource(events)
-    records = [_exchange(row) for row in exchanges.sort("conn_id", "index").iter_rows(named=True)]
+    # The columns read, and the trailing bytes' length, not the bytes: every column sorted
+    # and turned into Python objects costs, and a partition's exchanges hold ~50.
+    wanted = exchanges.select(
+        *(c for c in _EXCHANGE_COLUMNS if c != "trailing"),
+        pl.col("trailing").bin.size().fill_null(0).cast(pl.Int64),
+    ).sort("conn_id", "index")
+    records = [_exchange(row) for row in wanted.iter_rows(named=True)]
     for r in records:
         r.source = source
         r.n_events = source.count((r.connection_id, r.index))
