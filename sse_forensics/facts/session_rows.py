@@ -172,16 +172,13 @@ def _unjudged(streams: list[StreamRecord]) -> pl.DataFrame:
     )
 
 
+# The sessions table's columns about its first silent live gap (facts/tables.py).
+_SILENT_COLUMNS = (
+    *("session_id", "silent_live_gaps", "stream", "stream_label", "opened_by"),
+    *("first", "last", "count", "ts"),
+)
 _SILENT_SCHEMA = {
-    "session_id": pl.String,
-    "silent_live_gaps": pl.Int64,
-    "stream": pl.String,
-    "stream_label": pl.String,
-    "opened_by": pl.String,
-    "first": pl.String,
-    "last": pl.String,
-    "count": pl.Int64,
-    "ts": pl.Float64,
+    **{name: TABLE_SCHEMAS["sessions"][name] for name in _SILENT_COLUMNS},
     **{f"silent_{name}": dtype for name, dtype in _FLOW_SCHEMA.items()},
 }
 
