@@ -8,13 +8,14 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
 
 1. event-log records by session (a record whose session is not known yet waits, by
    stream, until the log has named it: :class:`~sse_forensics.ingest.logs.StreamSessions`),
-   access lines that may describe a stream by the session they name, the others by client;
+   access lines that may describe a stream by the session they name, the others by client
+   — each client address's first line kept as they pass (:class:`ClientFirsts`);
 2. per session partition, the event-log groups and their place in the scan's order; one
    small table of all groups numbers their pseudo-connections;
 3. per session partition, the rows (:func:`.from_logs.session_part`); the access lines no
-   stream took join their client's partition;
-4. per client partition, the same for the clients, then their rows
-   (:func:`.from_logs.client_part`).
+   stream took join their client's partition (their first lines the client table);
+4. the client table numbers the access pseudo-connections (no read of the lines), then,
+   per client partition, their rows (:func:`.from_logs.client_part`).
 
 Peak memory follows the largest partition (and the largest client address), not the input.
 The group and client tables hold one row per stream exchange and per client address.
@@ -263,6 +264,7 @@ def ingest_logs(
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), spill_budget(store.memory_budget, buckets))
     router = LogRouter(spill)
+    firsts = router.clients
     for batch in batches:
         router.add(batch)
     # Records read before their session was named: all names are known now.
@@ -279,7 +281,7 @@ def ingest_logs(
     group_parts = _by_bucket(spill, group_ids, _session_key())
     for b in range(buckets):
         part_ids = group_parts.get(b, group_ids.head(0))
-        exchanges, connections = session_rows(spill, b, part_ids, store)
+        exchanges, connections = session_rows(spill, b, part_ids, store, firsts)
         spill.drop("events", b)
         spill.drop("access", b)
         out.exchanges += exchanges
@@ -287,7 +289,7 @@ def ingest_logs(
     del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
-    client_ids = number_clients([client_order(spill, b) for b in range(buckets)], next_id)
+    client_ids = number_clients([firsts.table()], next_id)
     next_id += client_ids.height
     if client_ids.height:
         # Each client partition joins its own clients only (see the groups above).
@@ -353,6 +355,7 @@ class LogRouter:
     access_rows: int = 0
     event_rows: int = 0
     errors: list[ReadError] = field(default_factory=list)
+    clients: ClientFirsts = field(default_factory=lambda: ClientFirsts())
 
     def add(self, batch: LogBatch) -> None:
         self.errors.extend(batch.errors)
@@ -377,7 +380,9 @@ class LogRouter:
             may_match = rows.filter(F.matchable())
             self.spill.add("access", may_match, F.access_session())
             if may_match.height != rows.height:
-                self.spill.add("unmatched", rows.filter(~F.matchable()), F.client_expr())
+                unmatched = rows.filter(~F.matchable())
+                self.spill.add("unmatched", unmatched, F.client_expr())
+                self.clients.add(unmatched)
 
 
 def attach_waiting(spill: Spill, sessions: StreamSessions, bucket: int) -> None:
@@ -415,11 +420,15 @@ def _numbered(frames: list[pl.DataFrame], order: list[str], first_id: int) -> pl
 
 
 def session_rows(
-    spill: Spill, bucket: int, group_ids: pl.DataFrame, store: EvidenceStore
+    spill: Spill,
+    bucket: int,
+    group_ids: pl.DataFrame,
+    store: EvidenceStore,
+    firsts: ClientFirsts,
 ) -> tuple[int, int]:
     """Step 3: one session partition's evidence rows into ``store`` (written at once:
-    memory holds one partition), its access lines no stream took to ``unmatched``.
-    Returns (exchanges, connections) added."""
+    memory holds one partition), its access lines no stream took to ``unmatched`` (and
+    their clients' first lines to ``firsts``). Returns (exchanges, connections) added."""
     events = spill.load("events", bucket)
     access = spill.load("access", bucket)
     if not events.height and not access.height:
@@ -431,18 +440,67 @@ def session_rows(
     store.add(part.connections, part.exchanges, part.events)
     store.spill()
     spill.add("unmatched", part.unmatched, F.client_expr())
+    firsts.add(part.unmatched)
     return part.exchanges.height, part.connections.height
 
 
-def client_order(spill: Spill, bucket: int) -> pl.DataFrame:
-    """Step 4a: one client partition's addresses with their first line's place in the
-    scan's order (:func:`.from_logs.client_order`)."""
-    keys = spill.load("unmatched", bucket, _CLIENT_KEYS)
-    return F.client_order(keys) if keys.height else pl.DataFrame()
+class ClientFirsts:
+    """Steps 1 and 3: each client address of the access lines routed to ``unmatched``, with
+    its first line's place in the scan's order (:func:`.from_logs.client_order`), kept as
+    the lines pass: numbering the pseudo-connections reads no line back. One row per
+    client address (the earlier keys of a batch's clients merged in once they are as many
+    as the clients kept).
+
+    The first of a client's lines over the scan is the first of the batches' firsts: a
+    line's place (``t0``, ``file_no``, ``line``) is its own (no two lines share one), and
+    the lines of a session partition are added once their ``t0`` is refined."""
+
+    def __init__(self) -> None:
+        self._kept = pl.DataFrame()
+        self._new: list[pl.DataFrame] = []
+        self._new_rows = 0
+
+    def add(self, lines: pl.DataFrame) -> None:
+        """The clients of ``lines`` (access lines with :data:`_CLIENT_KEYS`)."""
+        if not lines.height:
+            return
+        firsts = F.client_order(lines.select(_CLIENT_KEYS))
+        self._new.append(firsts)
+        self._new_rows += firsts.height
+        if self._new_rows > max(self._kept.height, _FIRSTS_MERGE):
+            self._merge()
+
+    def extend(self, firsts: Iterable[pl.DataFrame]) -> None:
+        """Firsts found elsewhere (a cluster task's :meth:`table`)."""
+        for df in firsts:
+            if df.height:
+                self._new.append(df)
+                self._new_rows += df.height
+        self._merge()
+
+    def table(self) -> pl.DataFrame:
+        """``client`` and :data:`.from_logs.LINE_ORDER` of each client's first line (an
+        empty frame when no line stood alone)."""
+        self._merge()
+        return self._kept
+
+    def _merge(self) -> None:
+        frames = [f for f in (self._kept, *self._new) if f.height]
+        self._new, self._new_rows = [], 0
+        if frames:
+            self._kept = (
+                pl.concat(frames)
+                .sort(F.LINE_ORDER, nulls_last=True, maintain_order=True)
+                .unique("client", keep="first", maintain_order=True)
+            )
+
+
+# Clients' first lines gathered before they are merged, at least.
+_FIRSTS_MERGE = 1 << 16
 
 
 def number_clients(firsts: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
-    """Step 4b: the client addresses of every partition numbered in the scan's order
+    """Step 4a: the client addresses of every partition numbered in the scan's order
     (``client``, ``conn_id`` and any other column given)."""
     numbered = _numbered(firsts, F.LINE_ORDER, first_id)
     return numbered.drop(F.LINE_ORDER) if numbered.height else numbered
@@ -456,7 +514,7 @@ def client_rows(
     store: EvidenceStore,
     routed: Spill | None = None,
 ) -> tuple[int, int]:
-    """Step 5: one client partition's access pseudo-connections into ``store`` (or, with
+    """Step 4b: one client partition's access pseudo-connections into ``store`` (or, with
     ``routed``, to its partitions as the store would route them). Returns (exchanges,
     connections) added."""
     unmatched = spill.load("unmatched", bucket)
