@@ -54,6 +54,7 @@ from sse_forensics.evidence.log_partitions import (
     attach_waiting,
     client_rows,
     group_order,
+    merge_client_files,
     number_clients,
     number_groups,
     session_rows,
@@ -229,9 +230,9 @@ def client_partition(
     store_dir: str,
 ) -> PartRows:
     """Step 4: the access pseudo-connections of the client partitions ``group`` (their
-    numbers in ``client_ids``), in partition order, written under ``store_dir``: one file
-    per session partition and table for all of them (their rows fall into every session
-    partition)."""
+    numbers in ``client_ids``), in partition order, written under ``store_dir``: their
+    rows fall into every session partition, which keeps at most
+    :data:`~sse_forensics.evidence.log_partitions.CLIENT_FILES` files of them."""
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     spill = _spill(buckets, scratch, files)
     exchanges = connections = 0
@@ -240,6 +241,7 @@ def client_partition(
         exchanges += added[0]
         connections += added[1]
     store.spill()
+    merge_client_files(store, {})
     return PartRows(store.files(), dict(store.rows), exchanges, connections)
 
 

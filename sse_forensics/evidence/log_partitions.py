@@ -15,7 +15,8 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
 3. per session partition, the rows (:func:`.from_logs.session_part`); the access lines no
    stream took join their client's partition (their first lines the client table);
 4. the client table numbers the access pseudo-connections (no read of the lines), then,
-   per client partition, their rows (:func:`.from_logs.client_part`).
+   per client partition, their rows (:func:`.from_logs.client_part`), straight into the
+   store's session partitions (:func:`merge_client_files` bounds the files they leave).
 
 Peak memory follows the largest partition (and the largest client address), not the input.
 The group and client tables hold one row per stream exchange and per client address.
@@ -34,8 +35,8 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
-from sse_forensics.evidence.store import EvidenceStore, constant_value
-from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
+from sse_forensics.evidence.store import EvidenceStore, compact, constant_value
+from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -295,31 +296,22 @@ def ingest_logs(
         # Each client partition joins its own clients only (see the groups above).
         client_parts = _by_bucket(spill, client_ids, pl.col("client"))
         del client_ids
-        # A client partition's rows go to every session partition: gathered in a spill
-        # of their own first, then added one session partition at a time, so the store
-        # writes one file per partition and table, not one per partition and flush.
-        routed = Spill(buckets, spill.scratch, spill.budget, prefix="client-rows")
+        # A client partition's rows go to every session partition: each store spill
+        # writes a file to every partition; past CLIENT_FILES of them, merged.
+        before = store.file_counts()
         for b in range(buckets):
             mine = client_parts.pop(b) if b in client_parts else None
             if mine is None:  # no client: no line either
                 spill.drop("unmatched", b)
                 continue
-            exchanges, connections = client_rows(spill, b, mine, config, store, routed)
+            exchanges, connections = client_rows(spill, b, mine, config, store)
             spill.drop("unmatched", b)
             out.exchanges += exchanges
             out.connections += connections
-        for b in range(buckets):
-            for table in EVIDENCE_TABLES:
-                rows = routed.load(table.name, b)
-                if rows.height:
-                    store.add_routed(b, table, rows)
-                routed.drop(table.name, b)
+        if buckets > 1:
             store.spill()
+            merge_client_files(store, before)
     out.next_conn_id = next_id
-    # One file per partition and table for what the clients' rows left in memory: each
-    # client partition added a batch to every session partition it touches.
-    if buckets > 1:
-        store.spill()
     out.stats = log_stats(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
@@ -512,23 +504,36 @@ def client_rows(
     client_ids: pl.DataFrame,
     config: AnalysisConfig,
     store: EvidenceStore,
-    routed: Spill | None = None,
 ) -> tuple[int, int]:
-    """Step 4b: one client partition's access pseudo-connections into ``store`` (or, with
-    ``routed``, to its partitions as the store would route them). Returns (exchanges,
-    connections) added."""
+    """Step 4b: one client partition's access pseudo-connections into ``store``. Returns
+    (exchanges, connections) added."""
     unmatched = spill.load("unmatched", bucket)
     if not unmatched.height:
         return 0, 0
     conns, exchanges = F.client_part(unmatched, client_ids, config)
     del unmatched
-    if routed is None:
-        store.add(conns, exchanges, EventColumns.frame())
-    else:
-        for b, table, rows in store.route(conns, exchanges, EventColumns.frame()):
-            if rows.height:
-                routed.hold(table.name, b, rows)
+    # The columns of one value (an access pseudo-connection's thirty fixed exchange
+    # columns, its file) held once: a third of the rows' bytes on the mid log set, so
+    # the store spills (and writes a file to every partition) a third less often. Floats
+    # aside: min and max do not tell -0.0 from 0.0.
+    fixed = [c for c, t in exchanges.schema.items() if not t.is_float()]
+    store.add(conns, compact(exchanges, fixed), EventColumns.frame())
     return exchanges.height, conns.height
+
+
+# The files a partition and table may be left by the client rows (each store spill of
+# step 4b writes one to every partition): past them, they are merged into one. The mid
+# log set (19 partitions) leaves 3-4; the cross-session queries open every file.
+CLIENT_FILES = 8
+
+
+def merge_client_files(store: EvidenceStore, before: dict[tuple[int, str], int]) -> None:
+    """Merge the files each partition and table gained since ``before``
+    (:meth:`EvidenceStore.file_counts`) into one where they are more than
+    :data:`CLIENT_FILES`."""
+    for (bucket, name), count in store.file_counts().items():
+        if count - before.get((bucket, name), 0) > CLIENT_FILES:
+            store.merge_files(bucket, name, before.get((bucket, name), 0))
 
 
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]
