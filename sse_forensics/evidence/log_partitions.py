@@ -369,10 +369,11 @@ class LogRouter:
                 pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
             )
             self.access_rows += rows.height
-            may_match = rows.filter(F.matchable())
+            matchable = rows.select(F.matchable()).to_series()  # once for both halves
+            may_match = rows.filter(matchable)
             self.spill.add("access", may_match, F.access_session())
             if may_match.height != rows.height:
-                unmatched = rows.filter(~F.matchable())
+                unmatched = rows.filter(~matchable)
                 self.spill.add("unmatched", unmatched, F.client_expr())
                 self.clients.add(unmatched)
 
