@@ -17,9 +17,9 @@ as tasks, on any :class:`concurrent.futures.Executor` (a cluster's: :mod:`.clien
    order; the client numbers them (one row per group) — then tasks over runs of
    consecutive session partitions (two per worker) write their evidence rows (the store's
    partition files) and route the access lines no stream took by client.
-4. The same for client addresses: one task per client partition for their first line,
-   numbered on the client, then two tasks per worker over runs of client partitions for
-   their rows.
+4. The same for client addresses, numbered on the client from their first lines (which
+   the tasks of steps 1 and 3 return: one row per client address), then two tasks per
+   worker over runs of client partitions for their rows.
 
 Local worker processes (``--jobs N`` on a large input) run the same plan. The client adopts
 the evidence files in the order a local scan writes them, so the store,
@@ -46,14 +46,15 @@ import polars as pl
 from sse_forensics.errors import ReadError, UnreadableInput
 from sse_forensics.evidence.log_partitions import (
     SPILL_SHARE,
+    ClientFirsts,
     LogIngest,
     LogRouter,
     Spill,
     SpillFiles,
     attach_waiting,
-    client_order,
     client_rows,
     group_order,
+    merge_client_files,
     number_clients,
     number_groups,
     session_rows,
@@ -95,6 +96,7 @@ class FileRead:
     access_rows: int = 0
     event_rows: int = 0
     named: pl.DataFrame | None = None  # (stream, __session): first name in this file
+    clients: pl.DataFrame | None = None  # each client's first line standing alone
     refused: tuple[str, str] | None = None
     detected: bool = False
 
@@ -108,6 +110,7 @@ class PartRows:
     exchanges: int
     connections: int
     unmatched: SpillFiles = field(default_factory=dict)
+    clients: pl.DataFrame | None = None  # first lines of the clients of ``unmatched``
 
 
 # -- the tasks (on a worker) ---------------------------------------------------------------
@@ -166,6 +169,7 @@ def read_log_file(
         router.access_rows,
         router.event_rows,
         router.sessions.known,
+        router.clients.table(),
     )
 
 
@@ -200,19 +204,20 @@ def session_partition(
     partition for all of them)."""
     spill = _spill(buckets, scratch, files)
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
+    firsts = ClientFirsts()
     exchanges = connections = 0
     for bucket in group:
-        added = session_rows(spill, bucket, group_ids[bucket], store)
+        added = session_rows(spill, bucket, group_ids[bucket], store, firsts)
         exchanges += added[0]
         connections += added[1]
     return PartRows(
-        store.files(), dict(store.rows), exchanges, connections, _own(spill, "unmatched")
+        store.files(),
+        dict(store.rows),
+        exchanges,
+        connections,
+        _own(spill, "unmatched"),
+        firsts.table(),
     )
-
-
-def client_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str) -> pl.DataFrame:
-    """Step 4a: :func:`~sse_forensics.evidence.log_partitions.client_order`."""
-    return client_order(_spill(buckets, scratch, files), bucket)
 
 
 def client_partition(
@@ -224,10 +229,10 @@ def client_partition(
     scratch: str,
     store_dir: str,
 ) -> PartRows:
-    """Step 4b: the access pseudo-connections of the client partitions ``group`` (their
-    numbers in ``client_ids``), in partition order, written under ``store_dir``: one file
-    per session partition and table for all of them (their rows fall into every session
-    partition)."""
+    """Step 4: the access pseudo-connections of the client partitions ``group`` (their
+    numbers in ``client_ids``), in partition order, written under ``store_dir``: their
+    rows fall into every session partition, which keeps at most
+    :data:`~sse_forensics.evidence.log_partitions.CLIENT_FILES` files of them."""
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     spill = _spill(buckets, scratch, files)
     exchanges = connections = 0
@@ -236,6 +241,7 @@ def client_partition(
         exchanges += added[0]
         connections += added[1]
     store.spill()
+    merge_client_files(store, {})
     return PartRows(store.files(), dict(store.rows), exchanges, connections)
 
 
@@ -277,11 +283,13 @@ def ingest_logs_on(
         files = [r.files for r in read]
         files.extend(_attach(executor, read, buckets, scratch))
         unmatched = [r.files for r in read]
+        firsts = ClientFirsts()
+        firsts.extend(r.clients for r in read if r.clients is not None)
         next_id = _sessions(
-            executor, files, store, scratch, first_conn_id, out, unmatched, 2 * workers
+            executor, files, store, scratch, first_conn_id, out, unmatched, firsts, 2 * workers
         )
         out.next_conn_id = _clients(
-            executor, unmatched, store, scratch, next_id, config, out, 2 * workers
+            executor, unmatched, firsts, store, scratch, next_id, config, out, 2 * workers
         )
         stats = [s for r in read for s in r.stats]
         out.stats = log_stats(
@@ -300,13 +308,14 @@ def _sessions(
     first_id: int,
     out: LogIngest,
     unmatched: list[SpillFiles],
+    firsts: ClientFirsts,
     tasks: int,
 ) -> int:
     """Step 3: the event-log groups numbered from ``first_id``, then the session
     partitions' rows into ``store`` (their unmatched access lines appended to
-    ``unmatched``): ``tasks`` tasks, each a run of consecutive partitions (adopted in
-    order, their rows are a local scan's; fewer tasks, fewer small files of unmatched
-    lines). Returns the next free id."""
+    ``unmatched``, their clients' first lines to ``firsts``): ``tasks`` tasks, each a
+    run of consecutive partitions (adopted in order, their rows are a local scan's; fewer
+    tasks, fewer small files of unmatched lines). Returns the next free id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
     group_ids = _number(
         executor,
@@ -330,13 +339,16 @@ def _sessions(
         )
         for run in _runs(sorted(by_bucket), tasks)
     ]
-    unmatched.extend(part.unmatched for part in _adopt(store, futures, out))
+    parts_rows = _adopt(store, futures, out)
+    unmatched.extend(part.unmatched for part in parts_rows)
+    firsts.extend(part.clients for part in parts_rows if part.clients is not None)
     return first_id + group_ids.height
 
 
 def _clients(
     executor: Executor,
     unmatched: list[SpillFiles],
+    firsts: ClientFirsts,
     store: EvidenceStore,
     scratch: str,
     first_id: int,
@@ -344,20 +356,16 @@ def _clients(
     out: LogIngest,
     tasks: int,
 ) -> int:
-    """Step 4: the client addresses numbered from ``first_id``, then the client
-    partitions' rows into ``store``: ``tasks`` tasks, each a run of consecutive
-    partitions (adopted in order, their rows are a local scan's). Returns the next free
-    id."""
+    """Step 4: the client addresses numbered from ``first_id`` (their first lines in
+    ``firsts``), then the client partitions' rows into ``store``: ``tasks`` tasks, each
+    a run of consecutive partitions (adopted in order, their rows are a local scan's).
+    Returns the next free id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
     files = _tables(unmatched, "unmatched")
-    client_ids = _number(
-        executor,
-        client_order_task,
-        files,
-        buckets,
-        scratch,
-        lambda firsts: number_clients(firsts, first_id),
-    )
+    client_ids = number_clients([firsts.table()], first_id)
+    if client_ids.height:
+        bucket = Spill(buckets, Path(scratch), SPILL_BUDGET).bucket_of(pl.col("client"))
+        client_ids = client_ids.with_columns(bucket.alias(_BUCKET))
     parts = _by_bucket(client_ids)
     runs = _runs(sorted(files), tasks)
     futures = [

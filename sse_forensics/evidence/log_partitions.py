@@ -8,13 +8,15 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
 
 1. event-log records by session (a record whose session is not known yet waits, by
    stream, until the log has named it: :class:`~sse_forensics.ingest.logs.StreamSessions`),
-   access lines that may describe a stream by the session they name, the others by client;
+   access lines that may describe a stream by the session they name, the others by client
+   — each client address's first line kept as they pass (:class:`ClientFirsts`);
 2. per session partition, the event-log groups and their place in the scan's order; one
    small table of all groups numbers their pseudo-connections;
 3. per session partition, the rows (:func:`.from_logs.session_part`); the access lines no
-   stream took join their client's partition;
-4. per client partition, the same for the clients, then their rows
-   (:func:`.from_logs.client_part`).
+   stream took join their client's partition (their first lines the client table);
+4. the client table numbers the access pseudo-connections (no read of the lines), then,
+   per client partition, their rows (:func:`.from_logs.client_part`), straight into the
+   store's session partitions (:func:`merge_client_files` bounds the files they leave).
 
 Peak memory follows the largest partition (and the largest client address), not the input.
 The group and client tables hold one row per stream exchange and per client address.
@@ -33,8 +35,8 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
-from sse_forensics.evidence.store import EvidenceStore, constant_value
-from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
+from sse_forensics.evidence.store import EvidenceStore, compact, constant_value
+from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.read import log_stats
@@ -263,6 +265,7 @@ def ingest_logs(
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), spill_budget(store.memory_budget, buckets))
     router = LogRouter(spill)
+    firsts = router.clients
     for batch in batches:
         router.add(batch)
     # Records read before their session was named: all names are known now.
@@ -279,7 +282,7 @@ def ingest_logs(
     group_parts = _by_bucket(spill, group_ids, _session_key())
     for b in range(buckets):
         part_ids = group_parts.get(b, group_ids.head(0))
-        exchanges, connections = session_rows(spill, b, part_ids, store)
+        exchanges, connections = session_rows(spill, b, part_ids, store, firsts)
         spill.drop("events", b)
         spill.drop("access", b)
         out.exchanges += exchanges
@@ -287,37 +290,28 @@ def ingest_logs(
     del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
-    client_ids = number_clients([client_order(spill, b) for b in range(buckets)], next_id)
+    client_ids = number_clients([firsts.table()], next_id)
     next_id += client_ids.height
     if client_ids.height:
         # Each client partition joins its own clients only (see the groups above).
         client_parts = _by_bucket(spill, client_ids, pl.col("client"))
         del client_ids
-        # A client partition's rows go to every session partition: gathered in a spill
-        # of their own first, then added one session partition at a time, so the store
-        # writes one file per partition and table, not one per partition and flush.
-        routed = Spill(buckets, spill.scratch, spill.budget, prefix="client-rows")
+        # A client partition's rows go to every session partition: each store spill
+        # writes a file to every partition; past CLIENT_FILES of them, merged.
+        before = store.file_counts()
         for b in range(buckets):
             mine = client_parts.pop(b) if b in client_parts else None
             if mine is None:  # no client: no line either
                 spill.drop("unmatched", b)
                 continue
-            exchanges, connections = client_rows(spill, b, mine, config, store, routed)
+            exchanges, connections = client_rows(spill, b, mine, config, store)
             spill.drop("unmatched", b)
             out.exchanges += exchanges
             out.connections += connections
-        for b in range(buckets):
-            for table in EVIDENCE_TABLES:
-                rows = routed.load(table.name, b)
-                if rows.height:
-                    store.add_routed(b, table, rows)
-                routed.drop(table.name, b)
+        if buckets > 1:
             store.spill()
+            merge_client_files(store, before)
     out.next_conn_id = next_id
-    # One file per partition and table for what the clients' rows left in memory: each
-    # client partition added a batch to every session partition it touches.
-    if buckets > 1:
-        store.spill()
     out.stats = log_stats(
         files() if files is not None else [], router.access_rows, router.event_rows, started
     )
@@ -353,6 +347,7 @@ class LogRouter:
     access_rows: int = 0
     event_rows: int = 0
     errors: list[ReadError] = field(default_factory=list)
+    clients: ClientFirsts = field(default_factory=lambda: ClientFirsts())
 
     def add(self, batch: LogBatch) -> None:
         self.errors.extend(batch.errors)
@@ -374,10 +369,13 @@ class LogRouter:
                 pl.lit(number, pl.Int64).alias("file_no"), *F.line_times()
             )
             self.access_rows += rows.height
-            may_match = rows.filter(F.matchable())
+            matchable = rows.select(F.matchable()).to_series()  # once for both halves
+            may_match = rows.filter(matchable)
             self.spill.add("access", may_match, F.access_session())
             if may_match.height != rows.height:
-                self.spill.add("unmatched", rows.filter(~F.matchable()), F.client_expr())
+                unmatched = rows.filter(~matchable)
+                self.spill.add("unmatched", unmatched, F.client_expr())
+                self.clients.add(unmatched)
 
 
 def attach_waiting(spill: Spill, sessions: StreamSessions, bucket: int) -> None:
@@ -415,11 +413,15 @@ def _numbered(frames: list[pl.DataFrame], order: list[str], first_id: int) -> pl
 
 
 def session_rows(
-    spill: Spill, bucket: int, group_ids: pl.DataFrame, store: EvidenceStore
+    spill: Spill,
+    bucket: int,
+    group_ids: pl.DataFrame,
+    store: EvidenceStore,
+    firsts: ClientFirsts,
 ) -> tuple[int, int]:
     """Step 3: one session partition's evidence rows into ``store`` (written at once:
-    memory holds one partition), its access lines no stream took to ``unmatched``.
-    Returns (exchanges, connections) added."""
+    memory holds one partition), its access lines no stream took to ``unmatched`` (and
+    their clients' first lines to ``firsts``). Returns (exchanges, connections) added."""
     events = spill.load("events", bucket)
     access = spill.load("access", bucket)
     if not events.height and not access.height:
@@ -431,18 +433,67 @@ def session_rows(
     store.add(part.connections, part.exchanges, part.events)
     store.spill()
     spill.add("unmatched", part.unmatched, F.client_expr())
+    firsts.add(part.unmatched)
     return part.exchanges.height, part.connections.height
 
 
-def client_order(spill: Spill, bucket: int) -> pl.DataFrame:
-    """Step 4a: one client partition's addresses with their first line's place in the
-    scan's order (:func:`.from_logs.client_order`)."""
-    keys = spill.load("unmatched", bucket, _CLIENT_KEYS)
-    return F.client_order(keys) if keys.height else pl.DataFrame()
+class ClientFirsts:
+    """Steps 1 and 3: each client address of the access lines routed to ``unmatched``, with
+    its first line's place in the scan's order (:func:`.from_logs.client_order`), kept as
+    the lines pass: numbering the pseudo-connections reads no line back. One row per
+    client address (the earlier keys of a batch's clients merged in once they are as many
+    as the clients kept).
+
+    The first of a client's lines over the scan is the first of the batches' firsts: a
+    line's place (``t0``, ``file_no``, ``line``) is its own (no two lines share one), and
+    the lines of a session partition are added once their ``t0`` is refined."""
+
+    def __init__(self) -> None:
+        self._kept = pl.DataFrame()
+        self._new: list[pl.DataFrame] = []
+        self._new_rows = 0
+
+    def add(self, lines: pl.DataFrame) -> None:
+        """The clients of ``lines`` (access lines with :data:`_CLIENT_KEYS`)."""
+        if not lines.height:
+            return
+        firsts = F.client_order(lines.select(_CLIENT_KEYS))
+        self._new.append(firsts)
+        self._new_rows += firsts.height
+        if self._new_rows > max(self._kept.height, _FIRSTS_MERGE):
+            self._merge()
+
+    def extend(self, firsts: Iterable[pl.DataFrame]) -> None:
+        """Firsts found elsewhere (a cluster task's :meth:`table`)."""
+        for df in firsts:
+            if df.height:
+                self._new.append(df)
+                self._new_rows += df.height
+        self._merge()
+
+    def table(self) -> pl.DataFrame:
+        """``client`` and :data:`.from_logs.LINE_ORDER` of each client's first line (an
+        empty frame when no line stood alone)."""
+        self._merge()
+        return self._kept
+
+    def _merge(self) -> None:
+        frames = [f for f in (self._kept, *self._new) if f.height]
+        self._new, self._new_rows = [], 0
+        if frames:
+            self._kept = (
+                pl.concat(frames)
+                .sort(F.LINE_ORDER, nulls_last=True, maintain_order=True)
+                .unique("client", keep="first", maintain_order=True)
+            )
+
+
+# Clients' first lines gathered before they are merged, at least.
+_FIRSTS_MERGE = 1 << 16
 
 
 def number_clients(firsts: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
-    """Step 4b: the client addresses of every partition numbered in the scan's order
+    """Step 4a: the client addresses of every partition numbered in the scan's order
     (``client``, ``conn_id`` and any other column given)."""
     numbered = _numbered(firsts, F.LINE_ORDER, first_id)
     return numbered.drop(F.LINE_ORDER) if numbered.height else numbered
@@ -454,23 +505,36 @@ def client_rows(
     client_ids: pl.DataFrame,
     config: AnalysisConfig,
     store: EvidenceStore,
-    routed: Spill | None = None,
 ) -> tuple[int, int]:
-    """Step 5: one client partition's access pseudo-connections into ``store`` (or, with
-    ``routed``, to its partitions as the store would route them). Returns (exchanges,
-    connections) added."""
+    """Step 4b: one client partition's access pseudo-connections into ``store``. Returns
+    (exchanges, connections) added."""
     unmatched = spill.load("unmatched", bucket)
     if not unmatched.height:
         return 0, 0
     conns, exchanges = F.client_part(unmatched, client_ids, config)
     del unmatched
-    if routed is None:
-        store.add(conns, exchanges, EventColumns.frame())
-    else:
-        for b, table, rows in store.route(conns, exchanges, EventColumns.frame()):
-            if rows.height:
-                routed.hold(table.name, b, rows)
+    # The columns of one value (an access pseudo-connection's thirty fixed exchange
+    # columns, its file) held once: a third of the rows' bytes on the mid log set, so
+    # the store spills (and writes a file to every partition) a third less often. Floats
+    # aside: min and max do not tell -0.0 from 0.0.
+    fixed = [c for c, t in exchanges.schema.items() if not t.is_float()]
+    store.add(conns, compact(exchanges, fixed), EventColumns.frame())
     return exchanges.height, conns.height
+
+
+# The files a partition and table may be left by the client rows (each store spill of
+# step 4b writes one to every partition): past them, they are merged into one. The mid
+# log set (19 partitions) leaves 3-4; the cross-session queries open every file.
+CLIENT_FILES = 8
+
+
+def merge_client_files(store: EvidenceStore, before: dict[tuple[int, str], int]) -> None:
+    """Merge the files each partition and table gained since ``before``
+    (:meth:`EvidenceStore.file_counts`) into one where they are more than
+    :data:`CLIENT_FILES`."""
+    for (bucket, name), count in store.file_counts().items():
+        if count - before.get((bucket, name), 0) > CLIENT_FILES:
+            store.merge_files(bucket, name, before.get((bucket, name), 0))
 
 
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]

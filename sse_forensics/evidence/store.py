@@ -226,8 +226,7 @@ class EvidenceStore:
         exchanges: pl.DataFrame,
         events: pl.DataFrame,
     ) -> Iterator[tuple[int, type[Columns], pl.DataFrame]]:
-        """(bucket, table, rows) of one batch, as :meth:`add` holds them (a caller that
-        gathers a bucket's rows before it adds them: :meth:`add_routed`)."""
+        """(bucket, table, rows) of one batch, as :meth:`add` holds them."""
         if self.buckets == 1:
             yield 0, ConnectionColumns, connections
             yield 0, ExchangeColumns, exchanges
@@ -245,12 +244,6 @@ class EvidenceStore:
         for table, df in routed:
             for bucket, part in split_by(df, "_bucket", keep_key=False).items():
                 yield int(bucket), table, part
-
-    def add_routed(self, bucket: int, table: type[Columns], rows: pl.DataFrame) -> None:
-        """Rows of ``table`` that :meth:`route` gave ``bucket``."""
-        self._hold(bucket, table, rows)
-        if self._held > self.memory_budget:
-            self.spill()
 
     def _hold(self, bucket: int, table: type[Columns], df: pl.DataFrame) -> None:
         if not df.height:
@@ -283,6 +276,29 @@ class EvidenceStore:
         for name, n in rows.items():
             self.rows[name] += n
         self._spills = max(self._spills, 1)
+
+    def file_counts(self) -> dict[tuple[int, str], int]:
+        """(bucket, table) → how many files it spilled."""
+        return {
+            (b, name): len(paths)
+            for b, part in enumerate(self._parts)
+            for name, paths in part.files.items()
+        }
+
+    def merge_files(self, bucket: int, name: str, first: int) -> None:
+        """Rewrite the spilled files of ``bucket`` and table ``name`` from the ``first``-th
+        on as one file (rows in the same order), after :meth:`spill`."""
+        files = self._parts[bucket].files[name]
+        if len(files) - first < 2:
+            return
+        table = next(t for t in EVIDENCE_TABLES if t.name == name)
+        self._spills += 1
+        path = self.scratch_dir() / f"{name}-{bucket:05d}-{self._spills:05d}.parquet"
+        rows = concat([pl.read_parquet(p) for p in files[first:]], table)
+        rows.write_parquet(path, compression="lz4", statistics=False)
+        for old in files[first:]:
+            old.unlink(missing_ok=True)
+        files[first:] = [path]
 
     def spill(self) -> None:
         """Write every batch held in memory to the scratch directory."""
