@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from conftest import SAMPLES
@@ -42,6 +45,51 @@ def test_cross_session_replay_is_found_across_partitions() -> None:
         ], buckets
 
 
+T = TypeVar("T")
+
+
+class _Shared(Executor):
+    """The module's worker processes, lent to one scan: its shutdown leaves them running."""
+
+    def __init__(self, workers: Executor) -> None:
+        self.workers = workers
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        return self.workers.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def _pool() -> Iterator[Executor]:
+    from sse_forensics.pipeline import _started
+
+    with _started(2) as workers:
+        yield workers
+
+
+@pytest.fixture
+def started_once(_pool: Executor, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``--jobs 2``'s two spawned worker processes (``pipeline._started``), started once for
+    the tests that use this fixture: each start imports the analyzer (~1.5 CPU s), and these
+    tests are about what the workers compute; the scan still runs its own code for them
+    (started when the input is large, shut down when it ends). A scan that starts and
+    stops its own: test_worker_processes_give_the_same_findings."""
+    import sse_forensics.pipeline as pipeline
+
+    lent = []
+
+    def lend(workers: int) -> Executor:
+        assert workers == 2
+        lent.append(workers)
+        return _Shared(_pool)
+
+    monkeypatch.setattr(pipeline, "_started", lend)
+    yield
+    assert lent, "the scan started no worker processes"
+
+
 def _samples_in_one_process() -> ScanResult:
     """What both worker-process tests compare with (scanned once for the file)."""
     return _in_partitions((str(SAMPLES),))
@@ -57,7 +105,9 @@ def test_worker_processes_give_the_same_findings() -> None:
     assert findings_jsonl(pooled) == findings_jsonl(alone)
 
 
-def test_capture_sharded_across_workers_gives_the_same_findings(monkeypatch) -> None:
+def test_capture_sharded_across_workers_gives_the_same_findings(
+    monkeypatch: pytest.MonkeyPatch, started_once: None
+) -> None:
     """Two worker processes each reassemble half of the connections of the capture (by
     connection id) into partition files of their own."""
     import sse_forensics.pipeline as pipeline
@@ -131,7 +181,7 @@ def test_logs_are_partitioned_and_spilled_without_changing_a_finding(
 
 
 def test_log_partitions_built_by_worker_processes_give_the_same_findings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started_once: None
 ) -> None:
     """``--jobs 2`` on a large input: the worker processes, started at once, build each
     log partition's evidence rows (as a cluster's tasks do), then judge the partitions; the

@@ -35,6 +35,7 @@ COMPRESS = {
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A child process, for what standard input is in one (a pipe); the rest in-process."""
     return subprocess.run(
         [sys.executable, "-m", "sse_forensics", *args],
         input=stdin,
@@ -136,7 +137,7 @@ def test_directory_names_each_file_it_cannot_read(tmp_path):
     result = scan_paths([str(tmp_path)])
     skipped = sorted(e.source for e in result.errors if e.what.startswith("not read"))
     assert skipped == [str(tmp_path / "app.log"), str(tmp_path / "notes.txt")]
-    proc = run("scan", str(tmp_path))
+    proc = run_in_process("scan", str(tmp_path))
     assert proc.returncode == 3  # part of the input could not be read
     out = proc.stdout.decode()
     assert "app.log" in out and "notes.txt" in out and ".hidden" not in out
@@ -159,11 +160,11 @@ def test_documents_beside_the_evidence_are_one_line_not_input_problems(tmp_path)
     skipped = [e.source for e in result.errors if e.what.startswith("not read")]
     assert skipped == [str(tmp_path / "notes.json")]
     (tmp_path / "notes.json").unlink()
-    proc = run("scan", str(tmp_path), "--format", "json")
+    proc = run_in_process("scan", str(tmp_path), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["ignored_files"]) == 3 and doc["errors"] == []
-    table = run("scan", str(tmp_path)).stdout.decode()
+    table = run_in_process("scan", str(tmp_path)).stdout.decode()
     assert "Not evidence, not read: 3 document/source file(s)" in table
 
 

@@ -49,11 +49,12 @@ JOINED = ("resume-410", "live-jump-unsignalled")
 
 @cache
 def _scans() -> dict[str, list]:
-    """Findings of every kind of input: all sample captures in one scan, each sample's logs
-    alone, two captures joined with their logs, and a capture of two proxy-like legs."""
+    """Findings of every kind of input: all sample captures in one scan, all samples' logs
+    without a capture in one scan, two captures joined with their logs, and a capture of
+    two proxy-like legs. (The logs in one scan give the findings of a scan per folder,
+    field for field but their ids: ~1.2 CPU s instead of 5.6.)"""
     out = {"captures": scan_paths([str(p) for p in sample_captures()]).findings}
-    for folder in sorted(p for p in LOGS.iterdir() if p.is_dir()):
-        out[f"logs:{folder.name}"] = scan_paths([str(folder)]).findings
+    out["logs"] = scan_paths([str(p) for p in sorted(LOGS.iterdir()) if p.is_dir()]).findings
     for name in JOINED:
         out[f"joined:{name}"] = scan_paths(
             [str(SAMPLES / f"{name}.pcap"), str(LOGS / name)]
@@ -86,7 +87,7 @@ def _ecs_docs() -> list[dict]:
 
 
 def _log_only() -> list:
-    return [f for key, findings in _scans().items() if key.startswith("logs:") for f in findings]
+    return _scans()["logs"]
 
 
 def test_inputs_give_findings_of_every_kind() -> None:
