@@ -81,8 +81,8 @@ def assert_same(paths: list[str], index: PacketIndex | None = None) -> PacketInd
             offer = window_scale_offer(seg.options) if seg.flags & TCP_SYN else None
             assert index.wscale[i] == (-1 if offer is None else offer), where
             start = int(index.data_offset[i])
-            assert start <= index.options_offset[i] <= index.payload_offset[i], where
-            assert index.payload_offset[i] + index.payload_len[i] <= start + len(frame.data)
+            assert start <= index.options_start(i) <= index.payload_start(i), where
+            assert index.payload_start(i) + int(index.payload_len[i]) <= start + len(frame.data)
         assert index.errors == errors
         assert index.stats == stats
         assert index.tcp_segments == sum(seg is not None for _, seg in rows)
@@ -555,7 +555,7 @@ def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
     """``gather`` (pread, the fast path's payload join) returns the bytes ``payload`` does."""
     with index_capture(str(generated)) as index:
         rows = np.flatnonzero(index.payload_len > 0)[::3]
-        joined = index.gather(rows, index.payload_offset[rows], index.payload_len[rows])
+        joined = index.gather(rows, index.payload_offsets(rows), index.payload_len[rows])
         assert joined == b"".join(index.payload(int(i)) for i in rows)
         assert index.fds and index.fds[0] is not None
     assert index.fds == []

@@ -318,7 +318,7 @@ def reassemble_fast(
     )
     mine = np.flatnonzero(cand_ids % parts == part)
     sizes = (
-        np.add.reduceat(index.payload_len[groups.rows], groups.starts[:-1])
+        np.add.reduceat(index.payload_len[groups.rows].astype(np.int64), groups.starts[:-1])
         if len(groups)
         else np.zeros(0, dtype=np.int64)
     )
@@ -448,7 +448,7 @@ def _join(
 ) -> tuple[bytes, np.ndarray]:
     """The new bytes of ``rows`` (``lengths`` of them after ``skip`` payload bytes each)
     concatenated, and where each row's start in the result."""
-    offsets = index.payload_offset[rows] + skip
+    offsets = index.payload_offsets(rows) + skip
     starts = np.zeros(len(rows), dtype=np.int64)
     if len(rows):
         np.cumsum(lengths[:-1], out=starts[1:])
@@ -579,7 +579,7 @@ class _Batch:
                     server = bool(check.server[p])
                     buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
                     n = int(check.overlap_len[p])
-                    pos = int(index.payload_offset[row]) + int(check.overlap_skip[p])
+                    pos = index.payload_start(row) + int(check.overlap_skip[p])
                     stream_at = base + int(check.overlap_at[p])
                     if views[int(index.file[row])][pos : pos + n] != buf[stream_at : stream_at + n]:
                         c.reason = R_INCONSISTENT
