@@ -495,7 +495,7 @@ _DERIVED = ("options_offset", "payload_offset")
 # them in while it is built (every value fits: a captured length is at most
 # MAX_SANE_CAPLEN or the file's 32-bit snaplen, an original length is a 32-bit field, TCP
 # options at most 40 bytes, a payload within a frame). The columns of varying width are
-# narrowed to the smallest dtype that holds their values (:func:`_narrow`) once filled.
+# narrowed to the smallest dtype that holds their values (:func:`narrowest`) once filled.
 _STORED_DTYPES: dict[str, type] = {
     **{name: dtype for name, dtype, _ in _COLUMNS if name not in _DERIVED},
     "caplen": np.uint32,
@@ -528,7 +528,7 @@ _NARROWED = (
 _WIDTHS = (np.uint8, np.uint16, np.uint32, np.int8, np.int16, np.int32)
 
 
-def _narrow(col: np.ndarray) -> np.ndarray:
+def narrowest(col: np.ndarray) -> np.ndarray:
     """``col`` in the smallest integer dtype that holds its values (unsigned unless one is
     negative; int64 past 32 bits): the same values, each column as wide as its data needs
     (a frame number, or a byte offset into a capture past 4 GiB, stays 64-bit)."""
@@ -1565,7 +1565,7 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
         cols, addresses = _merge_rows(files, positions, placed)
     placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
     for name in _NARROWED:
-        cols[name] = _narrow(cols[name])
+        cols[name] = narrowest(cols[name])
     return PacketIndex(
         sources=[f.path for f in files],
         addresses=addresses,

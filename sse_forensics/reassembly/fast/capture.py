@@ -252,7 +252,8 @@ def reassemble_fast(
     # the group of the row of its first frame (rows of one file are in frame order).
     file_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # file: its rows, their frames
     source_no = {path: k for k, path in enumerate(index.sources)}
-    row_group = np.zeros(len(index), dtype=np.int64)  # the group of each TCP row
+    # the group of each TCP row (int32: held per frame for the whole reassembly)
+    row_group = np.zeros(len(index), dtype=np.int32 if len(groups) < 1 << 31 else np.int64)
     row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
 
     def flow_position(conn: Connection) -> int:
