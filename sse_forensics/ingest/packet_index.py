@@ -733,22 +733,31 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
         errors.append((0 if skip else count, ReadError(path, what, frame=number, ts=ts)))
     if skip or not count:
         return _Frames(_empty_frames(), errors)
-    at = np.frombuffer(offsets, dtype=np.int64).copy()
+    at = np.frombuffer(offsets, dtype=np.int64)  # a view: the array lives as long as it
     del offsets
-    # Record headers only: the decode gathers each window's frame heads (issue 9).
-    head = data.rows(at, 16).view(endian + "u4")
-    sec_a = head[:, 0].astype(np.float64)
-    frac_a = head[:, 1].astype(np.float64)
-    cols = {
-        "frame": np.arange(1, count + 1, dtype=_holding(count)),
+    # Record headers only (the decode gathers each window's frame heads), a window of
+    # records at a time: the temporaries are a window's, not the file's (issue 9).
+    ts = np.empty(count, dtype=np.float64)
+    caplen = np.empty(count, dtype=np.uint32)
+    wirelen = np.empty(count, dtype=np.uint32)
+    for lo in range(0, count, DECODE_WINDOW):
+        hi = min(count, lo + DECODE_WINDOW)
+        head = data.rows(at[lo:hi], 16).view(endian + "u4")
         # sec + frac / per_second as the reader computes it: frac and per_second are exact
         # doubles, so the division is the correctly rounded one Python's int / int gives.
-        "ts": sec_a + frac_a / float(per_second),
-        "caplen": head[:, 2].astype(_STORED_DTYPES["caplen"]),
-        "wirelen": head[:, 3].astype(_STORED_DTYPES["wirelen"]),
+        ts[lo:hi] = head[:, 0].astype(np.float64) + head[:, 1].astype(np.float64) / float(
+            per_second
+        )
+        caplen[lo:hi] = head[:, 2]
+        wirelen[lo:hi] = head[:, 3]
+    cols = {
+        "frame": np.arange(1, count + 1, dtype=_holding(count)),
+        "ts": ts,
+        "caplen": narrowest(caplen),
+        "wirelen": narrowest(wirelen),
         "data_offset": (at + rec_len).astype(_holding(size)),
-        "linktype": np.full(count, linktype, dtype=_STORED_DTYPES["linktype"]),
-        "interface": np.zeros(count, dtype=_STORED_DTYPES["interface"]),
+        "linktype": np.full(count, linktype, dtype=_holding(linktype)),
+        "interface": np.zeros(count, dtype=np.uint8),
     }
     return _Frames(cols, errors)
 
@@ -1007,11 +1016,11 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
     cols = {
         "frame": (rows + 1).astype(_holding(count)),
         "ts": ts[rows],
-        "caplen": caplen[rows].astype(_STORED_DTYPES["caplen"]),
-        "wirelen": wirelen[rows].astype(_STORED_DTYPES["wirelen"]),
+        "caplen": narrowest(caplen[rows]),
+        "wirelen": narrowest(wirelen[rows]),
         "data_offset": data_at[rows].astype(_holding(size)),
-        "linktype": linktype[rows].astype(_STORED_DTYPES["linktype"]),
-        "interface": ifid[rows].astype(_STORED_DTYPES["interface"]),
+        "linktype": narrowest(linktype[rows]),
+        "interface": narrowest(ifid[rows]),
     }
     return _Frames(cols, errors)
 
@@ -1293,6 +1302,17 @@ capture of ten million frames must not cost gigabytes while it is indexed)."""
 _WIDE = ("frame", "caplen", "wirelen", "data_offset", "linktype", "interface")
 
 
+def _store(cols: dict[str, np.ndarray], name: str, lo: int, values: np.ndarray) -> None:
+    """``cols[name][lo:lo + len(values)] = values``, the column widened first (to the
+    dtype it is computed in) if a value does not fit its dtype."""
+    col = cols[name]
+    if col.dtype.kind in "iu" and len(values) and values.dtype != col.dtype:
+        info = np.iinfo(col.dtype)
+        if int(values.min()) < info.min or int(values.max()) > info.max:
+            col = cols[name] = col.astype(np.int64)
+    col[lo : lo + len(values)] = values
+
+
 def _decode_windows(
     path: str, buf: Buffer, data: _Bytes, frames: dict[str, np.ndarray]
 ) -> _Decoded:
@@ -1301,8 +1321,18 @@ def _decode_windows(
     (rows of the file) and fallback count; the address table lists each address once, in
     order of first window."""
     n = len(frames["frame"])
+    # Built as narrow as the frames allow (a payload and the options' place are within the
+    # captured bytes; the claimed length is at most an IP length or the original length):
+    # a value that does not fit widens its column (_store).
+    caplen = int(frames["caplen"].max()) if n else 0
+    wirelen = int(frames["wirelen"].max()) if n else 0
+    widths = {
+        "options_at": _holding(caplen),
+        "payload_len": _holding(caplen),
+        "claimed_len": _holding(max(wirelen, 0xFFFF)),
+    }
     cols: dict[str, np.ndarray] = {
-        name: np.full(n, _FILLS[name], dtype=dtype)
+        name: np.full(n, _FILLS[name], dtype=widths.get(name, dtype))
         for name, dtype in _STORED_DTYPES.items()
         if name not in _FRAME_COLUMNS
     }
@@ -1324,11 +1354,14 @@ def _decode_windows(
         payload = part.cols.pop("payload_offset")
         if not np.array_equal(payload[tcp], (options + part.cols["options_len"])[tcp]):
             raise AssertionError(f"{path}: payload offsets not after the options")
-        cols["options_at"][lo:hi] = np.where(tcp, options - start, 0)
+        _store(cols, "options_at", lo, np.where(tcp, options - start, 0))
         del options, payload, start
         for name, col in part.cols.items():
-            cols[name][lo:hi] = (
-                np.where(col >= 0, col + base, -1) if name in ("src", "dst") else col
+            _store(
+                cols,
+                name,
+                lo,
+                np.where(col >= 0, col + base, -1) if name in ("src", "dst") else col,
             )
         tables.append(part.addresses)
         base += len(part.addresses)

@@ -651,3 +651,19 @@ def test_offsets_past_4_gib_and_tso_frames(tmp_path: Path) -> None:
         rows = np.arange(first, len(index))
         joined = index.gather(rows, index.payload_offsets(rows), index.payload_len[rows])
         assert joined == payload + GET[20:] * 300
+
+
+def test_a_value_past_its_column_widens_it() -> None:
+    """A decoded value that does not fit the width a column was built in (none should:
+    the widths follow from the frames' lengths) widens the column, never wraps."""
+    from sse_forensics.ingest.packet_index import _store, narrowest
+
+    cols = {"payload_len": np.zeros(4, dtype=np.uint16)}
+    _store(cols, "payload_len", 0, np.array([7, 65535], dtype=np.int64))
+    assert cols["payload_len"].dtype == np.uint16
+    _store(cols, "payload_len", 2, np.array([70000, -1], dtype=np.int64))
+    assert cols["payload_len"].tolist() == [7, 65535, 70000, -1]
+    assert narrowest(cols["payload_len"]).dtype == np.int32
+    assert narrowest(np.array([0, 255])).dtype == np.uint8
+    assert narrowest(np.array([-1, 127])).dtype == np.int8
+    assert narrowest(np.array([0, 1 << 32])).dtype == np.int64
