@@ -257,12 +257,19 @@ class PacketIndex:
     TCP columns, meaningful where ``is_tcp`` (zero or -1 elsewhere): ``ip_version`` (4/6),
     ``src``/``dst`` (indexes into :attr:`addresses`, formatted like ``TCPSegment.src``),
     ``sport``, ``dport``, ``seq``, ``ack``, ``flags`` (with NS/AE as bit 8, as
-    ``TCPSegment.flags``), ``window`` (unscaled), ``options_offset``/``options_len`` (the raw
-    TCP options, ``TCPSegment.options``), ``payload_offset``/``payload_len`` (the captured
-    payload, ``TCPSegment.payload``), ``claimed_len`` (the payload length the IP header
-    announces: ``claimed_len - payload_len`` is ``TCPSegment.missing_tail``), ``wscale``
-    (the Window Scale shift a SYN offers, as ``window_scale_offer``; -1 for no offer and
-    for segments without SYN).
+    ``TCPSegment.flags``), ``window`` (unscaled), ``options_at``/``options_len`` (the raw
+    TCP options, ``TCPSegment.options``, start ``options_at`` bytes into the frame: see
+    :meth:`options_start`), ``payload_len`` (the captured payload, ``TCPSegment.payload``,
+    which follows the options: :meth:`payload_start`, :meth:`payload_offsets`),
+    ``claimed_len`` (the payload length the IP header announces: ``claimed_len -
+    payload_len`` is ``TCPSegment.missing_tail``), ``wscale`` (the Window Scale shift a SYN
+    offers, as ``window_scale_offer``; -1 for no offer and for segments without SYN).
+
+    Each column is held in the smallest dtype its values need (issue 9: the index lives for
+    the whole scan, one element per frame): ``file``, ``frame``, the lengths, ``data_offset``
+    (64-bit only for a file past 4 GiB), ``linktype``, ``interface``, ``src``/``dst`` and
+    ``options_at`` as narrow as the capture allows; ``seq``/``ack`` uint32, ports, flags and
+    window uint16. Widen before arithmetic that can leave the dtype (``astype(np.int64)``).
 
     ``errors``: the ReadErrors of the readers and of ``decode_tcp``, in the order
     :func:`~sse_forensics.reassembly.capture.reassemble` would collect them. ``stats``: per
@@ -293,9 +300,8 @@ class PacketIndex:
     ack: np.ndarray
     flags: np.ndarray
     window: np.ndarray
-    options_offset: np.ndarray
+    options_at: np.ndarray
     options_len: np.ndarray
-    payload_offset: np.ndarray
     payload_len: np.ndarray
     claimed_len: np.ndarray
     wscale: np.ndarray
@@ -339,7 +345,7 @@ class PacketIndex:
     @property
     def missing_tail(self) -> np.ndarray:
         """Payload bytes on the wire but not captured, per frame (``TCPSegment.missing_tail``)."""
-        out: np.ndarray = self.claimed_len - self.payload_len
+        out: np.ndarray = self.claimed_len.astype(np.int64) - self.payload_len
         return out
 
     @property
@@ -383,11 +389,42 @@ class PacketIndex:
 
     def payload(self, i: int) -> bytes:
         """The captured TCP payload of frame ``i`` (``TCPSegment.payload``)."""
-        return self._bytes(i, int(self.payload_offset[i]), int(self.payload_len[i]))
+        return self._bytes(i, self.payload_start(i), int(self.payload_len[i]))
 
     def options(self, i: int) -> bytes:
         """The raw TCP options of frame ``i`` (``TCPSegment.options``)."""
-        return self._bytes(i, int(self.options_offset[i]), int(self.options_len[i]))
+        return self._bytes(i, self.options_start(i), int(self.options_len[i]))
+
+    def options_start(self, i: int) -> int:
+        """Where the TCP options of frame ``i`` start in its file."""
+        return int(self.data_offset[i]) + int(self.options_at[i])
+
+    def payload_start(self, i: int) -> int:
+        """Where the TCP payload of frame ``i`` starts in its file."""
+        return self.options_start(i) + int(self.options_len[i])
+
+    def payload_offsets(self, rows: np.ndarray) -> np.ndarray:
+        """Where the TCP payload of each of ``rows`` (TCP rows) starts in its file (int64)."""
+        out: np.ndarray = (
+            self.data_offset[rows].astype(np.int64)
+            + self.options_at[rows].astype(np.int64)
+            + self.options_len[rows].astype(np.int64)
+        )
+        return out
+
+    @property
+    def options_offset(self) -> np.ndarray:
+        """Every frame's :meth:`options_start` (int64, 0 where not TCP), computed."""
+        out: np.ndarray = np.where(
+            self.is_tcp, self.data_offset.astype(np.int64) + self.options_at, 0
+        )
+        return out
+
+    @property
+    def payload_offset(self) -> np.ndarray:
+        """Every frame's :meth:`payload_start` (int64, 0 where not TCP), computed."""
+        out: np.ndarray = np.where(self.is_tcp, self.options_offset + self.options_len, 0)
+        return out
 
     def origin(self, i: int) -> Origin:
         return Origin(self.sources[int(self.file[i])], int(self.frame[i]), float(self.ts[i]))
@@ -423,7 +460,7 @@ class PacketIndex:
         )
 
 
-# (name, dtype, fill value for rows without TCP)
+# (name, dtype computed in, fill value for rows without TCP)
 _COLUMNS: tuple[tuple[str, type, int], ...] = (
     ("frame", np.int64, 0),
     ("ts", np.float64, 0),
@@ -450,17 +487,67 @@ _COLUMNS: tuple[tuple[str, type, int], ...] = (
     ("wscale", np.int8, -1),
 )
 _FRAME_COLUMNS = ("frame", "ts", "caplen", "wirelen", "data_offset", "linktype", "interface")
-# Columns the finished index holds narrower than they are computed in (issue 16: a flood of
-# tiny frames costs the index per frame): every value fits (a captured length is at most
-# MAX_SANE_CAPLEN or the file's snaplen, an original length is a 32-bit field, link types
-# and interface numbers are small, TCP options at most 40 bytes).
+# The absolute offsets the decode computes; the index keeps ``options_at`` instead (the
+# options' place in the frame: options_offset - data_offset), and the payload follows the
+# options (payload_offset = options_offset + options_len, as decode_tcp slices them).
+_DERIVED = ("options_offset", "payload_offset")
+# The columns of a file's index and of the finished one, with the dtype a file's index holds
+# them in while it is built (every value fits: a captured length is at most
+# MAX_SANE_CAPLEN or the file's 32-bit snaplen, an original length is a 32-bit field, TCP
+# options at most 40 bytes, a payload within a frame). The columns of varying width are
+# narrowed to the smallest dtype that holds their values (:func:`narrowest`) once filled.
 _STORED_DTYPES: dict[str, type] = {
+    **{name: dtype for name, dtype, _ in _COLUMNS if name not in _DERIVED},
     "caplen": np.uint32,
     "wirelen": np.uint32,
     "linktype": np.uint32,
     "interface": np.uint32,
+    "options_at": np.uint32,
     "options_len": np.uint8,
+    "payload_len": np.uint32,
+    "claimed_len": np.uint32,
 }
+_FILLS: dict[str, int] = {name: fill for name, _, fill in _COLUMNS} | {"options_at": 0}
+# Columns stored as narrow as their values allow (issue 9: the index is held for the whole
+# scan, one element per frame; a 5 GB capture has some 11 million). Readers widen what they
+# compute with (``astype(np.int64)``).
+_NARROWED = (
+    "file",
+    "frame",
+    "caplen",
+    "wirelen",
+    "data_offset",
+    "linktype",
+    "interface",
+    "src",
+    "dst",
+    "options_at",
+    "payload_len",
+    "claimed_len",
+)
+_WIDTHS = (np.uint8, np.uint16, np.uint32, np.int8, np.int16, np.int32)
+
+
+def narrowest(col: np.ndarray) -> np.ndarray:
+    """``col`` in the smallest integer dtype that holds its values (unsigned unless one is
+    negative; int64 past 32 bits): the same values, each column as wide as its data needs
+    (a frame number, or a byte offset into a capture past 4 GiB, stays 64-bit)."""
+    if not len(col):
+        return col.astype(np.uint8)
+    lo, hi = int(col.min()), int(col.max())
+    for dtype in _WIDTHS:
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return col.astype(dtype, copy=False)
+    return col.astype(np.int64, copy=False)
+
+
+def _holding(value: int) -> type:
+    """The smallest unsigned dtype (int64 past 32 bits) that holds 0..``value``."""
+    for dtype in _WIDTHS[:3]:
+        if value <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 # -- byte gathering ---------------------------------------------------------------------------
@@ -646,22 +733,31 @@ def _read_pcap(path: str, buf: Buffer, size: int, data: _Bytes, stats: CaptureSt
         errors.append((0 if skip else count, ReadError(path, what, frame=number, ts=ts)))
     if skip or not count:
         return _Frames(_empty_frames(), errors)
-    at = np.frombuffer(offsets, dtype=np.int64).copy()
+    at = np.frombuffer(offsets, dtype=np.int64)  # a view: the array lives as long as it
     del offsets
-    # Record headers only: the decode gathers each window's frame heads (issue 9).
-    head = data.rows(at, 16).view(endian + "u4")
-    sec_a = head[:, 0].astype(np.float64)
-    frac_a = head[:, 1].astype(np.float64)
-    cols = {
-        "frame": np.arange(1, count + 1, dtype=np.int64),
+    # Record headers only (the decode gathers each window's frame heads), a window of
+    # records at a time: the temporaries are a window's, not the file's (issue 9).
+    ts = np.empty(count, dtype=np.float64)
+    caplen = np.empty(count, dtype=np.uint32)
+    wirelen = np.empty(count, dtype=np.uint32)
+    for lo in range(0, count, DECODE_WINDOW):
+        hi = min(count, lo + DECODE_WINDOW)
+        head = data.rows(at[lo:hi], 16).view(endian + "u4")
         # sec + frac / per_second as the reader computes it: frac and per_second are exact
         # doubles, so the division is the correctly rounded one Python's int / int gives.
-        "ts": sec_a + frac_a / float(per_second),
-        "caplen": head[:, 2].astype(_STORED_DTYPES["caplen"]),
-        "wirelen": head[:, 3].astype(_STORED_DTYPES["wirelen"]),
-        "data_offset": at + rec_len,
-        "linktype": np.full(count, linktype, dtype=_STORED_DTYPES["linktype"]),
-        "interface": np.zeros(count, dtype=_STORED_DTYPES["interface"]),
+        ts[lo:hi] = head[:, 0].astype(np.float64) + head[:, 1].astype(np.float64) / float(
+            per_second
+        )
+        caplen[lo:hi] = head[:, 2]
+        wirelen[lo:hi] = head[:, 3]
+    cols = {
+        "frame": np.arange(1, count + 1, dtype=_holding(count)),
+        "ts": ts,
+        "caplen": narrowest(caplen),
+        "wirelen": narrowest(wirelen),
+        "data_offset": (at + rec_len).astype(_holding(size)),
+        "linktype": np.full(count, linktype, dtype=_holding(linktype)),
+        "interface": np.zeros(count, dtype=np.uint8),
     }
     return _Frames(cols, errors)
 
@@ -918,13 +1014,13 @@ def _read_pcapng(path: str, buf: Buffer, size: int, data: _Bytes, stats: Capture
 
     rows = np.flatnonzero(good)
     cols = {
-        "frame": rows + 1,
+        "frame": (rows + 1).astype(_holding(count)),
         "ts": ts[rows],
-        "caplen": caplen[rows].astype(_STORED_DTYPES["caplen"]),
-        "wirelen": wirelen[rows].astype(_STORED_DTYPES["wirelen"]),
-        "data_offset": data_at[rows],
-        "linktype": linktype[rows].astype(_STORED_DTYPES["linktype"]),
-        "interface": ifid[rows].astype(_STORED_DTYPES["interface"]),
+        "caplen": narrowest(caplen[rows]),
+        "wirelen": narrowest(wirelen[rows]),
+        "data_offset": data_at[rows].astype(_holding(size)),
+        "linktype": narrowest(linktype[rows]),
+        "interface": narrowest(ifid[rows]),
     }
     return _Frames(cols, errors)
 
@@ -1203,19 +1299,41 @@ DECODE_WINDOW = 1 << 18
 hundred bytes per frame) are held for one window, not for the whole file (issue 9: a
 capture of ten million frames must not cost gigabytes while it is indexed)."""
 # Frame columns the decode computes with as int64 (they are stored narrower).
-_WIDE = ("caplen", "wirelen", "linktype", "interface")
+_WIDE = ("frame", "caplen", "wirelen", "data_offset", "linktype", "interface")
+
+
+def _store(cols: dict[str, np.ndarray], name: str, lo: int, values: np.ndarray) -> None:
+    """``cols[name][lo:lo + len(values)] = values``, the column widened first (to the
+    dtype it is computed in) if a value does not fit its dtype."""
+    col = cols[name]
+    if col.dtype.kind in "iu" and len(values) and values.dtype != col.dtype:
+        info = np.iinfo(col.dtype)
+        if int(values.min()) < info.min or int(values.max()) > info.max:
+            col = cols[name] = col.astype(np.int64)
+    col[lo : lo + len(values)] = values
 
 
 def _decode_windows(
     path: str, buf: Buffer, data: _Bytes, frames: dict[str, np.ndarray]
 ) -> _Decoded:
     """:func:`_decode` over windows of :data:`DECODE_WINDOW` frames, into columns of their
-    stored widths: the same columns, errors (rows of the file) and fallback count; the
-    address table lists each address once, in order of first window."""
+    stored widths: the same columns (``options_at`` for the absolute offsets), errors
+    (rows of the file) and fallback count; the address table lists each address once, in
+    order of first window."""
     n = len(frames["frame"])
+    # Built as narrow as the frames allow (a payload and the options' place are within the
+    # captured bytes; the claimed length is at most an IP length or the original length):
+    # a value that does not fit widens its column (_store).
+    caplen = int(frames["caplen"].max()) if n else 0
+    wirelen = int(frames["wirelen"].max()) if n else 0
+    widths = {
+        "options_at": _holding(caplen),
+        "payload_len": _holding(caplen),
+        "claimed_len": _holding(max(wirelen, 0xFFFF)),
+    }
     cols: dict[str, np.ndarray] = {
-        name: np.full(n, fill, dtype=_STORED_DTYPES.get(name, dtype))
-        for name, dtype, fill in _COLUMNS
+        name: np.full(n, _FILLS[name], dtype=widths.get(name, dtype))
+        for name, dtype in _STORED_DTYPES.items()
         if name not in _FRAME_COLUMNS
     }
     tables: list[Addresses] = []
@@ -1229,10 +1347,21 @@ def _decode_windows(
             for name, col in frames.items()
         }
         part = _decode(path, buf, data, window, None)
+        start = window["data_offset"]
         del window
+        tcp = part.cols["is_tcp"]
+        options = part.cols.pop("options_offset")
+        payload = part.cols.pop("payload_offset")
+        if not np.array_equal(payload[tcp], (options + part.cols["options_len"])[tcp]):
+            raise AssertionError(f"{path}: payload offsets not after the options")
+        _store(cols, "options_at", lo, np.where(tcp, options - start, 0))
+        del options, payload, start
         for name, col in part.cols.items():
-            cols[name][lo:hi] = (
-                np.where(col >= 0, col + base, -1) if name in ("src", "dst") else col
+            _store(
+                cols,
+                name,
+                lo,
+                np.where(col >= 0, col + base, -1) if name in ("src", "dst") else col,
             )
         tables.append(part.addresses)
         base += len(part.addresses)
@@ -1450,14 +1579,16 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     positions = [_stream_positions(f) for f in files]
     placed: list[tuple[float, ReadError]] = []
     if not files:
-        cols: dict[str, np.ndarray] = {name: np.zeros(0, dtype) for name, dtype, _ in _COLUMNS}
-        cols["file"] = np.zeros(0, dtype=np.int32)
+        cols: dict[str, np.ndarray] = {
+            name: np.zeros(0, dtype) for name, dtype in _STORED_DTYPES.items()
+        }
+        cols["file"] = np.zeros(0, dtype=np.uint8)
         addresses = Addresses()
     elif len(files) == 1:
         (f,) = files
         row_at, error_at = positions[0]
         cols = dict(f.cols)
-        cols["file"] = np.zeros(len(f.cols["frame"]), dtype=np.int32)
+        cols["file"] = np.zeros(len(f.cols["frame"]), dtype=np.uint8)
         addresses = f.addresses
         placed.extend(
             (float(at), err) for at, (_, err) in zip(error_at, f.read_errors, strict=True)
@@ -1466,8 +1597,8 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     else:
         cols, addresses = _merge_rows(files, positions, placed)
     placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
-    for name, dtype in _STORED_DTYPES.items():
-        cols[name] = cols[name].astype(dtype, copy=False)
+    for name in _NARROWED:
+        cols[name] = narrowest(cols[name])
     return PacketIndex(
         sources=[f.path for f in files],
         addresses=addresses,
@@ -1529,12 +1660,12 @@ def _merge_rows(
 
     addresses, remaps = join_addresses([f.addresses for f in files])  # -1 stays -1
     cols: dict[str, np.ndarray] = {}
-    for name, dtype, _fill in _COLUMNS:
+    for name in _STORED_DTYPES:
         parts = [f.cols[name] for f in files]
         if name in ("src", "dst"):
             parts = [remaps[i][p] for i, p in enumerate(parts)]
-        cols[name] = np.concatenate(parts).astype(dtype, copy=False)[row_global]
-    cols["file"] = row_file.astype(np.int32)
+        cols[name] = np.concatenate(parts)[row_global]  # narrowed by _merge
+    cols["file"] = row_file
 
     merged_at = np.flatnonzero(is_error)
     for at in merged_at.tolist():

@@ -81,8 +81,8 @@ def assert_same(paths: list[str], index: PacketIndex | None = None) -> PacketInd
             offer = window_scale_offer(seg.options) if seg.flags & TCP_SYN else None
             assert index.wscale[i] == (-1 if offer is None else offer), where
             start = int(index.data_offset[i])
-            assert start <= index.options_offset[i] <= index.payload_offset[i], where
-            assert index.payload_offset[i] + index.payload_len[i] <= start + len(frame.data)
+            assert start <= index.options_start(i) <= index.payload_start(i), where
+            assert index.payload_start(i) + int(index.payload_len[i]) <= start + len(frame.data)
         assert index.errors == errors
         assert index.stats == stats
         assert index.tcp_segments == sum(seg is not None for _, seg in rows)
@@ -569,7 +569,7 @@ def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
     """``gather`` (pread, the fast path's payload join) returns the bytes ``payload`` does."""
     with index_capture(str(generated)) as index:
         rows = np.flatnonzero(index.payload_len > 0)[::3]
-        joined = index.gather(rows, index.payload_offset[rows], index.payload_len[rows])
+        joined = index.gather(rows, index.payload_offsets(rows), index.payload_len[rows])
         assert joined == b"".join(index.payload(int(i)) for i in rows)
         assert index.fds and index.fds[0] is not None
     assert index.fds == []
@@ -615,3 +615,69 @@ def test_address_table_across_windows_and_fallback_frames(
     index = assert_same([_write(tmp_path, "mixed.pcap", pcap(records, 1))])
     listed = list(index.addresses)
     assert len(listed) == len(set(listed)) == 7 and index.fallback_frames == 2
+
+
+# -- the index's widths (issue 9: one element per frame, held for the whole scan) ---------------
+
+
+def _index_bytes(index: PacketIndex) -> int:
+    return sum(v.nbytes for v in vars(index).values() if isinstance(v, np.ndarray))
+
+
+def test_columns_as_narrow_as_their_values(generated: Path) -> None:
+    """An ordinary capture (one file under 4 GiB, Ethernet, MTU-sized frames, a few
+    addresses) costs at most 52 bytes per frame, and every column reads as decode_tcp
+    decodes it (:func:`assert_same`)."""
+    index = assert_same([str(generated)])
+    n = len(index)
+    assert n > 1000 and _index_bytes(index) <= 52 * n
+    assert index.data_offset.dtype == np.uint32 and index.file.dtype == np.uint8
+    assert index.seq.dtype == index.ack.dtype == np.uint32  # seq.py's 32-bit arithmetic
+
+
+def test_offsets_past_4_gib_and_tso_frames(tmp_path: Path) -> None:
+    """A file past 4 GiB keeps 64-bit offsets, a payload past 64 KiB (a TSO/GRO frame: IPv4
+    total length 0) and addresses past 255 widen their columns: the bytes past 4 GiB read
+    back as written, the segment as decode_tcp decodes it. (The file is sparse: 16,385
+    frames of holes, then the frames that matter.)"""
+    big = 262144  # MAX_SANE_CAPLEN
+    payload = bytes(range(256)) * 300  # 76,800 bytes
+    tso = ether(ipv4(tcp(seq=0xFFFFFF00, flags=TCP_PSH | TCP_ACK) + payload, total=0))
+    path = tmp_path / "past-4-gib.pcap"
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, big, 1))
+        for i in range(16385):  # 16,385 * (16 + 262,144) bytes > 4 GiB
+            fh.write(struct.pack("<IIII", 1_700_000_000, i, big, big))
+            fh.seek(big, 1)
+        records = [tso] + [ether(ipv4(GET, src=f"10.1.{k // 256}.{k % 256}")) for k in range(300)]
+        for k, data in enumerate(records):
+            fh.write(struct.pack("<IIII", 1_700_000_001, k, len(data), len(data)) + data)
+    with index_capture(str(path)) as index:
+        first = 16385
+        assert len(index) == first + 301 and index.data_offset.dtype == np.int64
+        assert int(index.data_offset[first]) > 1 << 32
+        assert index.payload_len.dtype == np.uint32 and int(index.payload_len[first]) == 76800
+        assert index.src.dtype == np.int16  # 301 addresses and -1 (no TCP)
+        for i in (first, first + 1, len(index) - 1):
+            frame = index.frame_record(i)
+            assert frame.data == records[i - first] and index.segment(i) == decode_tcp(frame)
+        assert index.payload(first) == payload and int(index.seq[first]) == 0xFFFFFF00
+        rows = np.arange(first, len(index))
+        joined = index.gather(rows, index.payload_offsets(rows), index.payload_len[rows])
+        assert joined == payload + GET[20:] * 300
+
+
+def test_a_value_past_its_column_widens_it() -> None:
+    """A decoded value that does not fit the width a column was built in (none should:
+    the widths follow from the frames' lengths) widens the column, never wraps."""
+    from sse_forensics.ingest.packet_index import _store, narrowest
+
+    cols = {"payload_len": np.zeros(4, dtype=np.uint16)}
+    _store(cols, "payload_len", 0, np.array([7, 65535], dtype=np.int64))
+    assert cols["payload_len"].dtype == np.uint16
+    _store(cols, "payload_len", 2, np.array([70000, -1], dtype=np.int64))
+    assert cols["payload_len"].tolist() == [7, 65535, 70000, -1]
+    assert narrowest(cols["payload_len"]).dtype == np.int32
+    assert narrowest(np.array([0, 255])).dtype == np.uint8
+    assert narrowest(np.array([-1, 127])).dtype == np.int8
+    assert narrowest(np.array([0, 1 << 32])).dtype == np.int64

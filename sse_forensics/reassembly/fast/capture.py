@@ -252,7 +252,8 @@ def reassemble_fast(
     # the group of the row of its first frame (rows of one file are in frame order).
     file_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # file: its rows, their frames
     source_no = {path: k for k, path in enumerate(index.sources)}
-    row_group = np.zeros(len(index), dtype=np.int64)  # the group of each TCP row
+    # the group of each TCP row (int32: held per frame for the whole reassembly)
+    row_group = np.zeros(len(index), dtype=np.int32 if len(groups) < 1 << 31 else np.int64)
     row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
 
     def flow_position(conn: Connection) -> int:
@@ -318,7 +319,7 @@ def reassemble_fast(
     )
     mine = np.flatnonzero(cand_ids % parts == part)
     sizes = (
-        np.add.reduceat(index.payload_len[groups.rows], groups.starts[:-1])
+        np.add.reduceat(index.payload_len[groups.rows].astype(np.int64), groups.starts[:-1])
         if len(groups)
         else np.zeros(0, dtype=np.int64)
     )
@@ -448,7 +449,7 @@ def _join(
 ) -> tuple[bytes, np.ndarray]:
     """The new bytes of ``rows`` (``lengths`` of them after ``skip`` payload bytes each)
     concatenated, and where each row's start in the result."""
-    offsets = index.payload_offset[rows] + skip
+    offsets = index.payload_offsets(rows) + skip
     starts = np.zeros(len(rows), dtype=np.int64)
     if len(rows):
         np.cumsum(lengths[:-1], out=starts[1:])
@@ -579,7 +580,7 @@ class _Batch:
                     server = bool(check.server[p])
                     buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
                     n = int(check.overlap_len[p])
-                    pos = int(index.payload_offset[row]) + int(check.overlap_skip[p])
+                    pos = index.payload_start(row) + int(check.overlap_skip[p])
                     stream_at = base + int(check.overlap_at[p])
                     if views[int(index.file[row])][pos : pos + n] != buf[stream_at : stream_at + n]:
                         c.reason = R_INCONSISTENT

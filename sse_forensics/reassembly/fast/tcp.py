@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sse_forensics.ingest.packet_index import PacketIndex
+from sse_forensics.ingest.packet_index import PacketIndex, narrowest
 from sse_forensics.ingest.packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.flows import Connection, community_id
@@ -134,15 +134,16 @@ class GroupCheck:
     candidate: np.ndarray  # bool [G]
     exact_tcp: np.ndarray  # bool [G]: TCP expert analysis needs the exact analyzer
     server: np.ndarray  # bool per grouped row: sent by the server
-    offset: np.ndarray  # int64 per grouped row: stream offset of its new bytes
-    fresh: np.ndarray  # int64 per grouped row: bytes it adds to its stream (first copy)
-    skip: np.ndarray  # int64 per grouped row: payload bytes before them (already seen)
+    # Per grouped row, each in the smallest integer dtype its values need (issue 9: held
+    # for the whole reassembly; widen before arithmetic):
+    fresh: np.ndarray  # bytes it adds to its stream (first copy)
+    skip: np.ndarray  # payload bytes before them (already seen)
     final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
     first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
     shift: np.ndarray  # int8 [G, 2]: window scale of client, server
-    # Per grouped row: payload bytes that repeat bytes already delivered (a retransmission
-    # or overlap the reassembler compares with the first copy), where they start in the
-    # payload and in the stream.
+    # Per grouped row (narrowest dtypes too): payload bytes that repeat bytes already
+    # delivered (a retransmission or overlap the reassembler compares with the first copy),
+    # where they start in the payload and in the stream.
     overlap_len: np.ndarray
     overlap_skip: np.ndarray
     overlap_at: np.ndarray
@@ -160,7 +161,8 @@ class GroupCheck:
         return lo + np.flatnonzero(self.overlap_len[lo:hi] > 0)
 
 
-_PER_ROW = ("server", "offset", "fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
+_PER_ROW = ("server", "fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
+_NARROWED = ("fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
 
 
 CLASSIFY_ROWS = 1 << 18
@@ -191,7 +193,10 @@ def classify_groups(index: PacketIndex, groups: FlowGroups, capture_end: float) 
 
 
 def _candidates_only(check: GroupCheck, groups: FlowGroups) -> GroupCheck:
-    """``check`` with its per-row arrays cut to the rows of candidates."""
+    """``check`` with its per-row arrays cut to the rows of candidates, each in the
+    narrowest dtype that holds its values."""
+    for name in _NARROWED:
+        setattr(check, name, narrowest(getattr(check, name)))
     if bool(check.candidate.all()):
         return check
     counts = np.diff(groups.starts)
@@ -228,7 +233,6 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
         cat("candidate"),
         cat("exact_tcp"),
         cat("server"),
-        cat("offset"),
         cat("fresh"),
         cat("skip"),
         final,
@@ -434,7 +438,6 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         ~bad,
         exact_tcp,
         server,
-        got_own,
         fresh,
         plen - fresh,
         final,
