@@ -106,12 +106,9 @@ class SpillPart:
 def _constants(df: pl.DataFrame) -> tuple[tuple[str, object, PolarsDataType], ...]:
     """The columns of ``df`` that hold one value on every row (a log line's file, an access
     pseudo-connection's thirty fixed exchange columns), with that value and their dtype;
-    one column is always left to be written (a file's height is its columns'). A float
-    column only when all null: min and max do not tell -0.0 from 0.0, nor see a NaN."""
+    one column is always left to be written (a file's height is its columns')."""
     found = []
     for column in df.get_columns()[1:]:
-        if column.dtype.is_float() and column.null_count() != column.len():
-            continue
         same, value = constant_value(column)
         if same:
             found.append((column.name, value, column.dtype))
@@ -515,10 +512,8 @@ def client_rows(
     del unmatched
     # The columns of one value (an access pseudo-connection's thirty fixed exchange
     # columns, its file) held once: a third of the rows' bytes on the mid log set, so
-    # the store spills (and writes a file to every partition) a third less often. Floats
-    # aside: min and max do not tell -0.0 from 0.0.
-    fixed = [c for c, t in exchanges.schema.items() if not t.is_float()]
-    store.add(conns, compact(exchanges, fixed), EventColumns.frame())
+    # the store spills (and writes a file to every partition) a third less often.
+    store.add(conns, compact(exchanges), EventColumns.frame())
     return exchanges.height, conns.height
 
 

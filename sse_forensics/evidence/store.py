@@ -81,7 +81,8 @@ def narrow_events(events: pl.LazyFrame) -> pl.LazyFrame:
 def constant_value(column: pl.Series) -> tuple[bool, object]:
     """Whether every row of ``column`` holds one value (nulls included), and that value.
     Decided without hashing: null count, else min and max (strings: each compared with the
-    first)."""
+    first; floats: their bit patterns, since min and max do not tell -0.0 from 0.0 and skip
+    NaN)."""
     nulls = column.null_count()
     if nulls == column.len():
         return True, None
@@ -93,6 +94,9 @@ def constant_value(column: pl.Series) -> tuple[bool, object]:
     values = column.to_physical() if column.dtype == pl.Categorical else column
     if values.dtype == pl.Boolean:
         values = values.cast(pl.UInt8)
+    if values.dtype.is_float():
+        array = values.to_numpy()
+        values = pl.Series(array.view(np.dtype(f"i{array.itemsize}")))
     if values.dtype.is_numeric() and values.min() == values.max():
         return True, column[0]
     return False, None

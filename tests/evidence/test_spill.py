@@ -58,3 +58,13 @@ def test_spilled_partitions_read_back_as_added(tmp_path: Path) -> None:
     files = list(tmp_path.glob("*.parquet"))
     assert files
     assert all("kind" not in pl.read_parquet_schema(f) for f in files)
+
+
+def test_a_float_column_is_constant_only_when_its_bits_are() -> None:
+    """min and max call 0.0 and -0.0 equal and skip NaN: neither is one value."""
+    from sse_forensics.evidence.store import constant_value
+
+    assert constant_value(pl.Series([0.0, -0.0]))[0] is False
+    assert constant_value(pl.Series([1.0, float("nan")]))[0] is False
+    assert constant_value(pl.Series([2.5, 2.5], dtype=pl.Float32)) == (True, 2.5)
+    assert constant_value(pl.Series([None, None], dtype=pl.Float64)) == (True, None)
