@@ -35,7 +35,12 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
-from sse_forensics.evidence.store import EvidenceStore, compact, constant_value
+from sse_forensics.evidence.store import (
+    SCRATCH_COMPRESSION,
+    EvidenceStore,
+    compact,
+    constant_value,
+)
 from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
@@ -197,7 +202,9 @@ class Spill:
             if constants:
                 whole = whole.drop([c for c, _, _ in constants])
             group = max(_ROW_GROUP_MIN, whole.height // len(parts))
-            whole.write_parquet(path, compression="lz4", statistics=False, row_group_size=group)
+            whole.write_parquet(
+                path, compression=SCRATCH_COMPRESSION, statistics=False, row_group_size=group
+            )
             del whole
             offset = 0
             for bucket, df in parts:

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import polars as pl
@@ -29,10 +30,13 @@ from sse_forensics.evidence.tables import (
     split_by,
 )
 
+# How the store and the log spill compress their scratch Parquet: lz4 is a third cheaper to
+# write than zstd, for files about twice as large (the mid log set's 153 MB wrote its store
+# in 1.15 CPU s, 1.68 with zstd).
+SCRATCH_COMPRESSION: Final = "lz4"
+
 # Batches held in memory before the store writes them to its scratch directory. Parquet
-# (lz4: a third cheaper to write than zstd, for files about twice as large: the mid log
-# set's 153 MB wrote its store in 1.15 CPU s, 1.68 with zstd) files are half of the
-# in-memory size or less; reading one partition back
+# files are half of the in-memory size or less; reading one partition back
 # costs one sequential read. benchmarks/scale.py's 400k-packet capture, one process: peak
 # RSS 434 MB with 96 MiB, 355 MB with 32 MiB, 320 MB with 16 MiB (235 MB at 50k packets
 # with any of them), CPU within noise; the smaller, the more files per partition.
@@ -299,7 +303,7 @@ class EvidenceStore:
         self._spills += 1
         path = self.scratch_dir() / f"{name}-{bucket:05d}-{self._spills:05d}.parquet"
         rows = concat([pl.read_parquet(p) for p in files[first:]], table)
-        rows.write_parquet(path, compression="lz4", statistics=False)
+        rows.write_parquet(path, compression=SCRATCH_COMPRESSION, statistics=False)
         for old in files[first:]:
             old.unlink(missing_ok=True)
         files[first:] = [path]
@@ -314,7 +318,9 @@ class EvidenceStore:
                 if not batches:
                     continue
                 path = scratch / f"{table.name}-{bucket:05d}-{self._spills:05d}.parquet"
-                concat(batches, table).write_parquet(path, compression="lz4", statistics=False)
+                concat(batches, table).write_parquet(
+                    path, compression=SCRATCH_COMPRESSION, statistics=False
+                )
                 part.files[table.name].append(path)
                 part.batches[table.name] = []
         self._held = 0
