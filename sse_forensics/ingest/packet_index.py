@@ -412,20 +412,6 @@ class PacketIndex:
         )
         return out
 
-    @property
-    def options_offset(self) -> np.ndarray:
-        """Every frame's :meth:`options_start` (int64, 0 where not TCP), computed."""
-        out: np.ndarray = np.where(
-            self.is_tcp, self.data_offset.astype(np.int64) + self.options_at, 0
-        )
-        return out
-
-    @property
-    def payload_offset(self) -> np.ndarray:
-        """Every frame's :meth:`payload_start` (int64, 0 where not TCP), computed."""
-        out: np.ndarray = np.where(self.is_tcp, self.options_offset + self.options_len, 0)
-        return out
-
     def origin(self, i: int) -> Origin:
         return Origin(self.sources[int(self.file[i])], int(self.frame[i]), float(self.ts[i]))
 
