@@ -201,11 +201,12 @@ class EvidenceStore:
     def __init__(
         self,
         buckets: int = 1,
-        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        memory_budget: int | None = None,
         scratch: str | None = None,
     ) -> None:
         self.buckets = max(1, buckets)
-        self.memory_budget = memory_budget
+        # Read when the store is made (a test lowers it to spill every batch).
+        self.memory_budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
         self._scratch_parent = scratch
         self._scratch: Path | None = None
         self._parts = [Partition() for _ in range(self.buckets)]
@@ -364,12 +365,14 @@ class EvidenceStore:
         table: type[Columns],
         columns: Sequence[str | pl.Expr],
         where: pl.Expr | None = None,
-        chunk_rows: int = CHUNK_ROWS,
+        chunk_rows: int | None = None,
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         """(bucket, rows) as :meth:`bucket_columns` gives them, a bucket's rows in several
         frames (in the order they were added): its spilled files a few at a time, about
-        ``chunk_rows`` rows (or one file) each, then its held batches one at a time. A
-        bucket holding one stream of millions of events is never read whole (issue 16)."""
+        ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; or one file) each, then its held
+        batches one at a time. A bucket holding one stream of millions of events is never
+        read whole (issue 16)."""
+        chunk_rows = chunk_rows or CHUNK_ROWS
         for b in range(self.buckets):
             part = self._parts[b]
             lazies = [pl.scan_parquet(g) for g in _file_groups(part.files[table.name], chunk_rows)]
