@@ -122,6 +122,57 @@ def with_scalars(df: pl.DataFrame, scalars: Sequence[pl.Expr]) -> pl.DataFrame:
     return pl.concat([kept, extra], how="horizontal").select(order)
 
 
+def aligned(columns: Sequence[pl.Series], like: pl.DataFrame) -> list[pl.Series]:
+    """``columns`` (as long as ``like``) cut where the columns of ``like`` are cut into
+    chunks, to be put beside them. polars gives a frame whose columns are chunked
+    differently one chunk per column before it selects from it: a copy of every column
+    (issue 16: 220 MB for a partition of one stream of 2.5 million events read back from
+    several files, beside its ID keys computed slice by slice). Each column here is copied
+    once, piece by piece; ``like``'s scalar columns are never read."""
+    counts = like.n_chunks("all")
+    most = max(counts, default=1)
+    if most <= 1:
+        return [c.rechunk() for c in columns]
+    lengths = [c.len() for c in like.get_column(like.columns[counts.index(most)]).get_chunks()]
+    out = []
+    for column in columns:
+        pieces, at = [], 0
+        for n in lengths:
+            pieces.append(column.slice(at, n).rechunk())
+            at += n
+        out.append(pl.concat(pieces, rechunk=False))
+    return out
+
+
+def _is_scalar(df: pl.DataFrame, name: str) -> bool:
+    """Whether column ``name`` of ``df``, one chunk, holds one value throughout (a scalar
+    column, or all null): its estimated size is less than a bit per row. Told without
+    reading it (reading a scalar column materialises it)."""
+    return df.height > 64 and df.select(name).estimated_size() * 8 < df.height
+
+
+def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with every column cut into chunks where its most-cut column is (see
+    :func:`aligned`). A frame concatenated from files, where a column stored once in one
+    file (:func:`compact`) and per row in the next is cut differently from the others, is
+    copied whole by polars at its first select, filter or drop (issue 16: one stream of
+    ten million events read back from a few dozen files). The columns are taken as they
+    are (no copy where their chunks nest in the most-cut column's), those that hold one
+    value throughout as scalar columns."""
+    counts = df.n_chunks("all")
+    most = max(counts, default=1)
+    if most <= 1 or min(counts) == most:
+        return df
+    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and _is_scalar(df, n)]
+    if all(c == most or n in scalar for n, c in zip(df.columns, counts, strict=True)):
+        return df
+    real = [df.get_column(n) for n in df.columns if n not in scalar]
+    values = df.select(pl.col(n).first() for n in scalar).row(0) if scalar else ()
+    schema = df.schema
+    lits = [pl.lit(v, dtype=schema[n]).alias(n) for n, v in zip(scalar, values, strict=True)]
+    return with_scalars(pl.DataFrame(aligned(real, df)), lits).select(df.columns)
+
+
 def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """``df`` with each column that holds one value on every row (say, the sparse JSON-RPC
     and signal columns of a stream with none, or the connection of a partition of one
@@ -184,7 +235,7 @@ def join_buckets(
     return (
         conns,
         concat([x for _, x, _ in loaded], ExchangeColumns),
-        concat([e for _, _, e in loaded], EventColumns),
+        align_chunks(concat([e for _, _, e in loaded], EventColumns)),
     )
 
 
@@ -201,11 +252,12 @@ class EvidenceStore:
     def __init__(
         self,
         buckets: int = 1,
-        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        memory_budget: int | None = None,
         scratch: str | None = None,
     ) -> None:
         self.buckets = max(1, buckets)
-        self.memory_budget = memory_budget
+        # Read when the store is made (a test lowers it to spill every batch).
+        self.memory_budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
         self._scratch_parent = scratch
         self._scratch: Path | None = None
         self._parts = [Partition() for _ in range(self.buckets)]
@@ -364,12 +416,14 @@ class EvidenceStore:
         table: type[Columns],
         columns: Sequence[str | pl.Expr],
         where: pl.Expr | None = None,
-        chunk_rows: int = CHUNK_ROWS,
+        chunk_rows: int | None = None,
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         """(bucket, rows) as :meth:`bucket_columns` gives them, a bucket's rows in several
         frames (in the order they were added): its spilled files a few at a time, about
-        ``chunk_rows`` rows (or one file) each, then its held batches one at a time. A
-        bucket holding one stream of millions of events is never read whole (issue 16)."""
+        ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; or one file) each, then its held
+        batches one at a time. A bucket holding one stream of millions of events is never
+        read whole (issue 16)."""
+        chunk_rows = chunk_rows or CHUNK_ROWS
         for b in range(self.buckets):
             part = self._parts[b]
             lazies = [pl.scan_parquet(g) for g in _file_groups(part.files[table.name], chunk_rows)]

@@ -213,11 +213,12 @@ def _keyed_columns(
 COUNT_SLICE = 1 << 19
 
 
-def _stream_counts(keyed: pl.DataFrame, size: int = COUNT_SLICE) -> pl.DataFrame:
+def _stream_counts(keyed: pl.DataFrame, size: int | None = None) -> pl.DataFrame:
     """Per stream (``conn_id, ex_index``): its events (``n``), data events, first and last
     ID carried, the outliers (IDs that do not fit an arithmetic scheme) and where the first
-    one was seen; counted ``size`` events at a time and added up (issue 16: the filtered
-    columns of one slice are held, not of a stream of millions)."""
+    one was seen; counted ``size`` events at a time (default :data:`COUNT_SLICE`) and added
+    up (issue 16: the filtered columns of one slice are held, not of a stream of millions)."""
+    size = size or COUNT_SLICE
     carries = pl.col("id_field").fill_null("") != ""
     outlier = (
         carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
@@ -258,17 +259,60 @@ def _stream_counts(keyed: pl.DataFrame, size: int = COUNT_SLICE) -> pl.DataFrame
 
 
 def _to_judge(
-    keyed: pl.DataFrame, frame: pl.DataFrame, codecs: dict[Key, IdCodec], logged: set[Key]
+    keyed: pl.DataFrame,
+    frame: pl.DataFrame,
+    codecs: dict[Key, IdCodec],
+    logged: set[Key],
+    size: int | None = None,
 ) -> set[Key]:
     """Streams :func:`~.gaps.live_gaps` could find a gap in: a counter that jumps past its
     high-water mark within a run of one prefix (``gaps._advances``), a ``stream-gap``
-    signal, or opaque IDs with an event log's producer order."""
-    # The few columns read, selected before any filter: a filter copies every column it keeps.
-    # ``keyed`` holds each stream's events together (rank, position order): a run starts
-    # where the stream or the prefix changes, numbered over the whole frame (no window per
-    # stream; one group per run).
-    numbered = (
-        keyed.lazy()
+    signal, or opaque IDs with an event log's producer order. Judged ``size`` events at a
+    time (default :data:`ORDER_SLICE`), the run in progress handed on from slice to slice
+    (its stream, prefix and high-water mark): a stream of ten million events holds one
+    slice's narrow columns (issue 16)."""
+    size = size or ORDER_SLICE
+    out: set[Key] = set()
+    carried: pl.DataFrame | None = None  # the run in progress: its last row, seq = its max
+    for k in range(0, keyed.height, size):
+        part = keyed.slice(k, size)
+        numbered = _numbered(part)
+        out.update(
+            part.select("conn_id", "ex_index", "kind", "event")
+            .filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
+            .select("conn_id", "ex_index")
+            .unique()
+            .iter_rows()
+        )
+        if not numbered.height:
+            continue
+        if carried is not None:
+            numbered = pl.concat([carried, numbered], how="vertical_relaxed")
+        numbered = numbered.with_columns(_RUN_STARTS.fill_null(True).cum_sum().alias("run"))
+        high = pl.col("seq").cum_max().shift(1).over("run")
+        jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
+        out.update(jumps.iter_rows())
+        carried = numbered.filter(pl.col("run") == pl.col("run").last()).select(
+            pl.col("rank", "conn_id", "ex_index", "prefix").last(), pl.col("seq").max()
+        )
+    out.update(k for k in logged if k in codecs and not codecs[k].arithmetic)
+    return out
+
+
+# A run of counters starts where the stream (``rank``) or the prefix changes: ``keyed``
+# holds each stream's events together (rank, position order), so runs are numbered over the
+# frame (no window per stream; one group per run).
+_RUN_STARTS = (pl.col("rank") != pl.col("rank").shift(1)) | (
+    pl.col("prefix") != pl.col("prefix").shift(1)
+)
+
+
+def _numbered(part: pl.DataFrame) -> pl.DataFrame:
+    """``rank, conn_id, ex_index, prefix, seq`` of the events of ``part`` whose counter
+    :func:`_to_judge` follows (an ID with a key, not a signal). The few columns read are
+    selected before any filter: a filter copies every column it keeps."""
+    return (
+        part.lazy()
         .filter(
             (pl.col("id_field").fill_null("") != "")
             & (pl.col("kind") != "signal")
@@ -277,19 +321,6 @@ def _to_judge(
         .select("rank", "conn_id", "ex_index", "prefix", "seq")
         .collect()
     )
-    starts = (pl.col("rank") != pl.col("rank").shift(1)) | (
-        pl.col("prefix") != pl.col("prefix").shift(1)
-    )
-    numbered = numbered.with_columns(starts.fill_null(True).cum_sum().alias("run"))
-    high = pl.col("seq").cum_max().shift(1).over("run")
-    jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
-    out = set(jumps.iter_rows())
-    signals = keyed.select("conn_id", "ex_index", "kind", "event").filter(
-        (pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP)
-    )
-    out.update(signals.select("conn_id", "ex_index").unique().iter_rows())
-    out.update(k for k in logged if k in codecs and not codecs[k].arithmetic)
-    return out
 
 
 def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
@@ -442,7 +473,7 @@ def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def events_plan(
-    cols: EventColumns, frame: pl.DataFrame, slice_size: int = ORDER_SLICE
+    cols: EventColumns, frame: pl.DataFrame, slice_size: int | None = None
 ) -> pl.LazyFrame:
     """The ``events`` fact table as a lazy query: one row per SSE event, with whether its ID
     repeats or goes backwards within the response (``id_order``; WHATWG IDs are a cursor: a
@@ -453,7 +484,7 @@ def events_plan(
     only when the query runs, so a rule's filter over a partition of one stream of millions
     of events can run streamed (``engine="streaming"``) instead of holding the whole table
     (issue 16: memory bounded, not per event)."""
-    flagged = _order_flags(cols.events, slice_size)
+    flagged = _order_flags(cols.events, slice_size or ORDER_SLICE)
     # The evidence of the few out-of-order events, cited the way every finding cites.
     prev_rows = flagged.get_column("prev_row").drop_nulls().unique().sort()
     prev = (

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import polars as pl
 
 from sse_forensics.evidence.store import (
+    aligned,
     bucket_expr,
     buckets_of,
     compact,
@@ -485,7 +486,7 @@ def _beside(events: pl.DataFrame, parts: list[pl.DataFrame]) -> pl.DataFrame:
             scalars.append(pl.lit(values.pop(), dtype=parts[0].schema[name]).alias(name))
         else:
             series.append(pl.concat([p.get_column(name) for p in parts]))
-    out = with_scalars(events.hstack(series) if series else events, scalars)
+    out = with_scalars(events.hstack(aligned(series, events)) if series else events, scalars)
     return out.select(*events.columns, *parts[0].columns)
 
 
