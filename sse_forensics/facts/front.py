@@ -836,6 +836,14 @@ def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
     )
 
 
+def _each_task(
+    tasks: list[list[bytes | pl.DataFrame]], root_group: pl.DataFrame
+) -> Callable[[], Iterator[pl.DataFrame]]:
+    """The :func:`_grouped` keys of each task of ``tasks``, unpacked one at a time each
+    time the result is called (what :func:`_shared_values` reads)."""
+    return lambda: (_grouped(_task_keys(parts), root_group) for parts in tasks)
+
+
 def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
     """``g, root, n, shared``: each root's values, and how many of them another root of its
     group carries too (``shared``: :func:`_shared_values` over every root of the group)."""
@@ -1260,14 +1268,12 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         session_repeats.update(_repeats(_task_keys(parts), session_codes))
     server_repeats: dict[Any, bool] = {}
     if key_parts:
-
-        def server_keys() -> Iterator[pl.DataFrame]:  # one task's keys at a time
-            return (_grouped(_task_keys(p), server_roots) for p in key_parts.values())
-
+        server_keys = _each_task(list(key_parts.values()), server_roots)
         shared = _shared_values(server_keys)
         server_repeats = _judge_groups(
             pl.concat([_per_root(keys, shared) for keys in server_keys()]), server_names
         )
+        del server_keys
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(

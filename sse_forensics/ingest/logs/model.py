@@ -29,7 +29,6 @@ def valid_epoch(ts: pl.Expr) -> pl.Expr:
     return pl.when(ts.is_between(0.0, EPOCH_MAX)).then(ts)
 
 
-
 def own_strings(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with its string columns copied into buffers of their own. A polars string
     column cut from a larger one (a filter, a ``group_by`` first, a sort) shares the
@@ -41,6 +40,7 @@ def own_strings(df: pl.DataFrame) -> pl.DataFrame:
     if not strings or not df.height:
         return df
     return df.with_columns(pl.concat_str([pl.col(c), pl.lit("")]).alias(c) for c in strings)
+
 
 ACCESS_SCHEMA: dict[str, PolarsDataType] = {
     "source": pl.String,  # the file the line came from
