@@ -44,6 +44,7 @@ from sse_forensics.evidence.store import (
 from sse_forensics.evidence.tables import EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
+from sse_forensics.ingest.logs.model import own_strings
 from sse_forensics.ingest.logs.read import log_stats
 
 if TYPE_CHECKING:
@@ -393,7 +394,7 @@ def attach_waiting(spill: Spill, sessions: StreamSessions, bucket: int) -> None:
 def group_order(spill: Spill, bucket: int) -> pl.DataFrame:
     """Step 2a: one session partition's event-log groups with their place in the scan's
     order (:func:`.from_logs.group_order`)."""
-    return F.group_order(spill.load("events", bucket, RECORD_COLUMNS))
+    return own_strings(F.group_order(spill.load("events", bucket, RECORD_COLUMNS)))
 
 
 def number_groups(orders: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
@@ -461,7 +462,8 @@ class ClientFirsts:
         """The clients of ``lines`` (access lines with :data:`_CLIENT_KEYS`)."""
         if not lines.height:
             return
-        firsts = F.client_order(lines.select(_CLIENT_KEYS))
+        # Its own copy: the lines' strings are let go (:func:`~.model.own_strings`).
+        firsts = own_strings(F.client_order(lines.select(_CLIENT_KEYS)))
         self._new.append(firsts)
         self._new_rows += firsts.height
         if self._new_rows > max(self._kept.height, _FIRSTS_MERGE):

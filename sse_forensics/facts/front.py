@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -803,13 +803,23 @@ def _value_hash() -> pl.Expr:
     return pl.struct("g", "prefix", "seq").hash(seed=0)
 
 
-def _shared_values(parts: list[pl.DataFrame]) -> pl.DataFrame:
+def _short_hash() -> pl.Expr:
+    """:func:`_value_hash` cut to 32 bits: what :func:`_shared_values` holds of every value
+    (a collision only makes a candidate, compared exactly)."""
+    return (_value_hash() // (1 << 32)).cast(pl.UInt32)
+
+
+def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
     """``g, prefix, seq`` of the values more than one root of their group carries, over
-    ``parts`` (:func:`_grouped` keys; a root is in one part only, and its values are
-    distinct). Values are told apart by a hash first; only those whose hash repeats are
-    compared exactly, so millions of values one root alone carries cost one hash each, not
-    a table of counts (issue 16)."""
-    hashes = pl.concat([p.select(_value_hash().alias("h")) for p in parts])
+    the frames ``parts()`` gives (:func:`_grouped` keys; a root is in one part only, and
+    its values are distinct; read twice, one part at a time). Values are told apart by a
+    hash first; only those whose hash repeats are compared exactly, so millions of values
+    one root alone carries cost one 4-byte hash each, not a table of counts nor the values
+    themselves (issues 9 and 16: the scan's keys are never held at once)."""
+    hashes = pl.concat(
+        [p.select(_short_hash().alias("h")) for p in parts()],
+        rechunk=True,
+    )
     repeated = hashes.filter(pl.col("h").is_duplicated()).get_column("h").unique()
     del hashes
     schema = {"g": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
@@ -817,7 +827,7 @@ def _shared_values(parts: list[pl.DataFrame]) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     wanted = repeated.implode()
     candidates = pl.concat(
-        [p.filter(_value_hash().is_in(wanted)).select(list(schema)) for p in parts]
+        [p.filter(_short_hash().is_in(wanted)).select(list(schema)) for p in parts()]
     )
     return (
         candidates.group_by(list(schema))
@@ -825,6 +835,14 @@ def _shared_values(parts: list[pl.DataFrame]) -> pl.DataFrame:
         .filter(pl.col("holders") > 1)
         .select(list(schema))
     )
+
+
+def _each_task(
+    tasks: list[list[bytes | pl.DataFrame]], root_group: pl.DataFrame
+) -> Callable[[], Iterator[pl.DataFrame]]:
+    """The :func:`_grouped` keys of each task of ``tasks``, unpacked one at a time each
+    time the result is called (what :func:`_shared_values` reads)."""
+    return lambda: (_grouped(_task_keys(parts), root_group) for parts in tasks)
 
 
 def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
@@ -854,7 +872,7 @@ def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> 
         return {}
     root_group, names = codes
     grouped = _grouped(keys, root_group)
-    return _judge_groups(_per_root(grouped, _shared_values([grouped])), names)
+    return _judge_groups(_per_root(grouped, _shared_values(lambda: [grouped])), names)
 
 
 def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bool]:
@@ -1251,16 +1269,12 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         session_repeats.update(_repeats(_task_keys(parts), session_codes))
     server_repeats: dict[Any, bool] = {}
     if key_parts:
-        shared = _shared_values([_grouped(_task_keys(p), server_roots) for p in key_parts.values()])
+        server_keys = _each_task(list(key_parts.values()), server_roots)
+        shared = _shared_values(server_keys)
         server_repeats = _judge_groups(
-            pl.concat(
-                [
-                    _per_root(_grouped(_task_keys(p), server_roots), shared)
-                    for p in key_parts.values()
-                ]
-            ),
-            server_names,
+            pl.concat([_per_root(keys, shared) for keys in server_keys()]), server_names
         )
+        del server_keys
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(

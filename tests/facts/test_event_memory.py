@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from collections.abc import Iterator
 
 import polars as pl
 import pytest
@@ -148,7 +149,14 @@ def test_shared_values_agree_with_counting() -> None:
             {"root": list(range(1, root + 1)), "g": [r % 3 for r in range(1, root + 1)]}
         )
         parts.append(front._grouped(part, groups))
-    shared = front._shared_values(parts)
+    reads = []
+
+    def each_part() -> Iterator[pl.DataFrame]:  # one part at a time, as a scan's tasks
+        reads.append(1)
+        yield from parts
+
+    shared = front._shared_values(each_part)
+    assert len(reads) == 2  # hashes, then the candidates: no part kept between the passes
     got = {
         (g, r): (n, s)
         for p in parts

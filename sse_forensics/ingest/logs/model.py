@@ -29,6 +29,19 @@ def valid_epoch(ts: pl.Expr) -> pl.Expr:
     return pl.when(ts.is_between(0.0, EPOCH_MAX)).then(ts)
 
 
+def own_strings(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its string columns copied into buffers of their own. A polars string
+    column cut from a larger one (a filter, a ``group_by`` first, a sort) shares the
+    larger one's data buffers and keeps all of them alive: a small table kept for the
+    whole scan (a stream's session, a client's first line) would otherwise hold every
+    batch it was taken from (issue 9: peak RSS flat in the input size). Concatenating an
+    empty string writes each value anew (nulls stay null)."""
+    strings = [c for c, t in df.schema.items() if t == pl.String]
+    if not strings or not df.height:
+        return df
+    return df.with_columns(pl.concat_str([pl.col(c), pl.lit("")]).alias(c) for c in strings)
+
+
 ACCESS_SCHEMA: dict[str, PolarsDataType] = {
     "source": pl.String,  # the file the line came from
     "line": pl.Int64,  # 1-based line number in that file (after decompression)

@@ -59,6 +59,7 @@ from sse_forensics.ingest.logs.model import (
     control_type_totals,
     empty_access,
     empty_events,
+    own_strings,
     with_start,
 )
 from sse_forensics.ingest.logs.ranges import LineRange
@@ -613,7 +614,8 @@ class StreamSessions:
             .agg(pl.col("session").first().alias("__session"))
         )
         if found.height:
-            found = found.join(self.known, on="stream", how="anti")
+            # Its own copy: the batch's strings are let go (:func:`~.model.own_strings`).
+            found = own_strings(found.join(self.known, on="stream", how="anti"))
             self.known = pl.concat([self.known, found])
 
     def attach(self, events: pl.DataFrame) -> pl.DataFrame:

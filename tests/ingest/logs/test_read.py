@@ -620,3 +620,22 @@ def test_a_chunk_of_unreadable_records_gives_no_row(tmp_path: Path):
     logs = read_logs([str(path)], chunk_bytes=250)
     assert logs.events["line"].to_list() == [1, 2, 3, 10, 11, 12]
     assert logs.stats["unreadable_lines"] == 6
+
+
+def test_own_strings_copies_values_and_keeps_nulls_and_other_columns():
+    # A slice of a larger frame (as StreamSessions keeps of each batch): same values,
+    # nulls where they were, non-string columns as they were.
+    from sse_forensics.ingest.logs.model import own_strings
+
+    batch = pl.DataFrame(
+        {
+            "stream": [f"stream-{i:040d}" for i in range(1000)],
+            "session": [None if i % 7 == 0 else f"s{i}" for i in range(1000)],
+            "n": list(range(1000)),
+        }
+    )
+    cut = batch.filter(pl.col("n") % 97 == 3)
+    copy = own_strings(cut)
+    assert_frame_equal(copy, cut)
+    assert copy["session"].null_count() == cut["session"].null_count() > 0
+    assert own_strings(batch.head(0)).schema == batch.schema
