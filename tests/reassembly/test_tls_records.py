@@ -7,6 +7,8 @@ from __future__ import annotations
 import hmac
 import os
 import struct
+import subprocess
+import sys
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from support.tls_records import (
@@ -175,3 +177,14 @@ def test_early_data_without_its_secret_is_named() -> None:
     assert any(isinstance(e, TLSGap) for e in out)
     assert (b"GET /late", 7) in _data([e for e in out if isinstance(e, TLSData)])
     assert not tls.info.decrypted and tls.info.key_found
+
+
+def test_a_scan_without_tls_does_not_import_cryptography() -> None:
+    """Issue 9: ``cryptography`` (~20 ms of CPU per process) is imported only when a record
+    is decrypted; the scan's modules load without it."""
+    code = (
+        "import sys, sse_forensics.pipeline, sse_forensics.reassembly.fast.capture;"
+        "print('cryptography' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

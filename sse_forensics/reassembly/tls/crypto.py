@@ -15,12 +15,12 @@ from __future__ import annotations
 import hmac
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+# ``cryptography`` is imported by the functions that use it: a scan without TLS secrets
+# never does, and its import is ~20 ms of CPU in every process (issue 9: start-up counts).
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
 AEAD_TAG = 16
 
@@ -81,7 +81,6 @@ def _suites() -> dict[int, Suite]:
 
 
 SUITES = _suites()
-_HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}
 _HASH_LEN = {"sha256": 32, "sha384": 48}
 
 
@@ -90,9 +89,13 @@ _HASH_LEN = {"sha256": 32, "sha384": 48}
 
 def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, hash: str) -> bytes:
     """RFC 8446 §7.1: ``HKDF-Expand(Secret, HkdfLabel, Length)``."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
     full = b"tls13 " + label
     info = struct.pack("!HB", length, len(full)) + full + struct.pack("!B", len(context)) + context
-    return HKDFExpand(_HASHES[hash](), length, info).derive(secret)
+    algorithm = {"sha256": hashes.SHA256, "sha384": hashes.SHA384}[hash]()
+    return HKDFExpand(algorithm, length, info).derive(secret)
 
 
 def next_traffic_secret(secret: bytes, hash: str) -> bytes:
@@ -129,11 +132,20 @@ class Decryptor:
 
 
 def _aead(kind: str, key: bytes) -> AESGCM | ChaCha20Poly1305 | AESCCM:
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
+
     if kind == "gcm":
         return AESGCM(key)
     if kind == "chacha":
         return ChaCha20Poly1305(key)
     return AESCCM(key)
+
+
+def _invalid_tag() -> type[Exception]:
+    """``cryptography``'s InvalidTag (an ``except`` clause evaluates it only on an error)."""
+    from cryptography.exceptions import InvalidTag
+
+    return InvalidTag
 
 
 class TLS13Decryptor(Decryptor):
@@ -153,7 +165,7 @@ class TLS13Decryptor(Decryptor):
         nonce = (self.iv ^ seq).to_bytes(12, "big")
         try:
             return self.aead.decrypt(nonce, fragment, header)
-        except InvalidTag:
+        except _invalid_tag():
             return None
 
     def updated(self) -> TLS13Decryptor:
@@ -183,7 +195,7 @@ class TLS12AEADDecryptor(Decryptor):
         aad = struct.pack("!Q", seq) + header[:3] + struct.pack("!H", length)
         try:
             return self.aead.decrypt(nonce, body, aad)
-        except InvalidTag:
+        except _invalid_tag():
             return None
 
 
@@ -225,6 +237,8 @@ class TLS12CBCDecryptor(Decryptor):
     def _decrypt(self, fragment: bytes) -> bytes | None:
         if len(fragment) < 32 or len(fragment) % 16:
             return None
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
         decryptor = Cipher(algorithms.AES(self.key), modes.CBC(fragment[:16])).decryptor()
         return decryptor.update(fragment[16:]) + decryptor.finalize()
 
