@@ -75,7 +75,11 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
             .to_series()
             .to_list()
         )
-    findings = []
+    findings: list[Finding] = []
+    if not matched.height:
+        return findings
+    # The same for every finding of the rule: worked out once (``ruleset`` reads the disk).
+    summary, origin = rule_summary(rule), ruleset(rule)
     for row, cost_nothing in zip(matched.to_dicts(), lost_nothing, strict=True):
         classification = rule.classification or row.get(rule.classification_from or "")
         if cost_nothing:
@@ -117,9 +121,9 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
                 community_id=row.get("community_id"),
                 client=(row.get("client_ip"), row.get("client_port")),
                 server=(row.get("server_ip"), row.get("server_port")),
-                rule_description=rule_summary(rule),
+                rule_description=summary,
                 remediation=rule.remediation_for(classification),
-                ruleset=ruleset(rule),
+                ruleset=origin,
                 rule_table=rule.table,
                 opened_by=row.get("opened_by"),
             )
