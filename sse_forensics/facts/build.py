@@ -34,6 +34,7 @@ from sse_forensics.facts.gaps import (
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
+from sse_forensics.facts.load import prefetch_events
 from sse_forensics.facts.model import (
     Evidence,
     ExchangeRecord,
@@ -112,6 +113,9 @@ def build_facts(
     streams = build_streams(exchanges, connections, by_exchange)
     # Before any event is read: keys need it.
     codecs = assign_ids(streams, front.codecs, front.stream_codecs, front.links)
+    # The events the resumes are judged on, read in one pass: every stream of a resumed
+    # logical stream (the replay judgements walk them all).
+    prefetch_events(s.exchange for s in _resumed_groups(streams, front.links))
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
@@ -119,6 +123,9 @@ def build_facts(
     frame_ = stream_frame(streams)
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
     cols = event_columns(events, frame_, codecs, logged)
+    prefetch_events(
+        s.exchange for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge
+    )
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
@@ -187,6 +194,24 @@ def build_facts(
     else:
         facts.event_rows = tables["events"].height
     return facts
+
+
+def _resumed_groups(
+    streams: list[StreamRecord], links: dict[tuple[int, int], tuple[tuple[int, int], int]]
+) -> list[StreamRecord]:
+    """The streams of every logical stream that holds a resume, found through ``links``
+    (resume → the stream it continues) before the resumes are linked."""
+
+    def root(key: tuple[int, int]) -> tuple[int, int]:
+        seen = {key}
+        while key in links and links[key][0] not in seen:
+            key = links[key][0]
+            seen.add(key)
+        return key
+
+    keys = {(s.exchange.connection_id, s.exchange.index): s for s in streams}
+    roots = {root(k) for k, s in keys.items() if s.kind == "resume"}
+    return [s for k, s in keys.items() if s.kind == "resume" or root(k) in roots]
 
 
 def _session_records(

@@ -5,6 +5,8 @@ sit on. Objects exist for one partition at a time, never for a whole capture."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -208,6 +210,8 @@ class EventSource:
     def __init__(self, events: pl.DataFrame) -> None:
         self.events = events.select(_EVENT_COLUMNS)
         self.order: np.ndarray | None = None
+        # Rows read ahead by prefetch, by exchange, until their records are built.
+        self._fetched: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
         one = single_response(events)
         if one is not None:  # one response in position order: the rows as they are
             self.spans: dict[tuple[int, int], tuple[int, int]] = {one: (0, events.height)}
@@ -227,6 +231,12 @@ class EventSource:
         del keys
         self.spans = {(c, i): (start, n) for c, i, start, n in spans.iter_rows()}
 
+    def _index(self, start: int, n: int) -> np.ndarray:
+        """The table rows of the span ``start, n`` of the (exchange, position) order."""
+        if self.order is None:
+            return np.arange(start, start + n)
+        return self.order[start : start + n]
+
     def _rows(self, start: int, n: int) -> pl.DataFrame:
         """The exchange's rows in position order: a zero-copy slice when they sit in one
         ascending run of the table (as ingest writes each response's events), else a
@@ -243,12 +253,27 @@ class EventSource:
         span = self.spans.get(key)
         return span[1] if span else 0
 
+    def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Read the events of the exchanges ``keys`` in one gather and one pass over its
+        rows, for :meth:`materialize` to build their records from when they are asked for:
+        the exchanges a judgement will read (``facts.build``), each read by itself, cost a
+        polars call apiece, which outweighs their rows."""
+        wanted = sorted(k for k in set(keys) if k in self.spans and k not in self._fetched)
+        if not wanted:
+            return
+        spans = [self.spans[k] for k in wanted]
+        rows = self.events[np.concatenate([self._index(*span) for span in spans])].iter_rows()
+        for key, (_start, n) in zip(wanted, spans, strict=True):
+            self._fetched[key] = list(islice(rows, n))
+
     def materialize(self, ex: ExchangeRecord) -> None:
-        span = self.spans.get((ex.connection_id, ex.index))
+        key = (ex.connection_id, ex.index)
+        span = self.spans.get(key)
         if span is None:
             return
         events, kinds, rpcs, signals = ex._events, ex._kinds, ex._rpcs, ex._signals
         assert events is not None
+        fetched = self._fetched.pop(key, None)
         for (
             _conn,
             _index,
@@ -276,7 +301,7 @@ class EventSource:
             lnum,
             lts,
             lkind,
-        ) in self._rows(*span).iter_rows():
+        ) in fetched if fetched is not None else self._rows(*span).iter_rows():
             if fsrc is None:
                 origins: tuple[Origin, ...] = ()
             else:
@@ -293,6 +318,17 @@ class EventSource:
             signals.append(
                 SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None
             )
+
+
+def prefetch_events(records: Iterable[ExchangeRecord]) -> None:
+    """Read ahead the events of those of ``records`` whose events are not built yet
+    (:meth:`EventSource.prefetch`): one gather per source, not one per exchange."""
+    by_source: dict[EventSource, list[tuple[int, int]]] = {}
+    for r in records:
+        if r._events is None and r.source is not None:
+            by_source.setdefault(r.source, []).append((r.connection_id, r.index))
+    for source, keys in by_source.items():
+        source.prefetch(keys)
 
 
 def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
