@@ -44,25 +44,43 @@ def _head_origin(row: dict[str, Any], prefix: str) -> Origin:
     return origin
 
 
+_CONNECTION_COLUMNS = (
+    "conn_id", "state", "client_ip", "client_port", "server_ip", "server_port",
+    "community_id", *_ORIGIN_KEYS["first"], *_ORIGIN_KEYS["last"],
+)  # fmt: skip
+"""What :func:`load_connections` reads of a row."""
+
+
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
+    """A :class:`Connection` per ``conn_id`` (its first row), from the state a capture
+    pickled or, for a log pseudo-connection, from its columns read as plain lists."""
+    table = connections.select(_CONNECTION_COLUMNS).unique(
+        "conn_id", keep="first", maintain_order=True
+    )
     out: dict[int, Connection] = {}
-    names = connections.columns
-    for values in connections.iter_rows():
-        row = dict(zip(names, values, strict=True))
-        conn_id = row["conn_id"]
-        if conn_id in out:
+    for (
+        conn_id,
+        state,
+        client_ip,
+        client_port,
+        server_ip,
+        server_port,
+        community_id,
+        *ends,
+    ) in zip(*(table.get_column(c).to_list() for c in _CONNECTION_COLUMNS), strict=True):
+        if state is not None:
+            out[conn_id] = pickle.loads(state)
             continue
-        if row["state"] is not None:
-            out[conn_id] = pickle.loads(row["state"])
-        else:
-            out[conn_id] = Connection(
-                id=conn_id,
-                client=(row["client_ip"], row["client_port"]),
-                server=(row["server_ip"], row["server_port"]),
-                community_id=row["community_id"],
-                first=_head_origin(row, "first"),
-                last=_head_origin(row, "last"),
-            )
+        fsrc, fnum, fts, fkind, lsrc, lnum, lts, lkind = ends
+        assert fsrc is not None and lsrc is not None, "a connection without its ends' origins"
+        out[conn_id] = Connection(
+            id=conn_id,
+            client=(client_ip, client_port),
+            server=(server_ip, server_port),
+            community_id=community_id,
+            first=Origin(fsrc, fnum, fts, fkind),
+            last=Origin(lsrc, lnum, lts, lkind),
+        )
     return out
 
 
@@ -340,7 +358,11 @@ def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[Exchan
         *(c for c in _EXCHANGE_COLUMNS if c != "trailing"),
         pl.col("trailing").bin.size().fill_null(0).cast(pl.Int64),
     ).sort("conn_id", "index")
-    records = [_exchange(row) for row in wanted.iter_rows(named=True)]
+    # Column by column into plain lists (polars converts a column at a time far faster
+    # than it builds rows), then a dict per row for the readers above.
+    names = wanted.columns
+    values = (wanted.get_column(c).to_list() for c in names)
+    records = [_exchange(dict(zip(names, row, strict=True))) for row in zip(*values, strict=True)]
     for r in records:
         r.source = source
         r.n_events = source.count((r.connection_id, r.index))
