@@ -68,6 +68,11 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
         matched = table.filter(rule.predicate()).collect(engine="streaming")
     else:
         matched = table.filter(rule.predicate())
+    return _findings(rule, matched)
+
+
+def _findings(rule: Rule, matched: pl.DataFrame) -> list[Finding]:
+    """A finding per row of ``matched``: the rows of its table ``rule`` selected."""
     lost_nothing = [False] * matched.height
     if rule.contract_violation_when is not None and matched.height:
         lost_nothing = (
@@ -165,11 +170,21 @@ def evaluate(
     (a scan of access logs alone cannot see replayed event IDs, say)."""
     findings: list[Finding] = []
     not_judged: list[dict[str, object]] = []
+    judged: list[Rule] = []
     for rule in rules.rules:
         lacking = [n for n in rule.needs if n not in provided]
         if lacking:
             not_judged.append({"rule": rule.id, "lacks": lacking})
-            continue
-        findings.extend(evaluate_rule(rule, tables[rule.table]))
+        else:
+            judged.append(rule)
+    # The rules over tables already held are filtered together, in one polars call.
+    eager = [n for n, r in enumerate(judged) if not isinstance(tables[r.table], pl.LazyFrame)]
+    queries = [tables[judged[n].table].lazy().filter(judged[n].predicate()) for n in eager]
+    matched = dict(zip(eager, pl.collect_all(queries) if queries else [], strict=True))
+    for n, rule in enumerate(judged):
+        rows = matched.get(n)
+        findings.extend(
+            evaluate_rule(rule, tables[rule.table]) if rows is None else _findings(rule, rows)
+        )
     findings.sort(key=Finding.sort_key)
     return findings, not_judged
