@@ -121,7 +121,7 @@ def build_facts(
     index = StreamIndex(streams)
     requests = RequestIndex(collect_requests(exchanges, by_exchange), posts)
     frame_ = stream_frame(streams)
-    logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
+    logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.has_log}
     cols = event_columns(events, frame_, codecs, logged)
     prefetch_events(
         s.exchange for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge
@@ -173,11 +173,7 @@ def build_facts(
     plan = events_plan(cols, frame_)
     tables = {
         "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
-        "streams": _with_common(
-            "streams",
-            [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
-            frame_,
-        ),
+        "streams": _with_common("streams", _stream_columns(streams, counts), frame_),
         "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
         "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
@@ -250,7 +246,9 @@ _COMMON = (
 )
 
 
-def _with_common(table: str, rows: list[dict[str, Any]], frame_: pl.DataFrame) -> pl.DataFrame:
+def _with_common(
+    table: str, rows: list[dict[str, Any]] | dict[str, list[Any]], frame_: pl.DataFrame
+) -> pl.DataFrame:
     """A table about streams from its rows (each naming its stream by ``conn_id`` and
     ``ex_index``) and the columns every such row carries, joined from ``frame_``
     (:func:`.columns.stream_frame`) rather than written out row by row."""
@@ -390,6 +388,20 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
 
 def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
     return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
+
+
+def _stream_columns(
+    streams: list[StreamRecord], counts: dict[Key, StreamCounts]
+) -> list[dict[str, Any]] | dict[str, list[Any]]:
+    """The ``streams`` table's own columns: :func:`_stream_row` of every event stream,
+    transposed at once (``rows_frame`` would look each name up in each row)."""
+    rows = [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream]
+    if not rows:
+        return rows
+    # Every row is the same dict literal: its values transpose with zip, in key order.
+    names = tuple(rows[0])
+    values = zip(*(row.values() for row in rows), strict=True)
+    return dict(zip(names, map(list, values), strict=True))
 
 
 def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, Any]:

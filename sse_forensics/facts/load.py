@@ -15,7 +15,7 @@ import polars as pl
 
 from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
-from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
+from sse_forensics.facts.model import ExchangeRecord, RpcCall
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
@@ -102,18 +102,6 @@ def _holes(text: str | None) -> list[BodyHole]:
     return out
 
 
-def _log_info(text: str | None) -> LogStreamInfo | None:
-    if not text:
-        return None
-    doc = orjson.loads(text)
-    return LogStreamInfo(
-        emitted=doc["emitted"],
-        evicted={k: _origin_of(v) for k, v in doc["evicted"].items()},
-        evicted_why=doc["evicted_why"],
-        stream=doc["stream"],
-    )
-
-
 def _exchange(row: dict[str, Any]) -> ExchangeRecord:
     request = None
     if row["req_method"] is not None:
@@ -164,7 +152,7 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
         response_end=_row_origin(row, "end"),
         last_body_origin=_row_origin(row, "body"),
         from_log=row["from_log"],
-        log=_log_info(row["log_info"]),
+        log_text=row["log_info"],
         calls=calls,
         json_answers=answers,
         protocol_version=row["protocol_version"],
