@@ -68,6 +68,11 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
         matched = table.filter(rule.predicate()).collect(engine="streaming")
     else:
         matched = table.filter(rule.predicate())
+    return _findings(rule, matched)
+
+
+def _findings(rule: Rule, matched: pl.DataFrame) -> list[Finding]:
+    """A finding per row of ``matched``: the rows of its table ``rule`` selected."""
     lost_nothing = [False] * matched.height
     if rule.contract_violation_when is not None and matched.height:
         lost_nothing = (
@@ -75,7 +80,11 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
             .to_series()
             .to_list()
         )
-    findings = []
+    findings: list[Finding] = []
+    if not matched.height:
+        return findings
+    # The same for every finding of the rule: worked out once (``ruleset`` reads the disk).
+    summary, origin = rule_summary(rule), ruleset(rule)
     for row, cost_nothing in zip(matched.to_dicts(), lost_nothing, strict=True):
         classification = rule.classification or row.get(rule.classification_from or "")
         if cost_nothing:
@@ -117,9 +126,9 @@ def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Findin
                 community_id=row.get("community_id"),
                 client=(row.get("client_ip"), row.get("client_port")),
                 server=(row.get("server_ip"), row.get("server_port")),
-                rule_description=rule_summary(rule),
+                rule_description=summary,
                 remediation=rule.remediation_for(classification),
-                ruleset=ruleset(rule),
+                ruleset=origin,
                 rule_table=rule.table,
                 opened_by=row.get("opened_by"),
             )
@@ -161,11 +170,21 @@ def evaluate(
     (a scan of access logs alone cannot see replayed event IDs, say)."""
     findings: list[Finding] = []
     not_judged: list[dict[str, object]] = []
+    judged: list[Rule] = []
     for rule in rules.rules:
         lacking = [n for n in rule.needs if n not in provided]
         if lacking:
             not_judged.append({"rule": rule.id, "lacks": lacking})
-            continue
-        findings.extend(evaluate_rule(rule, tables[rule.table]))
+        else:
+            judged.append(rule)
+    # The rules over tables already held are filtered together, in one polars call.
+    eager = [n for n, r in enumerate(judged) if not isinstance(tables[r.table], pl.LazyFrame)]
+    queries = [tables[judged[n].table].lazy().filter(judged[n].predicate()) for n in eager]
+    matched = dict(zip(eager, pl.collect_all(queries) if queries else [], strict=True))
+    for n, rule in enumerate(judged):
+        rows = matched.get(n)
+        findings.extend(
+            evaluate_rule(rule, tables[rule.table]) if rows is None else _findings(rule, rows)
+        )
     findings.sort(key=Finding.sort_key)
     return findings, not_judged

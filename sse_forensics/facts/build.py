@@ -34,6 +34,7 @@ from sse_forensics.facts.gaps import (
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.join import Disagreement, join_logs
+from sse_forensics.facts.load import prefetch_events
 from sse_forensics.facts.model import (
     Evidence,
     ExchangeRecord,
@@ -112,13 +113,19 @@ def build_facts(
     streams = build_streams(exchanges, connections, by_exchange)
     # Before any event is read: keys need it.
     codecs = assign_ids(streams, front.codecs, front.stream_codecs, front.links)
+    # The events the resumes are judged on, read in one pass: every stream of a resumed
+    # logical stream (the replay judgements walk them all).
+    prefetch_events(s.exchange for s in _resumed_groups(streams, front.links))
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
     requests = RequestIndex(collect_requests(exchanges, by_exchange), posts)
     frame_ = stream_frame(streams)
-    logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.log is not None}
+    logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.has_log}
     cols = event_columns(events, frame_, codecs, logged)
+    prefetch_events(
+        s.exchange for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge
+    )
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
@@ -166,11 +173,7 @@ def build_facts(
     plan = events_plan(cols, frame_)
     tables = {
         "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
-        "streams": _with_common(
-            "streams",
-            [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream],
-            frame_,
-        ),
+        "streams": _with_common("streams", _stream_columns(streams, counts), frame_),
         "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
         "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
@@ -187,6 +190,24 @@ def build_facts(
     else:
         facts.event_rows = tables["events"].height
     return facts
+
+
+def _resumed_groups(
+    streams: list[StreamRecord], links: dict[tuple[int, int], tuple[tuple[int, int], int]]
+) -> list[StreamRecord]:
+    """The streams of every logical stream that holds a resume, found through ``links``
+    (resume → the stream it continues) before the resumes are linked."""
+
+    def root(key: tuple[int, int]) -> tuple[int, int]:
+        seen = {key}
+        while key in links and links[key][0] not in seen:
+            key = links[key][0]
+            seen.add(key)
+        return key
+
+    keys = {(s.exchange.connection_id, s.exchange.index): s for s in streams}
+    roots = {root(k) for k, s in keys.items() if s.kind == "resume"}
+    return [s for k, s in keys.items() if s.kind == "resume" or root(k) in roots]
 
 
 def _session_records(
@@ -225,7 +246,9 @@ _COMMON = (
 )
 
 
-def _with_common(table: str, rows: list[dict[str, Any]], frame_: pl.DataFrame) -> pl.DataFrame:
+def _with_common(
+    table: str, rows: list[dict[str, Any]] | dict[str, list[Any]], frame_: pl.DataFrame
+) -> pl.DataFrame:
     """A table about streams from its rows (each naming its stream by ``conn_id`` and
     ``ex_index``) and the columns every such row carries, joined from ``frame_``
     (:func:`.columns.stream_frame`) rather than written out row by row."""
@@ -365,6 +388,20 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
 
 def _counts(s: StreamRecord, counts: dict[Key, StreamCounts]) -> StreamCounts:
     return counts.get((s.exchange.connection_id, s.exchange.index)) or StreamCounts()
+
+
+def _stream_columns(
+    streams: list[StreamRecord], counts: dict[Key, StreamCounts]
+) -> list[dict[str, Any]] | dict[str, list[Any]]:
+    """The ``streams`` table's own columns: :func:`_stream_row` of every event stream,
+    transposed at once (``rows_frame`` would look each name up in each row)."""
+    rows = [_stream_row(s, counts) for s in streams if s.exchange.is_event_stream]
+    if not rows:
+        return rows
+    # Every row is the same dict literal: its values transpose with zip, in key order.
+    names = tuple(rows[0])
+    values = zip(*(row.values() for row in rows), strict=True)
+    return dict(zip(names, map(list, values), strict=True))
 
 
 def _stream_row(s: StreamRecord, counts: dict[Key, StreamCounts]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ sit on. Objects exist for one partition at a time, never for a whole capture."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ import polars as pl
 
 from sse_forensics.evidence.tables import single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
-from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, RpcCall
+from sse_forensics.facts.model import ExchangeRecord, RpcCall
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
@@ -42,25 +44,43 @@ def _head_origin(row: dict[str, Any], prefix: str) -> Origin:
     return origin
 
 
+_CONNECTION_COLUMNS = (
+    "conn_id", "state", "client_ip", "client_port", "server_ip", "server_port",
+    "community_id", *_ORIGIN_KEYS["first"], *_ORIGIN_KEYS["last"],
+)  # fmt: skip
+"""What :func:`load_connections` reads of a row."""
+
+
 def load_connections(connections: pl.DataFrame) -> dict[int, Connection]:
+    """A :class:`Connection` per ``conn_id`` (its first row), from the state a capture
+    pickled or, for a log pseudo-connection, from its columns read as plain lists."""
+    table = connections.select(_CONNECTION_COLUMNS).unique(
+        "conn_id", keep="first", maintain_order=True
+    )
     out: dict[int, Connection] = {}
-    names = connections.columns
-    for values in connections.iter_rows():
-        row = dict(zip(names, values, strict=True))
-        conn_id = row["conn_id"]
-        if conn_id in out:
+    for (
+        conn_id,
+        state,
+        client_ip,
+        client_port,
+        server_ip,
+        server_port,
+        community_id,
+        *ends,
+    ) in zip(*(table.get_column(c).to_list() for c in _CONNECTION_COLUMNS), strict=True):
+        if state is not None:
+            out[conn_id] = pickle.loads(state)
             continue
-        if row["state"] is not None:
-            out[conn_id] = pickle.loads(row["state"])
-        else:
-            out[conn_id] = Connection(
-                id=conn_id,
-                client=(row["client_ip"], row["client_port"]),
-                server=(row["server_ip"], row["server_port"]),
-                community_id=row["community_id"],
-                first=_head_origin(row, "first"),
-                last=_head_origin(row, "last"),
-            )
+        fsrc, fnum, fts, fkind, lsrc, lnum, lts, lkind = ends
+        assert fsrc is not None and lsrc is not None, "a connection without its ends' origins"
+        out[conn_id] = Connection(
+            id=conn_id,
+            client=(client_ip, client_port),
+            server=(server_ip, server_port),
+            community_id=community_id,
+            first=Origin(fsrc, fnum, fts, fkind),
+            last=Origin(lsrc, lnum, lts, lkind),
+        )
     return out
 
 
@@ -80,18 +100,6 @@ def _holes(text: str | None) -> list[BodyHole]:
         span = MissingSpan(direction, start, length, reason, _origin(after), _origin(before))
         out.append(BodyHole(offset, span, stretch[0] if stretch else 0))
     return out
-
-
-def _log_info(text: str | None) -> LogStreamInfo | None:
-    if not text:
-        return None
-    doc = orjson.loads(text)
-    return LogStreamInfo(
-        emitted=doc["emitted"],
-        evicted={k: _origin_of(v) for k, v in doc["evicted"].items()},
-        evicted_why=doc["evicted_why"],
-        stream=doc["stream"],
-    )
 
 
 def _exchange(row: dict[str, Any]) -> ExchangeRecord:
@@ -144,7 +152,7 @@ def _exchange(row: dict[str, Any]) -> ExchangeRecord:
         response_end=_row_origin(row, "end"),
         last_body_origin=_row_origin(row, "body"),
         from_log=row["from_log"],
-        log=_log_info(row["log_info"]),
+        log_text=row["log_info"],
         calls=calls,
         json_answers=answers,
         protocol_version=row["protocol_version"],
@@ -208,6 +216,8 @@ class EventSource:
     def __init__(self, events: pl.DataFrame) -> None:
         self.events = events.select(_EVENT_COLUMNS)
         self.order: np.ndarray | None = None
+        # Rows read ahead by prefetch, by exchange, until their records are built.
+        self._fetched: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
         one = single_response(events)
         if one is not None:  # one response in position order: the rows as they are
             self.spans: dict[tuple[int, int], tuple[int, int]] = {one: (0, events.height)}
@@ -227,21 +237,49 @@ class EventSource:
         del keys
         self.spans = {(c, i): (start, n) for c, i, start, n in spans.iter_rows()}
 
+    def _index(self, start: int, n: int) -> np.ndarray:
+        """The table rows of the span ``start, n`` of the (exchange, position) order."""
+        if self.order is None:
+            return np.arange(start, start + n)
+        return self.order[start : start + n]
+
     def _rows(self, start: int, n: int) -> pl.DataFrame:
+        """The exchange's rows in position order: a zero-copy slice when they sit in one
+        ascending run of the table (as ingest writes each response's events), else a
+        gather (a polars gather costs ~0.5 ms a call whatever its size)."""
         if self.order is None:
             return self.events.slice(start, n)
-        return self.events[self.order[start : start + n]]
+        rows = self.order[start : start + n]
+        first = int(rows[0])
+        if int(rows[-1]) - first == n - 1 and (n < 3 or bool((np.diff(rows) == 1).all())):
+            return self.events.slice(first, n)
+        return self.events[rows]
 
     def count(self, key: tuple[int, int]) -> int:
         span = self.spans.get(key)
         return span[1] if span else 0
 
+    def prefetch(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Read the events of the exchanges ``keys`` in one gather and one pass over its
+        rows, for :meth:`materialize` to build their records from when they are asked for:
+        the exchanges a judgement will read (``facts.build``), each read by itself, cost a
+        polars call apiece, which outweighs their rows."""
+        wanted = sorted(k for k in set(keys) if k in self.spans and k not in self._fetched)
+        if not wanted:
+            return
+        spans = [self.spans[k] for k in wanted]
+        rows = self.events[np.concatenate([self._index(*span) for span in spans])].iter_rows()
+        for key, (_start, n) in zip(wanted, spans, strict=True):
+            self._fetched[key] = list(islice(rows, n))
+
     def materialize(self, ex: ExchangeRecord) -> None:
-        span = self.spans.get((ex.connection_id, ex.index))
+        key = (ex.connection_id, ex.index)
+        span = self.spans.get(key)
         if span is None:
             return
         events, kinds, rpcs, signals = ex._events, ex._kinds, ex._rpcs, ex._signals
         assert events is not None
+        fetched = self._fetched.pop(key, None)
         for (
             _conn,
             _index,
@@ -269,7 +307,7 @@ class EventSource:
             lnum,
             lts,
             lkind,
-        ) in self._rows(*span).iter_rows():
+        ) in fetched if fetched is not None else self._rows(*span).iter_rows():
             if fsrc is None:
                 origins: tuple[Origin, ...] = ()
             else:
@@ -288,6 +326,17 @@ class EventSource:
             )
 
 
+def prefetch_events(records: Iterable[ExchangeRecord]) -> None:
+    """Read ahead the events of those of ``records`` whose events are not built yet
+    (:meth:`EventSource.prefetch`): one gather per source, not one per exchange."""
+    by_source: dict[EventSource, list[tuple[int, int]]] = {}
+    for r in records:
+        if r._events is None and r.source is not None:
+            by_source.setdefault(r.source, []).append((r.connection_id, r.index))
+    for source, keys in by_source.items():
+        source.prefetch(keys)
+
+
 def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
     """The exchanges in (connection, index) order; their events are read on first use."""
     source = EventSource(events)
@@ -297,7 +346,11 @@ def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[Exchan
         *(c for c in _EXCHANGE_COLUMNS if c != "trailing"),
         pl.col("trailing").bin.size().fill_null(0).cast(pl.Int64),
     ).sort("conn_id", "index")
-    records = [_exchange(row) for row in wanted.iter_rows(named=True)]
+    # Column by column into plain lists (polars converts a column at a time far faster
+    # than it builds rows), then a dict per row for the readers above.
+    names = wanted.columns
+    values = (wanted.get_column(c).to_list() for c in names)
+    records = [_exchange(dict(zip(names, row, strict=True))) for row in zip(*values, strict=True)]
     for r in records:
         r.source = source
         r.n_events = source.count((r.connection_id, r.index))

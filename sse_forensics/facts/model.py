@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+import orjson
+
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.signals import SignalPayload
@@ -44,6 +46,17 @@ class LogStreamInfo:
     evicted: dict[str, Origin] = field(default_factory=dict)  # ID → its eviction record
     evicted_why: dict[str, str] = field(default_factory=dict)  # ID → "reason where"
     stream: str = ""
+
+    @classmethod
+    def from_json(cls, text: str) -> LogStreamInfo:
+        """The ``log_info`` column of the ``exchanges`` evidence table, parsed."""
+        doc = orjson.loads(text)
+        return cls(
+            emitted=doc["emitted"],
+            evicted={k: Origin(*v) for k, v in doc["evicted"].items()},
+            evicted_why=doc["evicted_why"],
+            stream=doc["stream"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +102,10 @@ class ExchangeRecord:
     response_end: Origin | None = None
     last_body_origin: Origin | None = None
     from_log: bool = False
-    log: LogStreamInfo | None = None
+    # What the server's event log says of the stream, as ingest wrote it: parsed on first
+    # use (``log``), since only the streams judged one by one read it.
+    log_text: str | None = None
+    _log: LogStreamInfo | None = None
     calls: list[RpcCall] = field(default_factory=list)
     json_answers: list[str | None] = field(default_factory=list)
     protocol_version: str | None = None
@@ -101,6 +117,21 @@ class ExchangeRecord:
             if self.source is not None:
                 self.source.materialize(self)
         return self._events
+
+    @property
+    def log(self) -> LogStreamInfo | None:
+        if self._log is None and self.log_text:
+            self._log = LogStreamInfo.from_json(self.log_text)
+        return self._log
+
+    @log.setter
+    def log(self, value: LogStreamInfo | None) -> None:
+        self._log, self.log_text = value, None
+
+    @property
+    def has_log(self) -> bool:
+        """The event log accounts for this stream (without parsing what it says)."""
+        return self._log is not None or bool(self.log_text)
 
     @property
     def kinds(self) -> list[EventKind]:
