@@ -37,3 +37,13 @@ def sample_captures() -> list[Path]:
         for p in SAMPLES.iterdir()
         if p.suffix in (".pcap", ".pcapng") and p.with_suffix(".expected.json").exists()
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_sample_scans(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> None:
+    """support.sample_scans keeps its scans where every xdist worker of this run finds
+    them: the run's temporary directory, above each worker's own."""
+    from support import sample_scans
+
+    base = tmp_path_factory.getbasetemp()
+    sample_scans.share_under(base if worker_id == "master" else base.parent)

@@ -110,7 +110,8 @@ def _tshark(capture: Path, *args: str) -> str:
 
 FRAME_FIELDS = ("frame.time_epoch", "tcp.srcport", "tcp.dstport", "tcp.stream")
 # What the other tests read of each frame, in the same tshark run (one run costs ~0.3 CPU s,
-# most of it tshark starting): the link layer and addresses, and what marks a frame bad.
+# most of it tshark starting): the link layer and addresses, what marks a frame bad, the
+# SLL direction and interface, the VLAN, and the absolute sequence number and length.
 CHECK_FIELDS = (
     "frame.number",
     "frame.protocols",
@@ -119,16 +120,46 @@ CHECK_FIELDS = (
     "_ws.malformed",
     "_ws.short",
     "_ws.expert.severity",
+    "sll.pkttype",
+    "sll.ifindex",
+    "vlan.id",
+    "tcp.seq_raw",
+    "tcp.len",
 )
 PI_ERROR = 8388608  # expert severity "error" and above: a frame tshark calls bad
+# TCP streams followed in that run (by number: which exist is only known from its fields);
+# a sample with more fails _read below rather than lose a stream.
+FOLLOWED_STREAMS = 4
 
 
-@functools.cache  # several tests read each committed sample's frames
+@functools.cache  # several tests read each committed sample's frames and streams
+def _read(capture: Path) -> tuple[list[dict[str, str]], bytes]:
+    """One tshark run over ``capture``: :data:`FRAME_FIELDS` and :data:`CHECK_FIELDS` of
+    every frame, and both directions of every TCP stream as tshark reassembles them,
+    stream after stream."""
+    names = FRAME_FIELDS + CHECK_FIELDS
+    follow = [a for n in range(FOLLOWED_STREAMS) for a in ("-z", f"follow,tcp,raw,{n}")]
+    out = _tshark(capture, "-T", "fields", *(x for f in names for x in ("-e", f)), *follow)
+    # The frames' lines, then one block per ``-z follow``, in no set order.
+    lines, _, blocks_text = out.partition("\n\n===")
+    frames = [dict(zip(names, line.split("\t"), strict=True)) for line in lines.splitlines()]
+    streams = sorted({int(f["tcp.stream"]) for f in frames if f["tcp.stream"]})
+    assert streams == list(range(len(streams))) and len(streams) <= FOLLOWED_STREAMS
+    blocks = re.findall(
+        r"^Filter: tcp\.stream eq (\d+)\n(.*?)^=+$", "===" + blocks_text, re.M | re.S
+    )
+    assert sorted(int(n) for n, _ in blocks) == list(range(FOLLOWED_STREAMS))
+    data = b""
+    for n, block in sorted(blocks, key=lambda b: int(b[0])):
+        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", block, re.MULTILINE)
+        assert int(n) in streams or not hex_lines
+        data += b"".join(bytes.fromhex(line) for line in hex_lines)
+    return frames, data
+
+
 def _frames(capture: Path) -> list[dict[str, str]]:
     """:data:`FRAME_FIELDS` and :data:`CHECK_FIELDS` of every frame, as tshark reads them."""
-    names = FRAME_FIELDS + CHECK_FIELDS
-    out = _tshark(capture, "-T", "fields", *(x for f in names for x in ("-e", f)))
-    return [dict(zip(names, line.split("\t"), strict=True)) for line in out.splitlines()]
+    return _read(capture)[0]
 
 
 def _frame_fields(capture: Path) -> list[list[str]]:
@@ -136,21 +167,9 @@ def _frame_fields(capture: Path) -> list[list[str]]:
     return [[frame[f] for f in FRAME_FIELDS] for frame in _frames(capture)]
 
 
-@functools.cache
 def _followed_bytes(capture: Path) -> bytes:
     """Both directions of every TCP stream as tshark reassembles them, stream after stream."""
-    streams = sorted({stream for *_, stream in _frame_fields(capture) if stream}, key=int)
-    # One tshark for all streams: it prints one block per ``-z follow``, in no set order.
-    follow = [arg for n in streams for arg in ("-z", f"follow,tcp,raw,{n}")]
-    blocks = re.findall(
-        r"^Filter: tcp\.stream eq (\d+)\n(.*?)^=+$", _tshark(capture, "-q", *follow), re.M | re.S
-    )
-    assert sorted(int(n) for n, _ in blocks) == [int(n) for n in streams]
-    data = b""
-    for _, block in sorted(blocks, key=lambda b: int(b[0])):
-        hex_lines = re.findall(r"^\s*([0-9a-f]+)\s*$", block, re.MULTILINE)
-        data += b"".join(bytes.fromhex(line) for line in hex_lines)
-    return data
+    return _read(capture)[1]
 
 
 @needs_tshark
@@ -184,52 +203,27 @@ def test_link_layer_and_addresses(name: str) -> None:
 
 @needs_tshark
 def test_sll2_marks_direction_and_vlan_is_120() -> None:
-    sll = _tshark(
-        _capture("crafted-sll2-resume-jump"),
-        "-c",
-        "2",
-        "-T",
-        "fields",
-        "-e",
-        "sll.pkttype",
-        "-e",
-        "sll.ifindex",
-    )
-    assert sll.split("\n")[:2] == ["0\t2", "4\t2"]  # to us (client), sent by us (server)
-    vlan = _tshark(_capture("crafted-vlan-ipv6-live-jump"), "-T", "fields", "-e", "vlan.id")
-    assert set(vlan.split()) == {"120"}
+    sll = _frames(_capture("crafted-sll2-resume-jump"))[:2]
+    # To us (client), sent by us (server), on interface 2.
+    assert [(f["sll.pkttype"], f["sll.ifindex"]) for f in sll] == [("0", "2"), ("4", "2")]
+    vlan = {f["vlan.id"] for f in _frames(_capture("crafted-vlan-ipv6-live-jump"))}
+    assert vlan == {"120"}
 
 
 @needs_tshark
 def test_pcapng_keeps_nanoseconds() -> None:
-    out = _tshark(
-        _capture("crafted-pcapng-ns-nullloop-prefixed"),
-        "-Y",
-        "frame.number == 8",
-        "-T",
-        "fields",
-        "-e",
-        "frame.time_epoch",
-    )
-    assert out.strip() == "1767250800.004140123"  # 2026-01-01T07:00:00Z: the 8th sample
+    frame = _frames(_capture("crafted-pcapng-ns-nullloop-prefixed"))[7]
+    assert frame["frame.number"] == "8"
+    assert frame["frame.time_epoch"] == "1767250800.004140123"  # 2026-01-01T07:00:00Z: the 8th
 
 
 @needs_tshark
 def test_server_sequence_numbers_wrap() -> None:
-    out = _tshark(
-        _capture("crafted-seq-wraparound"),
-        "-o",
-        "tcp.relative_sequence_numbers:FALSE",
-        "-Y",
-        "tcp.srcport == 8000 && tcp.len > 0",
-        "-T",
-        "fields",
-        "-e",
-        "tcp.seq",
-        "-e",
-        "tcp.len",
-    )
-    segments = [tuple(map(int, line.split())) for line in out.splitlines()]
+    segments = [
+        (int(f["tcp.seq_raw"]), int(f["tcp.len"]))
+        for f in _frames(_capture("crafted-seq-wraparound"))
+        if f["tcp.srcport"] == "8000" and int(f["tcp.len"] or 0) > 0
+    ]
     assert segments[0][0] == crafted.WRAP_ISN + 1
     assert any(seq + length > 1 << 32 for seq, length in segments), "one segment crosses 2**32"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES
+from support import sample_scans
 from support.log_samples import LOGS, Finding, event_log_of, expected_findings, got_findings
 from support.partitions import assert_same_in_partitions
 
@@ -96,7 +97,7 @@ def test_log_samples_come_in_the_shapes_real_servers_write() -> None:
 
 @functools.cache  # resume-storm's logs are read by three tests: one scan
 def _logs_alone(name: str) -> ScanResult:
-    return scan_paths([str(LOGS / name)])
+    return sample_scans.scan([LOGS / name])
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
+from support import sample_scans
 
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.result import ScanResult
@@ -27,7 +28,7 @@ def _expected(capture: Path) -> Counter:
 
 @functools.cache  # two tests judge each sample's scan: one scan
 def _scan(capture: Path) -> ScanResult:
-    return scan_paths([str(capture)])
+    return sample_scans.scan([capture])
 
 
 def _got(findings) -> Counter:
@@ -63,7 +64,7 @@ def test_every_finding_carries_its_evidence(capture: Path) -> None:
 
 
 def test_capture_loss_is_indeterminate_not_corruption() -> None:
-    result = scan_paths([str(SAMPLES / "crafted-capture-loss.pcap")])
+    result = sample_scans.scan([SAMPLES / "crafted-capture-loss.pcap"])
     assert {f.classification for f in result.findings} == {"indeterminate"}
     (finding,) = [f for f in result.findings if f.rule == "missing-stream-gap"]
     assert any("capture lacks bytes" in e["what"] for e in finding.evidence)
@@ -81,14 +82,14 @@ def test_fingerprints_stable_across_runs_and_input_order() -> None:
 
 
 def test_shared_counter_is_detected_and_not_a_gap() -> None:
-    result = scan_paths([str(SAMPLES / "shared-counter-two-streams.pcap")])
+    result = sample_scans.scan([SAMPLES / "shared-counter-two-streams.pcap"])
     sessions = result.tables["sessions"]
     assert result.findings == []
     assert set(sessions["counter_scope"].to_list()) & {"session", "server"}
 
 
 def test_resume_linked_to_stream_by_event_id_across_connections() -> None:
-    result = scan_paths([str(SAMPLES / "clean-resume-int.pcap")])
+    result = sample_scans.scan([SAMPLES / "clean-resume-int.pcap"])
     resumes = result.tables["resumes"].to_dicts()
     streams = result.tables["streams"].to_dicts()
     (resume,) = resumes

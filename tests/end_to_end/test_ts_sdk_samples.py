@@ -12,8 +12,8 @@ from functools import cache
 import polars as pl
 import pytest
 from conftest import SAMPLES
+from support import sample_scans
 
-from sse_forensics.pipeline import scan_paths
 from sse_forensics.result import ScanResult
 
 NAMES = ["ts-sdk-clean", "ts-sdk-resume"]
@@ -23,7 +23,7 @@ INTERRUPT_AT = 3  # samples/ts_sdk/client.js: the resume run drops the stream af
 
 @cache
 def scanned(name: str) -> ScanResult:
-    return scan_paths([str(SAMPLES / f"{name}.pcap")])
+    return sample_scans.scan([SAMPLES / f"{name}.pcap"])
 
 
 def expected(name: str) -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, sample_captures
+from support import sample_scans
 from support.cli import run as _in_process
 from support.proxy_legs import two_legs
 from support.scripts import load_script
@@ -39,7 +40,7 @@ def _incidents(*paths: Path):
 
 @functools.cache  # two tests group every sample's findings: one scan per sample
 def _sample_incidents(capture: Path):
-    return _incidents(capture)
+    return group_incidents(sample_scans.scan([capture]).findings)  # test_samples.py's
 
 
 @functools.cache  # three tests read the proxy capture's findings: one scan
@@ -127,7 +128,7 @@ def test_separate_losses_stay_separate() -> None:
 
 def test_incident_ids_are_stable_across_runs_input_order_and_merging() -> None:
     captures = sample_captures()
-    merged = scan_paths([str(p) for p in captures]).findings
+    merged = sample_scans.scan(captures).findings  # test_siem_schemas.py's
     again = scan_paths([str(p) for p in reversed(captures)]).findings
     one_by_one = [i.fingerprint for p in captures for i in _sample_incidents(p)]
     ids = [i.fingerprint for i in group_incidents(merged)]

@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import SAMPLES, SHARED_CAPTURES, sample_captures
+from support import sample_scans
 from support.proxy_legs import two_legs
 from support.schemas import (
     NAMESPACE,
@@ -53,7 +54,7 @@ def _scans() -> dict[str, list]:
     without a capture in one scan, two captures joined with their logs, and a capture of
     two proxy-like legs. (The logs in one scan give the findings of a scan per folder,
     field for field but their ids: ~1.2 CPU s instead of 5.6.)"""
-    out = {"captures": scan_paths([str(p) for p in sample_captures()]).findings}
+    out = {"captures": sample_scans.scan(sample_captures()).findings}  # test_incidents'
     out["logs"] = scan_paths([str(p) for p in sorted(LOGS.iterdir()) if p.is_dir()]).findings
     for name in JOINED:
         out[f"joined:{name}"] = scan_paths(
