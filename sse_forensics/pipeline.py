@@ -16,7 +16,7 @@ import glob
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -425,12 +425,13 @@ class _StoreSource:
                 for b, ask in asks
             ]
             return [(b, r) for b, r in done if r is not None]
-        futures = []
+        futures: list[tuple[int, Future[R | None]]] = []
         for b, ask in asks:
             files = self.store.task_files([b])[EventColumns.name]
             if files:  # spilled: a partition without files has no events
+                run: Callable[..., R | None] = _front_task
                 futures.append(
-                    (b, self.workers.submit(_front_task, task, files, columns, where, chunked, ask))
+                    (b, self.workers.submit(run, task, files, columns, where, chunked, ask))
                 )
         got = [(b, f.result()) for b, f in futures]
         return [(b, r) for b, r in got if r is not None]

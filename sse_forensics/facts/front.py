@@ -709,7 +709,7 @@ def _chunked_response_stats(
 
 def _stream_codecs(
     stats: pl.DataFrame, root_of: pl.DataFrame, sessions: list[str], config: AnalysisConfig
-) -> tuple[dict[str, IdCodec], dict[Key, IdCodec]]:
+) -> tuple[dict[str, IdCodec], dict[Key, IdCodec], CodecCodes]:
     """Per logical stream (``root_of``: ``conn_id, ex_index, root_conn, root_index`` of every
     stream), its ID scheme (``facts.ids.detect_scheme``: int when the IDs are decimal
     integers, outliers tolerated; prefixed when they fit the pattern and the counter moves
@@ -770,20 +770,60 @@ def _stream_codecs(
             return IdCodec("prefixed", compiled[1], digits)
         return IdCodec("opaque")
 
+    # Each reading's number (its place in ``codes.codecs``), beside the codecs themselves:
+    # what the partitions' tasks are told (:class:`KeysAsk`).
+    codes = CodecCodes()
+    numbers: dict[tuple[bool, bool, bool], int] = {}
+
+    def number(is_int: bool, p0: bool, p1: bool) -> int:
+        k = numbers.get((is_int, p0, p1))
+        if k is None:
+            k = numbers[(is_int, p0, p1)] = len(codes.codecs)
+            codes.codecs.append(decide(is_int, p0, p1))
+        return k
+
     stream_codecs: dict[Key, IdCodec] = {}
     session_codecs: dict[str, IdCodec] = {}
+    root_numbers: dict[Key, int] = {}
+    session_numbers: dict[str, int] = {}
     best: dict[str, int] = {}
     for rc, ri, session, n, is_int, p0, p1 in (
         per_root.sort(root).select(*root, "session", "n", "int", "p0", "p1").iter_rows()
     ):
-        codec = decide(bool(is_int), bool(p0), bool(p1))
+        k = number(bool(is_int), bool(p0), bool(p1))
+        codec = codes.codecs[k]
         stream_codecs[(rc, ri)] = codec
+        root_numbers[(rc, ri)] = k
         if n > best.get(session, 0):
             best[session], session_codecs[session] = n, codec
+            session_numbers[session] = k
     for session in sessions:
         if session not in session_codecs:  # no ID in the session: only a forced scheme
-            session_codecs[session] = decide(False, False, False)
-    return session_codecs, stream_codecs
+            session_numbers[session] = k = number(False, False, False)
+            session_codecs[session] = codes.codecs[k]
+    codes.roots = pl.DataFrame(
+        {
+            "root_conn": [key[0] for key in root_numbers],
+            "root_index": [key[1] for key in root_numbers],
+            "r": list(root_numbers.values()),
+        },
+        schema={"root_conn": pl.Int64, "root_index": pl.Int64, "r": pl.Int64},
+    )
+    codes.sessions = pl.DataFrame(
+        {"session": list(session_numbers), "s": list(session_numbers.values())},
+        schema={"session": pl.String, "s": pl.Int64},
+    )
+    return session_codecs, stream_codecs, codes
+
+
+@dataclass(slots=True)
+class CodecCodes:
+    """The scan's distinct readings (``codecs``), and each root's and session's by number
+    (``roots``: ``root_conn, root_index, r``; ``sessions``: ``session, s``)."""
+
+    codecs: list[IdCodec] = field(default_factory=list)
+    roots: pl.DataFrame = field(default_factory=pl.DataFrame)
+    sessions: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[int, str]]:
@@ -1210,7 +1250,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         )
     )
     del stat_parts
-    front.codecs, front.stream_codecs = _stream_codecs(stats, root_of, source.sessions(), config)
+    front.codecs, front.stream_codecs, codes = _stream_codecs(
+        stats, root_of, source.sessions(), config
+    )
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (
@@ -1244,7 +1286,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     # as they are (there is no other partition to read).
     key_parts: dict[int, list[bytes | pl.DataFrame]] = {}
     stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
-    responses = _response_codecs(front, stream_session, root_of, buckets)
+    responses = _response_codecs(codes, stream_session, root_of, buckets)
     by_bucket = split_by(
         by_stream.select("conn_id", "ex_index", "root").join(
             stream_bucket, on=["conn_id", "ex_index"], how="inner"
@@ -1269,9 +1311,10 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     del responses, by_bucket
     # Each response read under its logical stream's scheme, else its session's (only the
     # three columns keys need are read), in its partition's task.
-    for part, keys in source.map_events(
+    keys_of: list[tuple[int, bytes | pl.DataFrame]] = source.map_events(
         partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
-    ):
+    )
+    for part, keys in keys_of:
         key_parts.setdefault(task_of[part], []).append(keys)
     del key_asks
     if len(key_parts) == 1:  # one task: its keys read back once, not for every use
@@ -1524,7 +1567,7 @@ def partition_keys(events: Iterator[pl.DataFrame], ask: KeysAsk) -> bytes | pl.D
     event's key under its response's codec (:func:`event_keys`), by root."""
     for frame in events:  # the partition's events in one frame
         by_response = {
-            (c, i): ask.codecs[k]
+            (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
             for c, i, k in frame.select("conn_id", "ex_index")
             .unique()
             .join(ask.responses, on=["conn_id", "ex_index"], how="inner")
@@ -1548,40 +1591,23 @@ def partition_keys(events: Iterator[pl.DataFrame], ask: KeysAsk) -> bytes | pl.D
 
 
 def _response_codecs(
-    front: Front, stream_session: pl.DataFrame, root_of: pl.DataFrame, buckets: int
+    codes: CodecCodes, stream_session: pl.DataFrame, root_of: pl.DataFrame, buckets: int
 ) -> tuple[list[IdCodec], dict[Any, pl.DataFrame]]:
     """The scan's distinct codecs, and per partition each stream's among them
-    (``conn_id, ex_index, codec``): its logical stream's (``front.stream_codecs``), else its
-    session's (``front.codecs``), else opaque."""
-    index: dict[IdCodec, int] = {}
-    roots = list(front.stream_codecs)
-    by_root = [index.setdefault(c, len(index)) for c in front.stream_codecs.values()]
-    sessions = list(front.codecs)
-    by_session = [index.setdefault(c, len(index)) for c in front.codecs.values()]
-    opaque = index.setdefault(IdCodec("opaque"), len(index))
-    root_codec = pl.DataFrame(
-        {
-            "root_conn": [k[0] for k in roots],
-            "root_index": [k[1] for k in roots],
-            "r": by_root,
-        },
-        schema={"root_conn": pl.Int64, "root_index": pl.Int64, "r": pl.Int64},
-    )
-    session_codec = pl.DataFrame(
-        {"session": sessions, "s": by_session}, schema={"session": pl.String, "s": pl.Int64}
-    )
+    (``conn_id, ex_index, codec``): its logical stream's (``Front.stream_codecs``), else its
+    session's (``Front.codecs``: every session has one)."""
     frame = (
         stream_session.join(root_of, on=["conn_id", "ex_index"], how="inner")
-        .join(root_codec, on=["root_conn", "root_index"], how="left")
-        .join(session_codec, on="session", how="left", nulls_equal=True)
+        .join(codes.roots, on=["root_conn", "root_index"], how="left")
+        .join(codes.sessions, on="session", how="left", nulls_equal=True)
         .select(
             "conn_id",
             "ex_index",
-            pl.coalesce("r", "s", pl.lit(opaque, pl.Int64)).alias("codec"),
+            pl.coalesce("r", "s").alias("codec"),
             bucket_expr(buckets).alias("_b"),
         )
     )
-    return list(index), split_by(frame, "_b", keep_key=False)
+    return codes.codecs, split_by(frame, "_b", keep_key=False)
 
 
 @dataclass(frozen=True, slots=True)
