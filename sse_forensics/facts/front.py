@@ -1296,37 +1296,57 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     )
     no_codec = pl.DataFrame(schema={"conn_id": pl.Int64, "ex_index": pl.Int64, "codec": pl.Int64})
     no_stream = by_stream.select("conn_id", "ex_index", "root").clear()
-    key_asks = [
-        (
-            b,
-            KeysAsk(
-                responses[0],
-                responses[1].get(b, no_codec),
-                by_bucket.get(b, no_stream),
-                buckets > 1,
-            ),
+    session_codes = _group_codes(all_roots, "session")
+
+    def sessions_of(b: int, streams_of: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]] | None:
+        """A partition judged alone (a task of its own): its roots' sessions, for its task
+        to judge their counters (:func:`_repeats`); else None (judged here, task by task)."""
+        if front.tasks[task_of[b]] != [b]:
+            return None
+        mine = session_codes[0].join(streams_of.select("root").unique(), on="root", how="semi")
+        names = session_codes[1]
+        return mine, {g: names[g] for g in mine.get_column("g").unique().to_list()}
+
+    key_asks = []
+    for b in range(buckets):
+        streams_of = by_bucket.get(b, no_stream)
+        key_asks.append(
+            (
+                b,
+                KeysAsk(
+                    responses[0],
+                    responses[1].get(b, no_codec),
+                    streams_of,
+                    buckets > 1,
+                    sessions_of(b, streams_of),
+                ),
+            )
         )
-        for b in range(buckets)
-    ]
     del responses, by_bucket
     # Each response read under its logical stream's scheme, else its session's (only the
     # three columns keys need are read), in its partition's task.
-    keys_of: list[tuple[int, bytes | pl.DataFrame]] = source.map_events(
-        partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
+    keys_of: list[tuple[int, tuple[bytes | pl.DataFrame, dict[Any, bool] | None]]] = (
+        source.map_events(
+            partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
+        )
     )
-    for part, keys in keys_of:
+    session_repeats: dict[Any, bool] = {}
+    judged: set[int] = set()  # tasks whose sessions' counters their task judged
+    for part, (keys, repeats) in keys_of:
         key_parts.setdefault(task_of[part], []).append(keys)
-    del key_asks
+        if repeats is not None:
+            session_repeats.update(repeats)
+            judged.add(task_of[part])
+    del key_asks, keys_of
     if len(key_parts) == 1:  # one task: its keys read back once, not for every use
         key_parts = {task: [_task_keys(parts)] for task, parts in key_parts.items()}
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
     # task, and a root's session and server are the root's own (root_info). Per session
     # within the task; per server over every task (holders summed, then each task's roots).
-    session_repeats: dict[Any, bool] = {}
-    session_codes = _group_codes(all_roots, "session")
     server_roots, server_names = _group_codes(all_roots, "server")
-    for parts in key_parts.values():
-        session_repeats.update(_repeats(_task_keys(parts), session_codes))
+    for task, parts in key_parts.items():
+        if task not in judged:
+            session_repeats.update(_repeats(_task_keys(parts), session_codes))
     server_repeats: dict[Any, bool] = {}
     if key_parts:
         server_keys = _each_task(list(key_parts.values()), server_roots)
@@ -1554,17 +1574,23 @@ def partition_ids(
 class KeysAsk:
     """What :func:`partition_keys` needs for one partition: the scan's distinct codecs,
     each of its streams' codec among them (``conn_id, ex_index, codec``), each stream's
-    root (``conn_id, ex_index, root``), and whether to pack the keys (:func:`_packed`)."""
+    root (``conn_id, ex_index, root``), whether to pack the keys (:func:`_packed`), and
+    its roots' session codes when it is a task of its own (:func:`_group_codes`)."""
 
     codecs: list[IdCodec]
     responses: pl.DataFrame
     by_stream: pl.DataFrame
     pack: bool
+    sessions: tuple[pl.DataFrame, dict[int, str]] | None = None
 
 
-def partition_keys(events: Iterator[pl.DataFrame], ask: KeysAsk) -> bytes | pl.DataFrame | None:
+def partition_keys(
+    events: Iterator[pl.DataFrame], ask: KeysAsk
+) -> tuple[bytes | pl.DataFrame, dict[Any, bool] | None] | None:
     """One partition's distinct counter keys (``root, prefix, seq``): each ID-carrying
-    event's key under its response's codec (:func:`event_keys`), by root."""
+    event's key under its response's codec (:func:`event_keys`), by root; and, when the
+    partition is a task of its own (``ask.sessions``: its roots' session codes), whether
+    each of its sessions' counters repeat (:func:`_repeats`)."""
     for frame in events:  # the partition's events in one frame
         by_response = {
             (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
@@ -1586,7 +1612,8 @@ def partition_keys(events: Iterator[pl.DataFrame], ask: KeysAsk) -> bytes | pl.D
                 "root", "prefix", "seq"
             )
         )
-        return _packed(keys) if ask.pack else keys
+        repeats = None if ask.sessions is None else _repeats(keys, ask.sessions)
+        return (_packed(keys) if ask.pack else keys), repeats
     return None
 
 
