@@ -567,8 +567,9 @@ def analyze_store(
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
-    processes (``pool``'s, when given) when there is more than one task, or on ``executor``
-    (a cluster's)."""
+    processes (``pool``'s, when given) when there is more than one partition, or on
+    ``executor`` (a cluster's): the same workers run the cross-session pass's per-partition
+    tasks first (:func:`cross_session_front`). One task left is judged here."""
     nonempty = store.nonempty()
     pooled = not keep_records and (executor is not None or (jobs > 1 and len(nonempty) > 1))
     if not pooled:
