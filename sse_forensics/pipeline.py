@@ -15,12 +15,12 @@ import gc
 import glob
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -28,7 +28,7 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.store import EvidenceStore, read_files
+from sse_forensics.evidence.store import CHUNK_ROWS, EvidenceStore, read_files, read_rows
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 # 52 MB log set judged as one partition, 32 MB 476 MB, 16 MB 375 MB but more overhead; on
 # a 400k-packet capture of 50 long sessions, 32 MB 666 MB and 8 MB 418 MB for ~20% more CPU).
 PARTITION_BYTES = 8 << 20
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 # A scan builds many short-lived objects per connection and frees few while it runs: the
@@ -400,9 +403,38 @@ def analyze_partition(
 
 @dataclass(slots=True)
 class _StoreSource:
-    """The evidence store as the cross-session pass reads it (:class:`FrontSource`)."""
+    """The evidence store as the cross-session pass reads it (:class:`FrontSource`): its
+    partitions' tasks run on ``workers`` (the scan's pool or cluster; the store spilled),
+    else here."""
 
     store: EvidenceStore
+    workers: Executor | None = None
+
+    def map_events(
+        self,
+        task: Callable[[Iterator[pl.DataFrame], A], R | None],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None,
+        asks: Sequence[tuple[int, A]],
+        chunked: bool,
+    ) -> list[tuple[int, R]]:
+        chunk_rows = CHUNK_ROWS if chunked else None
+        if self.workers is None:
+            done = [
+                (b, task(self.store.bucket_rows(b, EventColumns, columns, where, chunk_rows), ask))
+                for b, ask in asks
+            ]
+            return [(b, r) for b, r in done if r is not None]
+        futures: list[tuple[int, Future[R | None]]] = []
+        for b, ask in asks:
+            files = self.store.task_files([b])[EventColumns.name]
+            if files:  # spilled: a partition without files has no events
+                run: Callable[..., R | None] = _front_task
+                futures.append(
+                    (b, self.workers.submit(run, task, files, columns, where, chunked, ask))
+                )
+        got = [(b, f.result()) for b, f in futures]
+        return [(b, r) for b, r in got if r is not None]
 
     @property
     def buckets(self) -> int:
@@ -482,10 +514,29 @@ def _over_long_numbers(store: EvidenceStore, config: AnalysisConfig) -> list[Rea
     return hits
 
 
-def cross_session_front(store: EvidenceStore, config: AnalysisConfig) -> Front:
+def _front_task(
+    task: Callable[[Iterator[pl.DataFrame], A], R | None],
+    files: list[Path],
+    columns: Sequence[str | pl.Expr],
+    where: pl.Expr | None,
+    chunked: bool,
+    ask: A,
+) -> R | None:
+    """One partition's share of the cross-session pass in a worker process (or a cluster
+    task): its event files in (read in chunks, or whole), ``task``'s small result out."""
+    return task(read_rows(files, [], columns, where, CHUNK_ROWS if chunked else None), ask)
+
+
+def cross_session_front(
+    store: EvidenceStore, config: AnalysisConfig, workers: Executor | None = None
+) -> Front:
     """What the whole scan decides across sessions (:mod:`sse_forensics.facts.front`),
-    reading the events one partition at a time."""
-    return compute_front(_StoreSource(store), config)
+    reading the events one partition at a time: each partition's share on ``workers``
+    (the store spilled first), the parent merging."""
+    if workers is not None:
+        store.spill()  # the workers read the partitions' files
+    with _scan_gc():
+        return compute_front(_StoreSource(store, workers), config)
 
 
 def _analyze_files(
@@ -516,28 +567,47 @@ def analyze_store(
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
-    processes (``pool``'s, when given) when there is more than one task, or on ``executor``
-    (a cluster's)."""
-    front = cross_session_front(store, config)
-    nonempty = set(store.nonempty())
-    # Each task's own share of the front (Front.split), the whole scan's then let go.
-    shared = [
-        (t, s) for t, s in zip(front.tasks, front.split(), strict=True) if nonempty.intersection(t)
-    ]
-    del front
-    tasks = [t for t, _ in shared]
-    parallel = executor is not None or (jobs > 1 and len(tasks) > 1)
-    if parallel and tasks and not keep_records:
-        store.spill()  # workers read the partitions from disk, not through a pipe
-        with _worker_pool(executor or pool, min(jobs, len(tasks))) as workers:
-            # Each task is sent its own share of the front, not the whole scan's.
-            futures = [
-                workers.submit(
-                    _analyze_files, store.task_files(t), share, rules, provided, keep_tables
-                )
-                for t, share in shared
-            ]
-            return [f.result() for f in futures]
+    processes (``pool``'s, when given) when there is more than one partition, or on
+    ``executor`` (a cluster's): the same workers run the cross-session pass's per-partition
+    tasks first (:func:`cross_session_front`). One task left is judged here."""
+    nonempty = store.nonempty()
+    pooled = not keep_records and (executor is not None or (jobs > 1 and len(nonempty) > 1))
+    if not pooled:
+        front = cross_session_front(store, config)
+        shared = _shares(front, nonempty)  # each task's share; the whole scan's let go
+        del front
+        return _judge_here(store, shared, rules, provided, keep_records, keep_tables)
+    store.spill()  # workers read the partitions from disk, not through a pipe
+    size = min(jobs, len(nonempty))
+    with _worker_pool(executor or pool, size) as workers:
+        front = cross_session_front(store, config, workers)
+        shared = _shares(front, nonempty)
+        del front
+        if executor is None and len(shared) < 2:  # one task: judged here
+            return _judge_here(store, shared, rules, provided, keep_records, keep_tables)
+        # Each task is sent its own share of the front, not the whole scan's.
+        futures = [
+            workers.submit(_analyze_files, store.task_files(t), share, rules, provided, keep_tables)
+            for t, share in shared
+        ]
+        return [f.result() for f in futures]
+
+
+def _shares(front: Front, nonempty: list[int]) -> list[tuple[list[int], Front]]:
+    """Each task with evidence, with its own share of the front (:meth:`Front.split`)."""
+    held = set(nonempty)
+    return [(t, s) for t, s in zip(front.tasks, front.split(), strict=True) if held.intersection(t)]
+
+
+def _judge_here(
+    store: EvidenceStore,
+    shared: list[tuple[list[int], Front]],
+    rules: RuleSet,
+    provided: frozenset[str],
+    keep_records: bool,
+    keep_tables: bool,
+) -> list[PartitionResult]:
+    """Every task judged in this process, one after another."""
     out = []
     for task, share in shared:
         connections, exchanges, events = store.load_task(task)

@@ -14,8 +14,11 @@ The plan (docs/cluster.md, docs/scaling.md):
 3. **Logs** (:mod:`.logs`): one task per log file routes its rows to partitions, then tasks
    per partition write the evidence; log pseudo-connections are numbered on the client from
    one small table per partition.
-4. **Cross-session facts** on the client, from the columns they need
-   (``pipeline.cross_session_front``).
+4. **Cross-session facts** (``pipeline.cross_session_front``): one task per partition
+   reads its events (``pipeline._front_task``: the ID schemes' statistics and the
+   sightings a resume can link to, the counter keys, the first sightings of replayed
+   events); the client reads the exchanges' columns it needs and merges the tasks' small
+   results.
 5. **Partitions**: one task per partition group, ``pipeline._analyze_files`` — the pure
    function ``--jobs`` runs in local processes: Parquet files in, findings out.
 6. **Merge** on the client, sorted as a local scan sorts (``pipeline.scan_paths``).

@@ -211,6 +211,35 @@ def _file_groups(files: list[Path], chunk_rows: int) -> list[list[Path]]:
     return groups
 
 
+def read_rows(
+    files: list[Path],
+    batches: Sequence[pl.DataFrame],
+    columns: Sequence[str | pl.Expr],
+    where: pl.Expr | None = None,
+    chunk_rows: int | None = None,
+) -> Iterator[pl.DataFrame]:
+    """``columns`` of the rows ``where`` selects in one bucket's table: its spilled
+    ``files`` then its held ``batches``, in the order they were added. With ``chunk_rows``,
+    in several frames (the files about ``chunk_rows`` rows at a time, or one file; then the
+    batches one at a time: :meth:`EvidenceStore.bucket_chunks`); without it, in one frame
+    read by one query (:meth:`EvidenceStore.bucket_columns`). Frames without rows are left
+    out. What a worker process reads of a partition it was handed as files."""
+    lazies: list[pl.LazyFrame]
+    if chunk_rows is None:
+        parts = [pl.scan_parquet(files)] if files else []
+        parts.extend(df.lazy() for df in batches)
+        lazies = [pl.concat(parts)] if parts else []
+    else:
+        lazies = [pl.scan_parquet(g) for g in _file_groups(files, chunk_rows)]
+        lazies.extend(df.lazy() for df in batches)
+    for lazy in lazies:
+        if where is not None:
+            lazy = lazy.filter(where)
+        df = lazy.select(columns).collect()
+        if df.height:
+            yield df
+
+
 def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
     """One spilled file of ``table``; events narrowed (:func:`narrow_events`) as they are
     read, row group by row group, so a file holding one long stream is never held wide, and
@@ -423,17 +452,24 @@ class EvidenceStore:
         ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; or one file) each, then its held
         batches one at a time. A bucket holding one stream of millions of events is never
         read whole (issue 16)."""
-        chunk_rows = chunk_rows or CHUNK_ROWS
         for b in range(self.buckets):
-            part = self._parts[b]
-            lazies = [pl.scan_parquet(g) for g in _file_groups(part.files[table.name], chunk_rows)]
-            lazies.extend(df.lazy() for df in part.batches[table.name])
-            for lazy in lazies:
-                if where is not None:
-                    lazy = lazy.filter(where)
-                df = lazy.select(columns).collect()
-                if df.height:
-                    yield b, df
+            for df in self.bucket_rows(b, table, columns, where, chunk_rows or CHUNK_ROWS):
+                yield b, df
+
+    def bucket_rows(
+        self,
+        bucket: int,
+        table: type[Columns],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None = None,
+        chunk_rows: int | None = None,
+    ) -> Iterator[pl.DataFrame]:
+        """One bucket's rows of ``table`` (:func:`read_rows`: in chunks of about
+        ``chunk_rows``, or in one frame without it)."""
+        part = self._parts[bucket]
+        return read_rows(
+            part.files[table.name], part.batches[table.name], columns, where, chunk_rows
+        )
 
     def task_columns(
         self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]

@@ -26,7 +26,7 @@ import io
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import polars as pl
 
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from polars.expr.whenthen import ChainedThen, Then
 
 Key = tuple[int, int]  # (connection, exchange index)
+A = TypeVar("A")
+R = TypeVar("R")
 Server = tuple[str, int]
 # A stream with fewer ID-carrying events says nothing about whether its counter is shared.
 MIN_VALUES_TO_JUDGE = 2
@@ -707,7 +709,7 @@ def _chunked_response_stats(
 
 def _stream_codecs(
     stats: pl.DataFrame, root_of: pl.DataFrame, sessions: list[str], config: AnalysisConfig
-) -> tuple[dict[str, IdCodec], dict[Key, IdCodec]]:
+) -> tuple[dict[str, IdCodec], dict[Key, IdCodec], CodecCodes]:
     """Per logical stream (``root_of``: ``conn_id, ex_index, root_conn, root_index`` of every
     stream), its ID scheme (``facts.ids.detect_scheme``: int when the IDs are decimal
     integers, outliers tolerated; prefixed when they fit the pattern and the counter moves
@@ -768,20 +770,60 @@ def _stream_codecs(
             return IdCodec("prefixed", compiled[1], digits)
         return IdCodec("opaque")
 
+    # Each reading's number (its place in ``codes.codecs``), beside the codecs themselves:
+    # what the partitions' tasks are told (:class:`KeysAsk`).
+    codes = CodecCodes()
+    numbers: dict[tuple[bool, bool, bool], int] = {}
+
+    def number(is_int: bool, p0: bool, p1: bool) -> int:
+        k = numbers.get((is_int, p0, p1))
+        if k is None:
+            k = numbers[(is_int, p0, p1)] = len(codes.codecs)
+            codes.codecs.append(decide(is_int, p0, p1))
+        return k
+
     stream_codecs: dict[Key, IdCodec] = {}
     session_codecs: dict[str, IdCodec] = {}
+    root_numbers: dict[Key, int] = {}
+    session_numbers: dict[str, int] = {}
     best: dict[str, int] = {}
     for rc, ri, session, n, is_int, p0, p1 in (
         per_root.sort(root).select(*root, "session", "n", "int", "p0", "p1").iter_rows()
     ):
-        codec = decide(bool(is_int), bool(p0), bool(p1))
+        k = number(bool(is_int), bool(p0), bool(p1))
+        codec = codes.codecs[k]
         stream_codecs[(rc, ri)] = codec
+        root_numbers[(rc, ri)] = k
         if n > best.get(session, 0):
             best[session], session_codecs[session] = n, codec
+            session_numbers[session] = k
     for session in sessions:
         if session not in session_codecs:  # no ID in the session: only a forced scheme
-            session_codecs[session] = decide(False, False, False)
-    return session_codecs, stream_codecs
+            session_numbers[session] = k = number(False, False, False)
+            session_codecs[session] = codes.codecs[k]
+    codes.roots = pl.DataFrame(
+        {
+            "root_conn": [key[0] for key in root_numbers],
+            "root_index": [key[1] for key in root_numbers],
+            "r": list(root_numbers.values()),
+        },
+        schema={"root_conn": pl.Int64, "root_index": pl.Int64, "r": pl.Int64},
+    )
+    codes.sessions = pl.DataFrame(
+        {"session": list(session_numbers), "s": list(session_numbers.values())},
+        schema={"session": pl.String, "s": pl.Int64},
+    )
+    return session_codecs, stream_codecs, codes
+
+
+@dataclass(slots=True)
+class CodecCodes:
+    """The scan's distinct readings (``codecs``), and each root's and session's by number
+    (``roots``: ``root_conn, root_index, r``; ``sessions``: ``session, s``)."""
+
+    codecs: list[IdCodec] = field(default_factory=list)
+    roots: pl.DataFrame = field(default_factory=pl.DataFrame)
+    sessions: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[int, str]]:
@@ -962,6 +1004,21 @@ class FrontSource(Protocol):
         """``conn_id, server_ip, server_port`` of every connection."""
         ...
 
+    def map_events(
+        self,
+        task: Callable[[Iterator[pl.DataFrame], A], R | None],
+        columns: Sequence[str | pl.Expr],
+        where: pl.Expr | None,
+        asks: Sequence[tuple[int, A]],
+        chunked: bool,
+    ) -> list[tuple[int, R]]:
+        """``task(events, ask)`` for each (partition, ask) of ``asks``: the partition's
+        events (``columns`` of the rows ``where`` selects; in chunks, in order, with
+        ``chunked``, else in one frame), in the scan's worker processes when it has them
+        (the same task functions a cluster runs). (partition, result) in the order of
+        ``asks``; partitions without such events, or whose task gave None, left out."""
+        ...
+
 
 _STREAM_COLUMNS: list[str | pl.Expr] = [
     *EXCHANGE_COLUMNS,
@@ -1034,44 +1091,45 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         .implode()
     )
     patterns = _patterns(config)
-    seen_parts: list[pl.DataFrame] = []
-    stat_parts: list[pl.DataFrame] = []
-    leids = resumes.get_column("leid").unique().implode()
-    sighting = [
-        pl.col("position").max().alias("pos"),
-        pl.col("conn_id").first().alias("p_conn"),
-        pl.col("ex_index").first().alias("p_index"),
+    # Each partition's streams (a response's events are all in its session's partition):
+    # what its task joins its events to.
+    stream_bucket = streams.select(
+        "conn_id", pl.col("index").alias("ex_index"), bucket_expr(buckets).alias("_b")
+    )
+    ranks = split_by(
+        streams.select(
+            "conn_id", pl.col("index").alias("ex_index"), "rank", bucket_expr(buckets).alias("_b")
+        ),
+        "_b",
+        keep_key=False,
+    )
+    no_rank = rank_of.clear()
+    wanted_by = (
+        split_by(wanted.with_columns(bucket_expr(buckets).alias("_b")), "_b", keep_key=False)
+        if resumes.height
+        else {}
+    )
+    asks = [
+        (
+            b,
+            IdsAsk(
+                ranks.get(b, no_rank),
+                wanted_by.get(b, wanted.clear()) if resumes.height else None,
+                wanted_any,
+                patterns,
+                config.limits.id_digits,
+            ),
+        )
+        for b in range(buckets)
     ]
-
-    def id_chunks(found: list[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-        """The events with an ID, a chunk at a time (a partition's in several when it is
-        large: ``FrontSource.bucket_event_chunks``), and the sightings a link can pick."""
-        for _, events in source.bucket_event_chunks(id_columns, _HAS_ID):
-            id_events = events.join(rank_of, on=["conn_id", "ex_index"], how="inner")
-            del events
-            if resumes.height:  # no resume: no sighting to link to
-                found.append(
-                    # Only an event carrying some resume's Last-Event-ID can be picked:
-                    # those few rows first, then the exact conditions.
-                    id_events.filter(pl.col("id_field").is_in(leids))
-                    .join(wanted, on=["session", "id_field"], how="left")
-                    .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(wanted_any))
-                    .group_by(["rank", "session", "id_field"])
-                    .agg(sighting)
-                )
-            yield id_events
-
-    # A response's events are all in its session's partition: its sums over the chunks of
-    # every partition are its own.
-    stats_of_all = _chunked_response_stats(id_chunks(seen_parts), patterns, config.limits.id_digits)
-    if stats_of_all is not None:
-        stat_parts.append(stats_of_all)
-    if len(seen_parts) > 1:  # the sightings of one stream read in several chunks
-        seen_parts = [
-            pl.concat(seen_parts)
-            .group_by(["rank", "session", "id_field"], maintain_order=True)
-            .agg(pl.col("pos").max(), pl.col("p_conn").first(), pl.col("p_index").first())
-        ]
+    # A response's events are all in its session's partition: its sums are its own.
+    got = source.map_events(partition_ids, id_columns, _HAS_ID, asks, chunked=True)
+    del asks, wanted_by
+    seen_parts = [seen for _, (seen, _stats) in got if seen is not None]
+    stat_parts = [stats for _, (_seen, stats) in got if stats is not None]
+    del got
+    if len(seen_parts) > 1:  # the partitions' sightings as one table
+        seen_parts = [_sightings(seen_parts)]
     seen = (
         pl.concat(seen_parts).sort("rank")
         if seen_parts
@@ -1192,7 +1250,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         )
     )
     del stat_parts
-    front.codecs, front.stream_codecs = _stream_codecs(stats, root_of, source.sessions(), config)
+    front.codecs, front.stream_codecs, codes = _stream_codecs(
+        stats, root_of, source.sessions(), config
+    )
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (
@@ -1225,48 +1285,68 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     # Packed while the other partitions are read; a scan of one partition holds its keys
     # as they are (there is no other partition to read).
     key_parts: dict[int, list[bytes | pl.DataFrame]] = {}
-    pack = _packed if buckets > 1 else _as_is
     stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
-    for part, events in source.bucket_events(["conn_id", "ex_index", "id_field"], _HAS_ID):
-        # Each response read under its logical stream's scheme, else its session's. Only
-        # the three columns keys need are read: an event of a response that is not a
-        # stream has no codec, hence no key.
-        by_response = {
-            (c, i): front.stream_codecs.get((rc, ri))
-            or front.codecs.get(session)
-            or IdCodec("opaque")
-            for c, i, session, rc, ri in events.select("conn_id", "ex_index")
-            .unique()
-            .join(stream_session, on=["conn_id", "ex_index"], how="inner")
-            .join(root_of, on=["conn_id", "ex_index"], how="inner")
-            .iter_rows()
-        }
-        keyed = (
-            event_keys(events, by_response)
-            .lazy()
-            .filter(pl.col("seq").is_not_null())
-            .select("conn_id", "ex_index", "prefix", "seq")
-            .collect()
-        )
-        key_parts.setdefault(task_of[part], []).append(
-            pack(
-                _distinct(
-                    keyed.join(by_stream, on=["conn_id", "ex_index"], how="inner").select(
-                        "root", "prefix", "seq"
-                    )
-                )
+    responses = _response_codecs(codes, stream_session, root_of, buckets)
+    by_bucket = split_by(
+        by_stream.select("conn_id", "ex_index", "root").join(
+            stream_bucket, on=["conn_id", "ex_index"], how="inner"
+        ),
+        "_b",
+        keep_key=False,
+    )
+    no_codec = pl.DataFrame(schema={"conn_id": pl.Int64, "ex_index": pl.Int64, "codec": pl.Int64})
+    no_stream = by_stream.select("conn_id", "ex_index", "root").clear()
+    session_codes = _group_codes(all_roots, "session")
+
+    def sessions_of(b: int, streams_of: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]] | None:
+        """A partition judged alone (a task of its own): its roots' sessions, for its task
+        to judge their counters (:func:`_repeats`); else None (judged here, task by task)."""
+        if front.tasks[task_of[b]] != [b]:
+            return None
+        mine = session_codes[0].join(streams_of.select("root").unique(), on="root", how="semi")
+        names = session_codes[1]
+        return mine, {g: names[g] for g in mine.get_column("g").unique().to_list()}
+
+    key_asks = []
+    for b in range(buckets):
+        streams_of = by_bucket.get(b, no_stream)
+        key_asks.append(
+            (
+                b,
+                KeysAsk(
+                    responses[0],
+                    responses[1].get(b, no_codec),
+                    streams_of,
+                    buckets > 1,
+                    sessions_of(b, streams_of),
+                ),
             )
         )
+    del responses, by_bucket
+    # Each response read under its logical stream's scheme, else its session's (only the
+    # three columns keys need are read), in its partition's task.
+    keys_of: list[tuple[int, tuple[bytes | pl.DataFrame, dict[Any, bool] | None]]] = (
+        source.map_events(
+            partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
+        )
+    )
+    session_repeats: dict[Any, bool] = {}
+    judged: set[int] = set()  # tasks whose sessions' counters their task judged
+    for part, (keys, repeats) in keys_of:
+        key_parts.setdefault(task_of[part], []).append(keys)
+        if repeats is not None:
+            session_repeats.update(repeats)
+            judged.add(task_of[part])
+    del key_asks, keys_of
     if len(key_parts) == 1:  # one task: its keys read back once, not for every use
         key_parts = {task: [_task_keys(parts)] for task, parts in key_parts.items()}
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
     # task, and a root's session and server are the root's own (root_info). Per session
     # within the task; per server over every task (holders summed, then each task's roots).
-    session_repeats: dict[Any, bool] = {}
-    session_codes = _group_codes(all_roots, "session")
     server_roots, server_names = _group_codes(all_roots, "server")
-    for parts in key_parts.values():
-        session_repeats.update(_repeats(_task_keys(parts), session_codes))
+    for task, parts in key_parts.items():
+        if task not in judged:
+            session_repeats.update(_repeats(_task_keys(parts), session_codes))
     server_repeats: dict[Any, bool] = {}
     if key_parts:
         server_keys = _each_task(list(key_parts.values()), server_roots)
@@ -1321,15 +1401,20 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     del streams, seen, roots, root_info, by_stream, all_roots, order, stats, root_of
     del key_of_rank, session_of_rank
     # First sightings of replayed data events, when another task holds them.
-    front.foreign = _foreign(source, rank_of, resumed, front)
+    front.foreign = _foreign(source, ranks, no_rank, resumed, front)
     return front
 
 
 def _foreign(
-    source: FrontSource, rank_of: pl.DataFrame, resumed: pl.DataFrame, front: Front
+    source: FrontSource,
+    ranks: dict[Any, pl.DataFrame],
+    no_rank: pl.DataFrame,
+    resumed: pl.DataFrame,
+    front: Front,
 ) -> dict[Key, dict[int, ForeignEvent]]:
     """The first sighting of each replayed event (same ID, same data) when it lies in a
-    stream another task judges. ``resumed``: the resumes' streams."""
+    stream another task judges. ``resumed``: the resumes' streams; ``ranks``: each
+    partition's streams' ``conn_id, ex_index, rank``."""
     if not resumed.height or len(front.tasks) < 2:  # one task holds every first sighting
         return {}
     data_hash = pl.col("data").hash().alias("h")
@@ -1350,22 +1435,15 @@ def _foreign(
         "first_src", "first_num", "first_ts", "first_kind", data_hash,
     ]  # fmt: skip
 
-    # The first sighting of each: in every partition its first, then the first of those
-    # and the earlier partitions' (a stream, so a (rank, position), lies in one partition).
-    # Folded as the partitions are read: identical events recur in every partition.
-    def earliest(frames: list[pl.DataFrame]) -> pl.DataFrame:
-        return pl.concat(frames).sort(["rank", "position"]).unique(["id_field", "h"], keep="first")
-
+    # The first sighting of each: in every partition its first (its task's), then the first
+    # of those and the earlier partitions' (a stream, so a (rank, position), lies in one
+    # partition). Folded as the partitions come back: identical events recur in every one.
+    asks = [(b, FirstAsk(pairs_wanted, ranks.get(b, no_rank))) for b in range(source.buckets)]
     found: pl.DataFrame | None = None
-    for _, events in source.bucket_events(columns, is_data & pl.col("id_field").is_in(ids)):
-        mine = earliest(
-            [
-                events.join(pairs_wanted, on=["id_field", "h"], how="semi").join(
-                    rank_of, on=["conn_id", "ex_index"], how="inner"
-                )
-            ]
-        )
-        found = mine if found is None else earliest([found, mine])
+    for _, mine in source.map_events(
+        partition_first, columns, is_data & pl.col("id_field").is_in(ids), asks, chunked=False
+    ):
+        found = mine if found is None else _earliest([found, mine])
     if found is None:  # cannot be: the replayed events themselves are among them
         return {}
     first = found.select(
@@ -1420,3 +1498,166 @@ def _foreign(
             origin, labels[(row["f_conn"], row["f_index"])], row["f_session"]
         )
     return out
+
+
+# -- the partitions' tasks (run where the scan's partition tasks run: FrontSource.map_events)
+
+
+@dataclass(frozen=True, slots=True)
+class IdsAsk:
+    """What :func:`partition_ids` needs of the whole scan for one partition: its streams'
+    ``rank`` (``conn_id, ex_index, rank``), the sightings a link can pick (``wanted``:
+    ``session, id_field, _w`` of its sessions' resumes, None without any resume;
+    ``wanted_any``: IDs resumed from by a resume of inferred session), the prefixed
+    patterns tried and the ``id_digits`` cap."""
+
+    rank_of: pl.DataFrame
+    wanted: pl.DataFrame | None
+    wanted_any: pl.Series
+    patterns: list[str]
+    max_digits: int
+
+
+_SIGHTING_KEY = ["rank", "session", "id_field"]
+
+
+def _sightings(found: list[pl.DataFrame]) -> pl.DataFrame:
+    """Sightings read in several chunks (or partitions) as one per (stream, ID)."""
+    return (
+        pl.concat(found)
+        .group_by(_SIGHTING_KEY, maintain_order=True)
+        .agg(pl.col("pos").max(), pl.col("p_conn").first(), pl.col("p_index").first())
+    )
+
+
+def partition_ids(
+    chunks: Iterator[pl.DataFrame], ask: IdsAsk
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """One partition's share of the links and ID schemes (:func:`compute_front`): the
+    sightings a link can pick (per stream and ID: its last position) and its responses'
+    :func:`_response_stats`, over its ID-carrying events read chunk by chunk."""
+    found: list[pl.DataFrame] = []
+    wanted = ask.wanted
+    sighting = [
+        pl.col("position").max().alias("pos"),
+        pl.col("conn_id").first().alias("p_conn"),
+        pl.col("ex_index").first().alias("p_index"),
+    ]
+
+    def id_chunks() -> Iterator[pl.DataFrame]:
+        if wanted is not None:
+            # Only an event carrying one of these IDs can be picked: those few rows first,
+            # then the exact conditions.
+            leids = pl.concat(
+                [wanted.get_column("id_field"), ask.wanted_any.explode().drop_nulls()]
+            ).implode()
+            any_session = ask.wanted_any
+        for events in chunks:
+            id_events = events.join(ask.rank_of, on=["conn_id", "ex_index"], how="inner")
+            del events
+            if wanted is not None:
+                found.append(
+                    id_events.filter(pl.col("id_field").is_in(leids))
+                    .join(wanted, on=["session", "id_field"], how="left")
+                    .filter(pl.col("_w").is_not_null() | pl.col("id_field").is_in(any_session))
+                    .group_by(_SIGHTING_KEY)
+                    .agg(sighting)
+                )
+            yield id_events
+
+    stats = _chunked_response_stats(id_chunks(), ask.patterns, ask.max_digits)
+    seen = (_sightings(found) if len(found) > 1 else found[0]) if found else None
+    return seen, stats
+
+
+@dataclass(frozen=True, slots=True)
+class KeysAsk:
+    """What :func:`partition_keys` needs for one partition: the scan's distinct codecs,
+    each of its streams' codec among them (``conn_id, ex_index, codec``), each stream's
+    root (``conn_id, ex_index, root``), whether to pack the keys (:func:`_packed`), and
+    its roots' session codes when it is a task of its own (:func:`_group_codes`)."""
+
+    codecs: list[IdCodec]
+    responses: pl.DataFrame
+    by_stream: pl.DataFrame
+    pack: bool
+    sessions: tuple[pl.DataFrame, dict[int, str]] | None = None
+
+
+def partition_keys(
+    events: Iterator[pl.DataFrame], ask: KeysAsk
+) -> tuple[bytes | pl.DataFrame, dict[Any, bool] | None] | None:
+    """One partition's distinct counter keys (``root, prefix, seq``): each ID-carrying
+    event's key under its response's codec (:func:`event_keys`), by root; and, when the
+    partition is a task of its own (``ask.sessions``: its roots' session codes), whether
+    each of its sessions' counters repeat (:func:`_repeats`)."""
+    for frame in events:  # the partition's events in one frame
+        by_response = {
+            (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
+            for c, i, k in frame.select("conn_id", "ex_index")
+            .unique()
+            .join(ask.responses, on=["conn_id", "ex_index"], how="inner")
+            .iter_rows()
+        }
+        keyed = (
+            event_keys(frame, by_response)
+            .lazy()
+            .filter(pl.col("seq").is_not_null())
+            .select("conn_id", "ex_index", "prefix", "seq")
+            .collect()
+        )
+        del frame
+        keys = _distinct(
+            keyed.join(ask.by_stream, on=["conn_id", "ex_index"], how="inner").select(
+                "root", "prefix", "seq"
+            )
+        )
+        repeats = None if ask.sessions is None else _repeats(keys, ask.sessions)
+        return (_packed(keys) if ask.pack else keys), repeats
+    return None
+
+
+def _response_codecs(
+    codes: CodecCodes, stream_session: pl.DataFrame, root_of: pl.DataFrame, buckets: int
+) -> tuple[list[IdCodec], dict[Any, pl.DataFrame]]:
+    """The scan's distinct codecs, and per partition each stream's among them
+    (``conn_id, ex_index, codec``): its logical stream's (``Front.stream_codecs``), else its
+    session's (``Front.codecs``: every session has one)."""
+    frame = (
+        stream_session.join(root_of, on=["conn_id", "ex_index"], how="inner")
+        .join(codes.roots, on=["root_conn", "root_index"], how="left")
+        .join(codes.sessions, on="session", how="left", nulls_equal=True)
+        .select(
+            "conn_id",
+            "ex_index",
+            pl.coalesce("r", "s").alias("codec"),
+            bucket_expr(buckets).alias("_b"),
+        )
+    )
+    return codes.codecs, split_by(frame, "_b", keep_key=False)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAsk:
+    """What :func:`partition_first` needs for one partition: the replayed events sought
+    (``id_field, h``) and its streams' ``rank``."""
+
+    pairs: pl.DataFrame
+    rank_of: pl.DataFrame
+
+
+def _earliest(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames).sort(["rank", "position"]).unique(["id_field", "h"], keep="first")
+
+
+def partition_first(events: Iterator[pl.DataFrame], ask: FirstAsk) -> pl.DataFrame | None:
+    """One partition's first sighting of each replayed event (:func:`_foreign`)."""
+    for frame in events:  # the partition's events in one frame
+        return _earliest(
+            [
+                frame.join(ask.pairs, on=["id_field", "h"], how="semi").join(
+                    ask.rank_of, on=["conn_id", "ex_index"], how="inner"
+                )
+            ]
+        )
+    return None
