@@ -18,12 +18,10 @@ import pytest
 from conftest import SAMPLES
 from support.cli import run
 from support.log_sets import write_log_set
+from support.object_stores import assert_store_scan_is_local
 
 from sse_forensics.cluster import parse_cluster
 from sse_forensics.cluster.client import open_cluster
-from sse_forensics.cluster.scan import scan_on_cluster
-from sse_forensics.pipeline import scan_paths
-from sse_forensics.report.jsonout import findings_jsonl
 
 # A server and a cluster per module: with the live captures, after the main suite.
 pytestmark = pytest.mark.live
@@ -92,22 +90,7 @@ def test_gcs_inputs_and_scratch_give_the_local_findings(
         fs.pipe(key, path.read_bytes())
         url[str(path)] = f"gs://{key}"
 
-    cluster = scan_on_cluster(
-        [f"gs://{BUCKET}/hosts/caps/", f"gs://{BUCKET}/hosts/logs/*"],
-        client,
-        keep_tables=False,
-        scratch=f"gs://{BUCKET}/scratch",
-    )
-    scanned = scan_paths([str(local / "caps"), str(local / "logs" / "*")], keep_tables=False)
-    expected = findings_jsonl(scanned)
-    for path, name in url.items():
-        expected = expected.replace(f'"{path}"'.encode(), f'"{name}"'.encode())
-    assert cluster.findings and findings_jsonl(cluster) == expected
-    assert sorted(cluster.inputs) == sorted(url.values())
-    assert [(url[e.source], e.what) for e in scanned.errors] == [
-        (e.source, e.what) for e in cluster.errors
-    ]
-    assert any("malformed chunk size" in e.what for e in cluster.errors)
+    assert_store_scan_is_local(client, f"gs://{BUCKET}", local, url)
     fs = _gcs()
     assert not fs.glob(f"{BUCKET}/scratch/**")  # the scan's scratch objects were removed
 

@@ -20,12 +20,10 @@ import pytest
 from conftest import SAMPLES
 from support.cli import run
 from support.log_sets import write_log_set
+from support.object_stores import assert_store_scan_is_local
 
 from sse_forensics.cluster import parse_cluster
 from sse_forensics.cluster.client import open_cluster
-from sse_forensics.cluster.scan import scan_on_cluster
-from sse_forensics.pipeline import scan_paths
-from sse_forensics.report.jsonout import findings_jsonl
 
 # A server and a cluster per module, ~12 CPU s: with the live captures, after the main suite.
 pytestmark = pytest.mark.live
@@ -102,22 +100,7 @@ def test_s3_inputs_and_scratch_give_the_local_findings(
         s3.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
         url[str(path)] = f"s3://{BUCKET}/{key}"
 
-    cluster = scan_on_cluster(
-        [f"s3://{BUCKET}/hosts/caps/", f"s3://{BUCKET}/hosts/logs/*"],
-        client,
-        keep_tables=False,
-        scratch=f"s3://{BUCKET}/scratch",
-    )
-    scanned = scan_paths([str(local / "caps"), str(local / "logs" / "*")], keep_tables=False)
-    expected = findings_jsonl(scanned)
-    for path, name in url.items():
-        expected = expected.replace(f'"{path}"'.encode(), f'"{name}"'.encode())
-    assert cluster.findings and findings_jsonl(cluster) == expected
-    assert sorted(cluster.inputs) == sorted(url.values())
-    assert [(url[e.source], e.what) for e in scanned.errors] == [
-        (e.source, e.what) for e in cluster.errors
-    ]
-    assert any("malformed chunk size" in e.what for e in cluster.errors)
+    assert_store_scan_is_local(client, f"s3://{BUCKET}", local, url)
     assert _objects("scratch") == []  # the scan's scratch objects were removed
 
 
