@@ -10,7 +10,6 @@ ranged reads, scratch Parquet written and removed, and a missing bucket as one l
 from __future__ import annotations
 
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from conftest import SAMPLES
 from support.cli import run
 from support.log_sets import write_log_set
-from support.object_stores import assert_store_scan_is_local
+from support.object_stores import assert_store_scan_is_local, free_port
 
 from sse_forensics.cluster import parse_cluster
 from sse_forensics.cluster.client import open_cluster
@@ -29,20 +28,13 @@ pytestmark = pytest.mark.live
 BUCKET = "incident-43"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
     """A GCS endpoint on loopback with the bucket made, and this process's variables
     pointing gcsfs at it (the Dask workers below are threads of this process)."""
     from gcp_storage_emulator.server import create_server
 
-    port = _free_port()
+    port = free_port()
     server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
     server.start()
     url = f"http://127.0.0.1:{port}"

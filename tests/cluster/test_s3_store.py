@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from conftest import SAMPLES
 from support.cli import run
 from support.log_sets import write_log_set
-from support.object_stores import assert_store_scan_is_local
+from support.object_stores import assert_store_scan_is_local, free_port
 
 from sse_forensics.cluster import parse_cluster
 from sse_forensics.cluster.client import open_cluster
@@ -31,13 +30,6 @@ pytestmark = pytest.mark.live
 BUCKET = "incident-42"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
     """An S3 endpoint on loopback with the bucket made, and this process's AWS_* variables
@@ -45,7 +37,7 @@ def endpoint() -> Iterator[str]:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     url = f"http://127.0.0.1:{port}"
@@ -118,7 +110,7 @@ def test_s3_problems_are_one_line_and_exit_2(endpoint: str, monkeypatch) -> None
         assert says in err and "Traceback" not in err and len(err.splitlines()) == 1
     import s3fs
 
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     s3fs.S3FileSystem.clear_instance_cache()  # else the last test's listings are reused
     result = run("scan", f"s3://{BUCKET}/hosts/caps/", "--cluster", "local:1", "-f", "jsonl")

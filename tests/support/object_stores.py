@@ -3,6 +3,7 @@ scan's findings and errors, cited by the store's URLs. Shared by the S3 and GCS 
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from sse_forensics.cluster.scan import scan_on_cluster
@@ -33,3 +34,12 @@ def assert_store_scan_is_local(
         (e.source, e.what) for e in cluster.errors
     ]
     assert any("malformed chunk size" in e.what for e in cluster.errors)
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on (for an emulator, or for an endpoint that
+    must not answer)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
