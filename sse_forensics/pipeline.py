@@ -28,7 +28,7 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.store import CHUNK_ROWS, EvidenceStore, read_files, read_rows
+from sse_forensics.evidence.store import EvidenceStore, read_files, read_rows
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -418,10 +418,9 @@ class _StoreSource:
         asks: Sequence[tuple[int, A]],
         chunked: bool,
     ) -> list[tuple[int, R]]:
-        chunk_rows = CHUNK_ROWS if chunked else None
         if self.workers is None:
             done = [
-                (b, task(self.store.bucket_rows(b, EventColumns, columns, where, chunk_rows), ask))
+                (b, task(self.store.bucket_rows(b, EventColumns, columns, where, chunked), ask))
                 for b, ask in asks
             ]
             return [(b, r) for b, r in done if r is not None]
@@ -449,16 +448,6 @@ class _StoreSource:
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> pl.DataFrame:
         return self.store.columns(EventColumns, columns, where)
-
-    def bucket_events(
-        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[tuple[int, pl.DataFrame]]:
-        return self.store.bucket_columns(EventColumns, columns, where)
-
-    def bucket_event_chunks(
-        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[tuple[int, pl.DataFrame]]:
-        return self.store.bucket_chunks(EventColumns, columns, where)
 
     def bucket_exchanges(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
@@ -524,7 +513,7 @@ def _front_task(
 ) -> R | None:
     """One partition's share of the cross-session pass in a worker process (or a cluster
     task): its event files in (read in chunks, or whole), ``task``'s small result out."""
-    return task(read_rows(files, [], columns, where, CHUNK_ROWS if chunked else None), ask)
+    return task(read_rows(files, [], columns, where, chunked), ask)
 
 
 def cross_session_front(

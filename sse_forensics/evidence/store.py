@@ -191,7 +191,8 @@ def compact(df: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFr
     return with_scalars(df, scalars)
 
 
-# Rows of spilled files read together by EvidenceStore.bucket_chunks.
+# Rows of spilled files read together by read_rows(chunked=True); read when called (a test
+# lowers it).
 CHUNK_ROWS = 1 << 20
 
 
@@ -216,21 +217,22 @@ def read_rows(
     batches: Sequence[pl.DataFrame],
     columns: Sequence[str | pl.Expr],
     where: pl.Expr | None = None,
-    chunk_rows: int | None = None,
+    chunked: bool = False,
 ) -> Iterator[pl.DataFrame]:
     """``columns`` of the rows ``where`` selects in one bucket's table: its spilled
-    ``files`` then its held ``batches``, in the order they were added. With ``chunk_rows``,
-    in several frames (the files about ``chunk_rows`` rows at a time, or one file; then the
-    batches one at a time: :meth:`EvidenceStore.bucket_chunks`); without it, in one frame
-    read by one query (:meth:`EvidenceStore.bucket_columns`). Frames without rows are left
-    out. What a worker process reads of a partition it was handed as files."""
+    ``files`` then its held ``batches``, in the order they were added. ``chunked``: in
+    several frames (the files about :data:`CHUNK_ROWS` rows at a time, or one file; then
+    the batches one at a time), so that a bucket holding one stream of millions of events
+    is never read whole (issue 16); else in one frame read by one query
+    (:meth:`EvidenceStore.bucket_columns`). Frames without rows are left out. What a worker
+    process reads of a partition it was handed as files."""
     lazies: list[pl.LazyFrame]
-    if chunk_rows is None:
+    if not chunked:
         parts = [pl.scan_parquet(files)] if files else []
         parts.extend(df.lazy() for df in batches)
         lazies = [pl.concat(parts)] if parts else []
     else:
-        lazies = [pl.scan_parquet(g) for g in _file_groups(files, chunk_rows)]
+        lazies = [pl.scan_parquet(g) for g in _file_groups(files, CHUNK_ROWS)]
         lazies.extend(df.lazy() for df in batches)
     for lazy in lazies:
         if where is not None:
@@ -440,36 +442,17 @@ class EvidenceStore:
             if df.height:
                 yield b, df
 
-    def bucket_chunks(
-        self,
-        table: type[Columns],
-        columns: Sequence[str | pl.Expr],
-        where: pl.Expr | None = None,
-        chunk_rows: int | None = None,
-    ) -> Iterator[tuple[int, pl.DataFrame]]:
-        """(bucket, rows) as :meth:`bucket_columns` gives them, a bucket's rows in several
-        frames (in the order they were added): its spilled files a few at a time, about
-        ``chunk_rows`` rows (default :data:`CHUNK_ROWS`; or one file) each, then its held
-        batches one at a time. A bucket holding one stream of millions of events is never
-        read whole (issue 16)."""
-        for b in range(self.buckets):
-            for df in self.bucket_rows(b, table, columns, where, chunk_rows or CHUNK_ROWS):
-                yield b, df
-
     def bucket_rows(
         self,
         bucket: int,
         table: type[Columns],
         columns: Sequence[str | pl.Expr],
         where: pl.Expr | None = None,
-        chunk_rows: int | None = None,
+        chunked: bool = False,
     ) -> Iterator[pl.DataFrame]:
-        """One bucket's rows of ``table`` (:func:`read_rows`: in chunks of about
-        ``chunk_rows``, or in one frame without it)."""
+        """One bucket's rows of ``table`` (:func:`read_rows`: in chunks, or in one frame)."""
         part = self._parts[bucket]
-        return read_rows(
-            part.files[table.name], part.batches[table.name], columns, where, chunk_rows
-        )
+        return read_rows(part.files[table.name], part.batches[table.name], columns, where, chunked)
 
     def task_columns(
         self, buckets: list[int], table: type[Columns], columns: list[str | pl.Expr]

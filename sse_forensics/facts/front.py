@@ -948,10 +948,6 @@ def _packed(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def _as_is(df: pl.DataFrame) -> pl.DataFrame:
-    return df
-
-
 def _unpacked(part: bytes | pl.DataFrame) -> pl.DataFrame:
     return part if isinstance(part, pl.DataFrame) else pl.read_parquet(io.BytesIO(part))
 
@@ -978,19 +974,6 @@ class FrontSource(Protocol):
     def events(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> pl.DataFrame: ...
-
-    def bucket_events(
-        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[tuple[int, pl.DataFrame]]:
-        """(partition, its events), partition by partition in order."""
-        ...
-
-    def bucket_event_chunks(
-        self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
-    ) -> Iterator[tuple[int, pl.DataFrame]]:
-        """(partition, some of its events): as :meth:`bucket_events`, a large partition's
-        events in several chunks, in order."""
-        ...
 
     def bucket_exchanges(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None

@@ -16,6 +16,7 @@ import pytest
 from conftest import SAMPLES
 from test_front_id_keys import _ids
 
+from sse_forensics.evidence import store as store_module
 from sse_forensics.evidence.store import EvidenceStore, compact
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
@@ -303,7 +304,8 @@ def test_stream_counts_in_slices_agree_with_the_whole(size: int) -> None:
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 25, 60, 1000])
-def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int) -> None:
+def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int, monkeypatch) -> None:
+    monkeypatch.setattr(store_module, "CHUNK_ROWS", chunk_rows)  # read when called
     events = _events(120)
     columns = ["position", "id_field", "kind"]
     has_id = pl.col("id_field").is_not_null()
@@ -313,9 +315,10 @@ def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int) -> None:
         store.memory_budget = 1 << 30
         store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(100, 20))
         whole = store.columns(EventColumns, columns, has_id)
-        chunks = list(store.bucket_chunks(EventColumns, columns, has_id, chunk_rows))
-    assert {b for b, _ in chunks} == {0}
-    assert pl.concat([c for _, c in chunks]).equals(whole)
+        chunks = list(store.bucket_rows(0, EventColumns, columns, has_id, chunked=True))
+        one = list(store.bucket_rows(0, EventColumns, columns, has_id))
+    assert pl.concat(chunks).equals(whole)
+    assert len(one) == 1 and one[0].equals(whole)
     assert whole.height == events.filter(has_id).height
     # Files grouped up to chunk_rows rows (or one file each), the held batch on its own.
     assert len(chunks) == {1: 6, 25: 6, 60: 3, 1000: 2}[chunk_rows]
