@@ -417,13 +417,13 @@ class _StoreSource:
         where: pl.Expr | None,
         asks: Sequence[tuple[int, A]],
         chunked: bool,
-    ) -> list[tuple[int, R]]:
+    ) -> Iterator[tuple[int, R]]:
         if self.workers is None:
-            done = [
-                (b, task(self.store.bucket_rows(b, EventColumns, columns, where, chunked), ask))
-                for b, ask in asks
-            ]
-            return [(b, r) for b, r in done if r is not None]
+            for b, ask in asks:
+                result = task(self.store.bucket_rows(b, EventColumns, columns, where, chunked), ask)
+                if result is not None:
+                    yield b, result
+            return
         futures: list[tuple[int, Future[R | None]]] = []
         for b, ask in asks:
             files = self.store.task_files([b])[EventColumns.name]
@@ -432,8 +432,10 @@ class _StoreSource:
                 futures.append(
                     (b, self.workers.submit(run, task, files, columns, where, chunked, ask))
                 )
-        got = [(b, f.result()) for b, f in futures]
-        return [(b, r) for b, r in got if r is not None]
+        for b, future in futures:
+            got = future.result()
+            if got is not None:
+                yield b, got
 
     @property
     def buckets(self) -> int:

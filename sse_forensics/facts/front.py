@@ -994,12 +994,13 @@ class FrontSource(Protocol):
         where: pl.Expr | None,
         asks: Sequence[tuple[int, A]],
         chunked: bool,
-    ) -> list[tuple[int, R]]:
+    ) -> Iterator[tuple[int, R]]:
         """``task(events, ask)`` for each (partition, ask) of ``asks``: the partition's
         events (``columns`` of the rows ``where`` selects; in chunks, in order, with
         ``chunked``, else in one frame), in the scan's worker processes when it has them
         (the same task functions a cluster runs). (partition, result) in the order of
-        ``asks``; partitions without such events, or whose task gave None, left out."""
+        ``asks``, each as it comes back; partitions without such events, or whose task gave
+        None, left out."""
         ...
 
 
@@ -1106,7 +1107,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         for b in range(buckets)
     ]
     # A response's events are all in its session's partition: its sums are its own.
-    got = source.map_events(partition_ids, id_columns, _HAS_ID, asks, chunked=True)
+    got = list(source.map_events(partition_ids, id_columns, _HAS_ID, asks, chunked=True))
     del asks, wanted_by
     seen_parts = [seen for _, (seen, _stats) in got if seen is not None]
     stat_parts = [stats for _, (_seen, stats) in got if stats is not None]
@@ -1308,10 +1309,8 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     del responses, by_bucket
     # Each response read under its logical stream's scheme, else its session's (only the
     # three columns keys need are read), in its partition's task.
-    keys_of: list[tuple[int, tuple[bytes | pl.DataFrame, dict[Any, bool] | None]]] = (
-        source.map_events(
-            partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
-        )
+    keys_of = source.map_events(
+        partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
     )
     session_repeats: dict[Any, bool] = {}
     judged: set[int] = set()  # tasks whose sessions' counters their task judged
