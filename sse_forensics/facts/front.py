@@ -879,14 +879,6 @@ def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
     )
 
 
-def _each_task(
-    tasks: list[list[bytes | pl.DataFrame]], root_group: pl.DataFrame
-) -> Callable[[], Iterator[pl.DataFrame]]:
-    """The :func:`_grouped` keys of each task of ``tasks``, unpacked one at a time each
-    time the result is called (what :func:`_shared_values` reads)."""
-    return lambda: (_grouped(_task_keys(parts), root_group) for parts in tasks)
-
-
 def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
     """``g, root, n, shared``: each root's values, and how many of them another root of its
     group carries too (``shared``: :func:`_shared_values` over every root of the group)."""
@@ -903,6 +895,97 @@ def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
     else:
         counts = counts.with_columns(pl.lit(None, pl.UInt32).alias("shared"))
     return counts.with_columns(pl.col("shared").fill_null(0))
+
+
+_VALUE = ["g", "prefix", "seq"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTally:
+    """One task's keys by value under its root's server (``g``), as the per-server counter
+    judgement merges them (:func:`_server_shares`): the values more than one of its rows
+    hash alike (``many``: ``g, prefix, seq, holders, root``, the roots carrying each and the
+    first of them), exact; the others, each carried by one root (``one``: ``g, prefix, seq,
+    root``), with their :func:`_short_hash` (``hashes``); and per root (``per_root``:
+    ``g, root, n, shared``) its values and how many of them another root of the task
+    carries."""
+
+    many: pl.DataFrame
+    one: bytes | pl.DataFrame
+    hashes: pl.Series
+    per_root: pl.DataFrame
+
+
+def server_tally(keys: pl.DataFrame, root_group: pl.DataFrame, pack: bool) -> ServerTally:
+    """:class:`ServerTally` of one task's ``keys`` (``root, prefix, seq``, distinct), its
+    roots' servers ``root_group`` (:func:`_group_codes`); ``one`` packed (:func:`_packed`)
+    with ``pack``. Values told apart by hash first (:func:`_shared_values`): a stream whose
+    values never repeat is tallied without a table of them."""
+    grouped = _grouped(keys, root_group).select("g", "root", "prefix", "seq")
+    hashes = grouped.select(_short_hash()).to_series()
+    alike = hashes.is_duplicated()
+    rows = grouped.filter(alike)
+    many = rows.group_by(_VALUE).agg(pl.len().alias("holders"), pl.col("root").first())
+    one = grouped.filter(~alike).select(*_VALUE, "root")
+    held = many.filter(pl.col("holders") > 1).select(_VALUE)
+    hits = (
+        rows.join(held, on=_VALUE, how="semi").group_by(["g", "root"]).agg(pl.len().alias("shared"))
+    )
+    per_root = (
+        grouped.group_by(["g", "root"])
+        .agg(pl.len().alias("n"))
+        .join(hits, on=["g", "root"], how="left")
+        .with_columns(pl.col("shared").fill_null(0))
+    )
+    return ServerTally(many, _packed(one) if pack else one, hashes.filter(~alike), per_root)
+
+
+def _server_shares(tallies: list[ServerTally]) -> pl.DataFrame:
+    """:func:`_per_root`'s ``g, root, n, shared`` over every task's roots (``tallies``; a
+    root is in one task). A value one root of a task carries is shared when another task
+    carries it too: only the values whose hash another task's value has are compared,
+    exactly — a task's ``one`` read back only when one of its hashes is among them."""
+    per_root = pl.concat([t.per_root for t in tallies])
+    many_hashes = [t.many.select(_short_hash()).to_series() for t in tallies]
+    hashes = pl.concat([*many_hashes, *(t.hashes for t in tallies)], rechunk=True)
+    repeated = hashes.filter(hashes.is_duplicated()).unique()
+    del hashes
+    if not repeated.len():
+        return per_root
+    wanted = repeated.implode()
+    found = []
+    for t, h in zip(tallies, many_hashes, strict=True):
+        found.append(t.many.filter(h.is_in(wanted)))
+        if t.hashes.is_in(wanted).any():
+            one = _unpacked(t.one).filter(t.hashes.is_in(wanted))
+            found.append(one.with_columns(pl.lit(1, pl.UInt32).alias("holders")))
+    candidates = pl.concat(found, how="diagonal")
+    shared = (
+        candidates.group_by(_VALUE)
+        .agg(pl.col("holders").sum().alias("total"))
+        .filter(pl.col("total") > 1)
+        .select(_VALUE)
+    )
+    more = (
+        candidates.filter(pl.col("holders") == 1)
+        .join(shared, on=_VALUE, how="semi")
+        .group_by(["g", "root"])
+        .agg(pl.len().alias("more"))
+    )
+    return (
+        per_root.join(more, on=["g", "root"], how="left")
+        .with_columns(pl.col("shared") + pl.col("more").fill_null(0))
+        .drop("more")
+    )
+
+
+def _server_values(tallies: list[ServerTally], groups: list[int]) -> pl.DataFrame:
+    """``g, prefix, seq``: the distinct values of the groups ``groups`` over ``tallies``."""
+    wanted = pl.col("g").is_in(groups)
+    found = [
+        part.filter(wanted).select(_VALUE) for t in tallies for part in (t.many, _unpacked(t.one))
+    ]
+    return pl.concat(found)
 
 
 def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict[Any, bool]:
@@ -1267,7 +1350,8 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     )
     all_roots = root_info.select("root", pl.col("r_session").alias("session"), "server").unique()
     # Packed while the other partitions are read; a scan of one partition holds its keys
-    # as they are (there is no other partition to read).
+    # as they are (there is no other partition to read). Only the keys of a task of
+    # several partitions come back: a task of its own tallies them (ServerTally).
     key_parts: dict[int, list[bytes | pl.DataFrame]] = {}
     stream_session = streams.select("conn_id", pl.col("index").alias("ex_index"), "session")
     responses = _response_codecs(codes, stream_session, root_of, buckets)
@@ -1281,6 +1365,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     no_codec = pl.DataFrame(schema={"conn_id": pl.Int64, "ex_index": pl.Int64, "codec": pl.Int64})
     no_stream = by_stream.select("conn_id", "ex_index", "root").clear()
     session_codes = _group_codes(all_roots, "session")
+    server_roots, server_names = _group_codes(all_roots, "server")
 
     def sessions_of(b: int, streams_of: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, str]] | None:
         """A partition judged alone (a task of its own): its roots' sessions, for its task
@@ -1290,6 +1375,13 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         mine = session_codes[0].join(streams_of.select("root").unique(), on="root", how="semi")
         names = session_codes[1]
         return mine, {g: names[g] for g in mine.get_column("g").unique().to_list()}
+
+    def servers_of(b: int, streams_of: pl.DataFrame) -> pl.DataFrame | None:
+        """A partition judged alone: its roots' server codes, for its task to tally its
+        keys by server (:func:`server_tally`); else None (tallied here, task by task)."""
+        if front.tasks[task_of[b]] != [b]:
+            return None
+        return server_roots.join(streams_of.select("root").unique(), on="root", how="semi")
 
     key_asks = []
     for b in range(buckets):
@@ -1303,6 +1395,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
                     streams_of,
                     buckets > 1,
                     sessions_of(b, streams_of),
+                    servers_of(b, streams_of),
                 ),
             )
         )
@@ -1313,30 +1406,28 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
     )
     session_repeats: dict[Any, bool] = {}
-    judged: set[int] = set()  # tasks whose sessions' counters their task judged
-    for part, (keys, repeats) in keys_of:
-        key_parts.setdefault(task_of[part], []).append(keys)
-        if repeats is not None:
-            session_repeats.update(repeats)
-            judged.add(task_of[part])
+    tallies: dict[int, ServerTally] = {}  # each task's keys by server value
+    for part, (keys, repeats, tally) in keys_of:
+        if tally is not None:  # a task of its own: judged and tallied in its task
+            session_repeats.update(repeats or {})
+            tallies[task_of[part]] = tally
+        elif keys is not None:
+            key_parts.setdefault(task_of[part], []).append(keys)
     del key_asks, keys_of
-    if len(key_parts) == 1:  # one task: its keys read back once, not for every use
-        key_parts = {task: [_task_keys(parts)] for task, parts in key_parts.items()}
     # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
     # task, and a root's session and server are the root's own (root_info). Per session
     # within the task; per server over every task (holders summed, then each task's roots).
-    server_roots, server_names = _group_codes(all_roots, "server")
-    for task, parts in key_parts.items():
-        if task not in judged:
-            session_repeats.update(_repeats(_task_keys(parts), session_codes))
+    for task, parts in key_parts.items():  # tasks of several partitions: judged here
+        keys = _task_keys(parts)
+        session_repeats.update(_repeats(keys, session_codes))
+        tallies[task] = server_tally(keys, server_roots, buckets > 1)
+        del keys
+    del key_parts
+    tallied = list(tallies.values())
+    del tallies
     server_repeats: dict[Any, bool] = {}
-    if key_parts:
-        server_keys = _each_task(list(key_parts.values()), server_roots)
-        shared = _shared_values(server_keys)
-        server_repeats = _judge_groups(
-            pl.concat([_per_root(keys, shared) for keys in server_keys()]), server_names
-        )
-        del server_keys
+    if tallied:
+        server_repeats = _judge_groups(_server_shares(tallied), server_names)
     roots_per_server = dict(all_roots.group_by("server").agg(pl.len()).iter_rows())
     roots_per_session = dict(all_roots.group_by("session").agg(pl.len()).iter_rows())
     sessions_per_server = dict(
@@ -1349,13 +1440,12 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         s for s, n in roots_per_session.items() if n > 1 and not session_repeats.get(s, False)
     }
     if shared_servers:  # every value of a shared counter: one group per server
-        shared_roots = all_roots.filter(pl.col("server").is_in(list(shared_servers))).select(
-            "root", "server"
+        code = {name: g for g, name in server_names.items()}
+        shared_codes = [code[server] for server in shared_servers]
+        found = _server_values(tallied, shared_codes) if tallied else pl.DataFrame()
+        values = (
+            {server_names[g]: v for g, v in split_by(found, "g").items()} if found.height else {}
         )
-        found = [
-            _task_keys(p).join(shared_roots, on="root", how="inner") for p in key_parts.values()
-        ]
-        values = split_by(pl.concat(found), "server") if found else {}
         for server in shared_servers:
             ip, port = server.split("\x00")
             key = (ip, int(port))
@@ -1364,7 +1454,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             front.server_groups[key] = CounterGroup.from_arrays(
                 mine.get_column("prefix").to_list(), mine.get_column("seq").to_numpy()
             )
-    del key_parts
+    del tallied
     # Scope per session: the last root of the session (server by server) decides.
     order = all_roots.sort("root")
     for server_key, session in order.select("server", "session").iter_rows():
@@ -1557,22 +1647,25 @@ class KeysAsk:
     """What :func:`partition_keys` needs for one partition: the scan's distinct codecs,
     each of its streams' codec among them (``conn_id, ex_index, codec``), each stream's
     root (``conn_id, ex_index, root``), whether to pack the keys (:func:`_packed`), and
-    its roots' session codes when it is a task of its own (:func:`_group_codes`)."""
+    its roots' session and server codes when it is a task of its own
+    (:func:`_group_codes`)."""
 
     codecs: list[IdCodec]
     responses: pl.DataFrame
     by_stream: pl.DataFrame
     pack: bool
     sessions: tuple[pl.DataFrame, dict[int, str]] | None = None
+    servers: pl.DataFrame | None = None
 
 
 def partition_keys(
     events: Iterator[pl.DataFrame], ask: KeysAsk
-) -> tuple[bytes | pl.DataFrame, dict[Any, bool] | None] | None:
+) -> tuple[bytes | pl.DataFrame | None, dict[Any, bool] | None, ServerTally | None] | None:
     """One partition's distinct counter keys (``root, prefix, seq``): each ID-carrying
-    event's key under its response's codec (:func:`event_keys`), by root; and, when the
-    partition is a task of its own (``ask.sessions``: its roots' session codes), whether
-    each of its sessions' counters repeat (:func:`_repeats`)."""
+    event's key under its response's codec (:func:`event_keys`), by root; or, when the
+    partition is a task of its own (``ask.sessions``, ``ask.servers``: its roots' session
+    and server codes), what its keys tell the merge instead: whether each of its sessions'
+    counters repeat (:func:`_repeats`) and their :func:`server_tally`."""
     for frame in events:  # the partition's events in one frame
         by_response = {
             (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
@@ -1594,8 +1687,9 @@ def partition_keys(
                 "root", "prefix", "seq"
             )
         )
-        repeats = None if ask.sessions is None else _repeats(keys, ask.sessions)
-        return (_packed(keys) if ask.pack else keys), repeats
+        if ask.sessions is not None and ask.servers is not None:
+            return None, _repeats(keys, ask.sessions), server_tally(keys, ask.servers, ask.pack)
+        return (_packed(keys) if ask.pack else keys), None, None
     return None
 
 

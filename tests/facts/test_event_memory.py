@@ -167,6 +167,51 @@ def test_shared_values_agree_with_counting() -> None:
     assert any(s for _n, s in got.values()) and any(not s for _n, s in got.values())
 
 
+def test_server_shares_agree_with_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-server judgement merged from the tasks' tallies (each value once per task,
+    with its holders) counts what counting every root's values gives, and reads back the
+    values one root of a task carries only for the tasks holding a hash another task's
+    value has: here not those of the last task, whose values no other root carries."""
+    rng = random.Random(11)
+    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+    tasks: list[pl.DataFrame] = []
+    root = 0
+    for task in range(4):
+        keys = set()
+        for _ in range(rng.randint(2, 5)):
+            root += 1
+            prefix = rng.choice(["", "a_", "b_"])
+            for _ in range(rng.randint(1, 40)):
+                seq = rng.randint(0, 30) if task < 3 else 1000 * root + rng.randint(0, 999)
+                keys.add((root, prefix, seq))
+        tasks.append(pl.DataFrame(sorted(keys), schema=schema, orient="row"))
+    groups = pl.DataFrame({"root": list(range(1, root + 1)), "g": [r % 3 for r in range(root)]})
+    tallies = [front.server_tally(keys, groups, pack=True) for keys in tasks]
+    assert all(t.many.height < keys.height for t, keys in zip(tallies, tasks[:3], strict=False))
+    packed = [t.one for t in tallies]
+    read: list[int] = []
+    unpacked = front._unpacked
+
+    def recorded(part: bytes | pl.DataFrame) -> pl.DataFrame:
+        read.append(next(k for k, p in enumerate(packed) if p is part))
+        return unpacked(part)
+
+    monkeypatch.setattr(front, "_unpacked", recorded)
+    shares = front._server_shares(tallies)
+    got = {(g, r): (n, s) for g, r, n, s in shares.select("g", "root", "n", "shared").iter_rows()}
+    assert got == _naive_per_root([front._grouped(t, groups) for t in tasks])
+    assert any(s for _n, s in got.values()) and any(not s for _n, s in got.values())
+    assert 3 not in read and len(read) == len(set(read))  # the fourth task's not at all
+    values = front._server_values(tallies, [0, 2]).unique()
+    naive = {
+        (g, p, q)
+        for t in tasks
+        for g, p, q in front._grouped(t, groups).select("g", "prefix", "seq").iter_rows()
+        if g in (0, 2)
+    }
+    assert set(values.iter_rows()) == naive and values.height == len(naive)
+
+
 @pytest.mark.parametrize(
     "sample", ["non-monotonic-id.pcap", "prefixed-live-jump.pcap", "replay-duplicate.pcap"]
 )
