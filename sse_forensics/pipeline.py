@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import glob
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +50,8 @@ from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fa
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
 from sse_forensics.result import ScanProgress, ScanResult, ScanStats
 from sse_forensics.verdicts import PROVIDED_BY
+from sse_forensics.workers import SHARD_BYTES, input_bytes
+from sse_forensics.workers import start_workers as _started
 
 if TYPE_CHECKING:
     from sse_forensics.evidence.log_partitions import LogIngest
@@ -160,10 +160,6 @@ def _ingest_logs(
         batches.close()
 
 
-# A capture smaller than this is reassembled in this process: starting workers costs more.
-SHARD_BYTES = 32 << 20
-
-
 def _reassemble_captures(
     inputs: list[str],
     store: EvidenceStore,
@@ -218,39 +214,6 @@ def _worker_pool(executor: Executor | None, workers: int) -> contextlib.Abstract
     if executor is not None:
         return contextlib.nullcontext(executor)
     return _started(workers)
-
-
-def _start_worker() -> None:
-    """A worker process's start: memory returned as the parent's is. (Being this module's,
-    it has the worker import the analyzer as it starts, not at its first task.)"""
-    return_freed_memory()
-
-
-def _started(workers: int) -> ProcessPoolExecutor:
-    """``workers`` spawned processes, started now (a pool starts its processes at its
-    first task otherwise: their imports overlap the parent's work), polars in each with its
-    share of the cores (:data:`POLARS_THREADS`)."""
-    # spawn, not fork: polars' thread pool must not be copied mid-flight.
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
-    given = os.environ.get(POLARS_THREADS)
-    os.environ.setdefault(POLARS_THREADS, threads)
-    try:
-        for _ in range(workers):  # each submit spawns a process (and it reads the variable)
-            pool.submit(int)
-    finally:
-        if given is None:
-            del os.environ[POLARS_THREADS]
-    return pool
-
-
-POLARS_THREADS = "POLARS_MAX_THREADS"
-"""The variable that sizes polars' thread pool in a process that has not imported it yet
-(a value the user set is kept). Worker processes that busy every core between them run
-one thread each: their tasks are small and many, and polars' threads would only compete
-(benchmarks/scale.py's 4x log set, --jobs 2 on 2 cores: 25.2 CPU s with one thread per
-worker, 28.8 with two)."""
 
 
 def _reassemble_shard(
@@ -643,24 +606,6 @@ def partition_count(size: int, jobs: int) -> int:
     return max(1, by_size, 4 * jobs if jobs > 1 else 1)
 
 
-def input_bytes(paths: list[str]) -> int:
-    """Bytes of the files ``paths`` name: files, a directory's own files (the files
-    :func:`~sse_forensics.ingest.inputs.resolve_inputs` reads), glob matches."""
-    total = 0
-    for path in paths:
-        if os.path.isdir(path):
-            names = [os.path.join(path, n) for n in os.listdir(path)]
-        elif glob.has_magic(path) and not os.path.exists(path):
-            names = glob.glob(path)
-        else:
-            names = [path]
-        for name in names:
-            with contextlib.suppress(OSError):
-                if os.path.isfile(name):
-                    total += os.path.getsize(name)
-    return total
-
-
 def scan_paths(
     paths: list[str],
     config: AnalysisConfig | None = None,
@@ -674,11 +619,15 @@ def scan_paths(
     keep_tables: bool = True,
     executor: Executor | None = None,
     scratch: str | None = None,
+    pool: Executor | None = None,
 ) -> ScanResult:
     """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``.
     ``executor`` (a cluster's, :mod:`sse_forensics.cluster`) runs the capture shards and the
     partition tasks instead of ``jobs`` local processes; they exchange Parquet files under
-    ``scratch`` (default: the system's temp directory), which it must be able to read."""
+    ``scratch`` (default: the system's temp directory), which it must be able to read.
+    ``pool``: the ``jobs`` local processes, started by the caller
+    (:func:`~sse_forensics.workers.early_workers`): used where the scan would start its
+    own, and shut down either way."""
     return_freed_memory()
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
@@ -694,7 +643,9 @@ def scan_paths(
     # partitions to judge, when it gets there).
     local = None
     if executor is None and jobs > 1 and buckets > 1 and not keep_records:
-        local = _started(jobs) if size >= SHARD_BYTES else None
+        local = (pool or _started(jobs)) if size >= SHARD_BYTES else None
+    if pool is not None and local is not pool:
+        pool.shutdown(wait=False)
     with (
         local or contextlib.nullcontext(),
         EvidenceStore(buckets, scratch=scratch) as store,

@@ -27,6 +27,8 @@ from sse_forensics.report.escape import printable
 from sse_forensics.verdicts import classification_rank
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from sse_forensics.engine.registry import RuleSet
     from sse_forensics.pipeline import LogOptions
     from sse_forensics.report.selection import Selection
@@ -295,10 +297,12 @@ def run_scan(
     cluster: str | None = None,
     scratch: str | None = None,
     quiet: bool = False,
+    pool: Executor | None = None,
 ) -> tuple[ScanResult, RuleSet]:
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2. With
-    ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well."""
+    ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well. ``pool``: the
+    scan's worker processes, started early (:func:`early_workers`); shut down here."""
     from rich.console import Console
 
     from sse_forensics.cluster import ClusterUnavailable
@@ -306,10 +310,10 @@ def run_scan(
     from sse_forensics.pipeline import scan_paths
     from sse_forensics.report.terminal import scan_progress
 
-    if scratch is not None and cluster is None:
-        usage_error("--scratch is for --cluster scans")
-    ruleset = load_rules(rule_dirs)
     try:
+        if scratch is not None and cluster is None:
+            usage_error("--scratch is for --cluster scans")
+        ruleset = load_rules(rule_dirs)
         with scan_progress(Console(stderr=True), show_progress) as progress:
             if cluster is not None:
                 return _scan_on_cluster(
@@ -323,7 +327,8 @@ def run_scan(
                 logs=logs,
                 keep_records=keep_records,
                 keep_tables=keep_records,  # a scan reports counts and the sessions table
-                jobs=jobs or os.cpu_count() or 1,
+                jobs=scan_jobs(jobs),
+                pool=pool,
             )
     # A log format or field map that does not compile was refused before (log_options):
     # any other exception is a bug, never to be passed off as the user's mistake.
@@ -331,7 +336,26 @@ def run_scan(
         usage_error(f"{printable(exc.source, 300)}: {printable(exc.reason, 300)}")
     except ClusterUnavailable as exc:
         usage_error(printable(str(exc), 400))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)
     return result, ruleset
+
+
+def scan_jobs(jobs: int | None) -> int:
+    """``--jobs``, by default the machine's cores."""
+    return jobs or os.cpu_count() or 1
+
+
+def early_workers(paths: list[str], jobs: int | None, cluster: str | None) -> Executor | None:
+    """The worker processes a local scan of ``paths`` starts at once, started before the
+    command imports the analyzer (:func:`sse_forensics.workers.early_workers`); None on a
+    cluster."""
+    if cluster is not None:
+        return None
+    from sse_forensics.workers import early_workers as start
+
+    return start(paths, scan_jobs(jobs))
 
 
 def _scan_on_cluster(

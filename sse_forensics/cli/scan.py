@@ -35,6 +35,7 @@ from sse_forensics.cli.common import (
     TLSKeylogOpt,
     UntilOpt,
     analysis_config,
+    early_workers,
     exit_code,
     log_options,
     option_warnings,
@@ -81,6 +82,18 @@ def scan(
     """Scan captures and logs and report lost events as findings (table, JSON, JSON lines
     or OCSF) or as tickets, one per incident. PATH may be - (standard input), a pipe or a
     compressed capture."""
+    # Started first: their imports overlap this process's (run_scan shuts them down).
+    pool = early_workers(paths, jobs, cluster)
+    try:
+        config = analysis_config(
+            session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
+        )
+        selection = parse_selection(since, until, host, port)
+        logs = log_options(log_format, log_map)
+    except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=False)
+        raise
     from rich.console import Console
     from rich.text import Text
 
@@ -88,22 +101,19 @@ def scan(
     from sse_forensics.report.ocsf import findings_ocsf
     from sse_forensics.report.terminal import render_scan
 
-    config = analysis_config(
-        session_header, session_path_regex, id_scheme, prefixed_regex, tls_keylog, limit
-    )
-    selection = parse_selection(since, until, host, port)
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
     show_progress = not quiet and sys.stdout.isatty() and output is None
     result, _ = run_scan(
         paths,
         config,
         rules,
-        log_options(log_format, log_map),
+        logs,
         show_progress,
         jobs=jobs,
         cluster=cluster,
         scratch=scratch,
         quiet=quiet,
+        pool=pool,
     )
     option_warnings(result, id_scheme, log_format)
     sessions = result.tables["sessions"].get_column("session_id").to_list()

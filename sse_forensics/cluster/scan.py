@@ -61,13 +61,9 @@ from sse_forensics.ingest.spool import (
     is_capture_head,
 )
 from sse_forensics.limits import DEFAULT_LIMITS
-from sse_forensics.pipeline import (
-    PARTITION_BYTES,
-    LogOptions,
-    input_bytes,
-    scan_paths,
-)
+from sse_forensics.pipeline import PARTITION_BYTES, LogOptions, scan_paths
 from sse_forensics.result import ScanProgress, ScanResult
+from sse_forensics.workers import input_bytes
 
 # Partitions of a cluster scan (:func:`cluster_partitions`).
 PARTITIONS_PER_WORKER_MIN = 4

@@ -1,0 +1,77 @@
+"""The worker processes of ``--jobs N`` (:func:`sse_forensics.pipeline.scan_paths`), kept
+light: nothing here imports polars or the analyzer, so that the ``scan`` command can start
+them first and their imports overlap its own (:func:`early_workers`)."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+# A capture smaller than this is reassembled in this process: starting workers costs more.
+SHARD_BYTES = 32 << 20
+
+POLARS_THREADS = "POLARS_MAX_THREADS"
+"""The variable that sizes polars' thread pool in a process that has not imported it yet
+(a value the user set is kept). Worker processes that busy every core between them run
+one thread each: their tasks are small and many, and polars' threads would only compete
+(benchmarks/scale.py's 4x log set, --jobs 2 on 2 cores: 25.2 CPU s with one thread per
+worker, 28.8 with two)."""
+
+
+def _start_worker() -> None:
+    """A worker process's start: the analyzer imported (as it starts, not at its first
+    task), memory returned as the parent's is."""
+    import sse_forensics.pipeline  # noqa: F401
+    from sse_forensics.memory import return_freed_memory
+
+    return_freed_memory()
+
+
+def start_workers(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes, started now (a pool starts its processes at its
+    first task otherwise: their imports overlap the parent's work), polars in each with its
+    share of the cores (:data:`POLARS_THREADS`)."""
+    # spawn, not fork: polars' thread pool must not be copied mid-flight.
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    given = os.environ.get(POLARS_THREADS)
+    os.environ.setdefault(POLARS_THREADS, threads)
+    try:
+        for _ in range(workers):  # each submit spawns a process (and it reads the variable)
+            pool.submit(int)
+    finally:
+        if given is None:
+            del os.environ[POLARS_THREADS]
+    return pool
+
+
+def early_workers(paths: list[str], jobs: int) -> ProcessPoolExecutor | None:
+    """The ``jobs`` worker processes a local scan of ``paths`` starts at once (``jobs`` > 1
+    and an input of :data:`SHARD_BYTES` or more), started now, before the caller imports
+    the analyzer (~0.4 CPU s that the workers' own imports then overlap); else None. The
+    scan takes them (``scan_paths(pool=…)``) and shuts them down."""
+    if jobs < 2 or input_bytes(paths) < SHARD_BYTES:
+        return None
+    return start_workers(jobs)
+
+
+def input_bytes(paths: list[str]) -> int:
+    """Bytes of the files ``paths`` name: files, a directory's own files (the files
+    :func:`~sse_forensics.ingest.inputs.resolve_inputs` reads), glob matches."""
+    total = 0
+    for path in paths:
+        if os.path.isdir(path):
+            names = [os.path.join(path, n) for n in os.listdir(path)]
+        elif glob.has_magic(path) and not os.path.exists(path):
+            names = glob.glob(path)
+        else:
+            names = [path]
+        for name in names:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(name):
+                    total += os.path.getsize(name)
+    return total
