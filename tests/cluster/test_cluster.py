@@ -497,6 +497,7 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
     before judging a partition: Dask reruns each task elsewhere, the findings are those of
     a local scan, and the scratch directory is empty at the end."""
     import cloudpickle
+    import dask
 
     from sse_forensics.cluster.client import ClusterExecutor
     from sse_forensics.cluster.scan import TASK_STAGES
@@ -528,7 +529,14 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
     assert local.findings and local.errors
     scratch = tmp_path / "scratch"
     scratch.mkdir()
+    # The nannies restart the killed workers; the cluster must not close a nanny meanwhile.
+    # A LocalCluster closes the nanny of a worker name that has not registered again
+    # ``lost-worker-timeout`` (15 s) after a removal, timed from that removal: on a loaded
+    # machine the timer of a worker's first death fired while its nanny restarted it after
+    # its second, one worker was left for good and wait_for_workers(2) never returned
+    # (pytest-timeout at 300 s, load ~20).
     with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}),
         distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
@@ -546,7 +554,7 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
         # (its task ran on the other worker): the cluster is closed once both are back,
         # not while a worker process is half started (on a loaded machine the restart
         # takes seconds, and closing a nanny mid-restart waits on that start).
-        client.wait_for_workers(2)
+        client.wait_for_workers(2, timeout=120)
     _same_scan(killed, local)
     assert all((tmp_path / f"died-{n}").exists() for n in deaths_planned)
     assert list(scratch.iterdir()) == []
