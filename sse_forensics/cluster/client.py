@@ -29,6 +29,15 @@ _INLINE = (*_SCALARS, list, tuple, dict, set, frozenset)
 
 ProgressCall = Callable[[str, int, int], None]
 
+LOST_WORKER_TIMEOUT = "distributed.deploy.lost-worker-timeout"
+# A LocalCluster's nanny restarts a worker that died (an out-of-memory kill, a crash), and
+# the cluster closes that nanny for good if the worker has not registered again
+# ``lost-worker-timeout`` after a removal (Dask's default 15 s), timed from that removal:
+# a worker that died twice within it, on a loaded machine, lost its nanny while restarting
+# and the scan waited on a cluster short of a worker. Here the nannies are ours and always
+# restart: a task that kills every worker is still bounded by Dask's allowed-failures.
+LOCAL_LOST_WORKER_S = "1h"
+
 
 def _distributed() -> Any:
     try:
@@ -47,10 +56,13 @@ def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
     ``distributed.comm.timeouts.connect``)."""
     distributed = _distributed()
     if spec.local:
+        import dask
+
         workers = spec.local_workers or os.cpu_count() or 1
         # One thread per worker: polars parallelises inside a task; Dask across workers.
         # Port 0: a free port for the dashboard, whatever else runs on 8787.
         with (
+            dask.config.set({LOST_WORKER_TIMEOUT: LOCAL_LOST_WORKER_S}),
             distributed.LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,

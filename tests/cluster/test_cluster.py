@@ -9,7 +9,6 @@ the worker-kill test start real worker processes. Skipped when Dask is not insta
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from conftest import SAMPLES
 from support.cli import run as run_in_process
 
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
-from sse_forensics.cluster.client import open_cluster
+from sse_forensics.cluster.client import LOCAL_LOST_WORKER_S, LOST_WORKER_TIMEOUT, open_cluster
 from sse_forensics.cluster.spec import ClusterSpec
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.pipeline import scan_paths
@@ -529,22 +528,14 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
     assert local.findings and local.errors
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    # The nannies restart the killed workers; the cluster must not close a nanny meanwhile.
-    # A LocalCluster closes the nanny of a worker name that has not registered again
-    # ``lost-worker-timeout`` (15 s) after a removal, timed from that removal: on a loaded
-    # machine the timer of a worker's first death fired while its nanny restarted it after
-    # its second, one worker was left for good and wait_for_workers(2) never returned
-    # (pytest-timeout at 300 s, load ~20).
-    with (
-        dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}),
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    # The cluster a user's `--cluster local:2` starts (open_cluster): its nannies restart
+    # the killed workers, and it must not close a nanny meanwhile. With Dask's default
+    # ``lost-worker-timeout`` (15 s, timed from a removal), on a loaded machine the timer of
+    # a worker's first death fired while its nanny restarted it after its second, one worker
+    # was left for good and wait_for_workers(2) never returned (pytest-timeout at 300 s,
+    # load ~20).
+    with open_cluster(parse_cluster("local:2")) as client:
+        assert dask.config.get(LOST_WORKER_TIMEOUT) == LOCAL_LOST_WORKER_S
         executor = Dying(client, None, TASK_STAGES)
         killed = scan_paths(
             paths, jobs=2, keep_tables=False, executor=executor, scratch=str(scratch)
