@@ -129,7 +129,7 @@ def aligned(columns: Sequence[pl.Series], like: pl.DataFrame) -> list[pl.Series]
     (issue 16: 220 MB for a partition of one stream of 2.5 million events read back from
     several files, beside its ID keys computed slice by slice). Each column here is copied
     once, piece by piece; ``like``'s scalar columns are never read."""
-    counts = like.n_chunks("all")
+    counts = chunk_counts(like)
     most = max(counts, default=1)
     if most <= 1:
         return [c.rechunk() for c in columns]
@@ -151,6 +151,35 @@ def _is_scalar(df: pl.DataFrame, name: str) -> bool:
     return df.height > 64 and df.select(name).estimated_size() * 8 < df.height
 
 
+def _stored_once(df: pl.DataFrame, name: str) -> bool:
+    """Whether column ``name`` of ``df`` holds one value throughout, told without reading
+    it as a series: :func:`_is_scalar`, which a fixed-width column's estimated size
+    decides; a string column's estimate leaves out its views (short or empty strings
+    estimate at next to nothing), so its null count, least and greatest value confirm it."""
+    if not _is_scalar(df, name):
+        return False
+    dtype = df.schema[name]
+    if dtype == pl.Binary:
+        return False
+    if dtype != pl.String:
+        return True
+    nulls, least, most = df.select(
+        pl.col(name).null_count().alias("n"),
+        pl.col(name).min().alias("lo"),
+        pl.col(name).max().alias("hi"),
+    ).row(0)
+    return bool(nulls == df.height or (nulls == 0 and least == most))
+
+
+def chunk_counts(df: pl.DataFrame) -> list[int]:
+    """Each column's number of chunks, a column holding one value (:func:`_stored_once`)
+    counted as one without reading it. Not ``df.n_chunks("all")``: it reads every column
+    as a series, which materialises each scalar column, and polars keeps that copy beside
+    the scalar (issue 16: ~500 MB for a partition of one stream of ten million events,
+    whose sparse columns are all scalars)."""
+    return [1 if _stored_once(df, n) else df.get_column(n).n_chunks() for n in df.columns]
+
+
 def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` with every column cut into chunks where its most-cut column is (see
     :func:`aligned`). A frame concatenated from files, where a column stored once in one
@@ -159,11 +188,11 @@ def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
     ten million events read back from a few dozen files). The columns are taken as they
     are (no copy where their chunks nest in the most-cut column's), those that hold one
     value throughout as scalar columns."""
-    counts = df.n_chunks("all")
+    counts = chunk_counts(df)
     most = max(counts, default=1)
     if most <= 1 or min(counts) == most:
         return df
-    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and _is_scalar(df, n)]
+    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and _stored_once(df, n)]
     if all(c == most or n in scalar for n, c in zip(df.columns, counts, strict=True)):
         return df
     real = [df.get_column(n) for n in df.columns if n not in scalar]

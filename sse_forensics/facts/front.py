@@ -1016,11 +1016,41 @@ def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bo
 def _distinct(keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` (``root, prefix, seq``) without repeats: as they are when no two rows hash
     alike (a stream whose IDs never repeat: one hash per row, no table of the rows), else
-    by polars' exact ``unique``."""
+    by polars' exact ``unique``. One root counting up (:func:`_counting_up`) is distinct
+    as it is, told without a hash per row."""
+    if _counting_up(keys):
+        return keys
     hashes = keys.select(pl.struct("root", "prefix", "seq").hash(seed=0).alias("h"))
     if hashes.get_column("h").is_unique().all():
         return keys
     return keys.unique()
+
+
+def _counting_up(keys: pl.DataFrame) -> bool:
+    """Whether ``keys`` hold one root and one prefix throughout and their ``seq`` strictly
+    increases row by row (one stream counting up), read :data:`KEY_SLICE` rows at a time:
+    the struct and hash of every row (and their table) are never made."""
+    if not keys.height:
+        return False
+    one = keys.select(
+        (pl.col("root").min() == pl.col("root").max()).alias("root"),
+        (pl.col("prefix").min() == pl.col("prefix").max()).alias("prefix"),
+        (pl.col("root").null_count() + pl.col("prefix").null_count()).alias("nulls"),
+    ).row(0)
+    if not (one[0] and one[1]) or one[2]:
+        return False
+    seq = keys.get_column("seq")
+    if seq.null_count():
+        return False
+    last = None
+    for k in range(0, seq.len(), KEY_SLICE):
+        part = seq.slice(k, KEY_SLICE)
+        if last is not None and part[0] <= last:
+            return False
+        if part.len() > 1 and not (part.diff().slice(1) > 0).all():
+            return False
+        last = part[-1]
+    return True
 
 
 def _packed(df: pl.DataFrame) -> bytes:
@@ -1403,7 +1433,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     # Each response read under its logical stream's scheme, else its session's (only the
     # three columns keys need are read), in its partition's task.
     keys_of = source.map_events(
-        partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=False
+        partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=True
     )
     session_repeats: dict[Any, bool] = {}
     tallies: dict[int, ServerTally] = {}  # each task's keys by server value
@@ -1665,32 +1695,42 @@ def partition_keys(
     event's key under its response's codec (:func:`event_keys`), by root; or, when the
     partition is a task of its own (``ask.sessions``, ``ask.servers``: its roots' session
     and server codes), what its keys tell the merge instead: whether each of its sessions'
-    counters repeat (:func:`_repeats`) and their :func:`server_tally`."""
-    for frame in events:  # the partition's events in one frame
-        by_response = {
-            (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
-            for c, i, k in frame.select("conn_id", "ex_index")
-            .unique()
-            .join(ask.responses, on=["conn_id", "ex_index"], how="inner")
-            .iter_rows()
-        }
-        keyed = (
-            event_keys(frame, by_response)
-            .lazy()
-            .filter(pl.col("seq").is_not_null())
-            .select("conn_id", "ex_index", "prefix", "seq")
-            .collect()
+    counters repeat (:func:`_repeats`) and their :func:`server_tally`. The events are read
+    chunk by chunk and only their keys kept, each chunk's key columns that hold one value
+    stored once (issue 16: one stream of ten million events holds its ``seq``, not its
+    IDs)."""
+    parts = [_chunk_keys(frame, ask) for frame in events]
+    if not parts:
+        return None
+    keys = _distinct(pl.concat(parts) if len(parts) > 1 else parts[0])
+    del parts
+    if ask.sessions is not None and ask.servers is not None:
+        return None, _repeats(keys, ask.sessions), server_tally(keys, ask.servers, ask.pack)
+    return (_packed(keys) if ask.pack else keys), None, None
+
+
+def _chunk_keys(frame: pl.DataFrame, ask: KeysAsk) -> pl.DataFrame:
+    """``root, prefix, seq`` of the keyed events of one chunk (:func:`partition_keys`)."""
+    by_response = {
+        (c, i): IdCodec("opaque") if k is None else ask.codecs[k]
+        for c, i, k in frame.select("conn_id", "ex_index")
+        .unique()
+        .join(ask.responses, on=["conn_id", "ex_index"], how="inner")
+        .iter_rows()
+    }
+    keyed = (
+        event_keys(frame, by_response)
+        .lazy()
+        .filter(pl.col("seq").is_not_null())
+        .select("conn_id", "ex_index", "prefix", "seq")
+        .collect()
+    )
+    del frame
+    return compact(
+        keyed.join(ask.by_stream, on=["conn_id", "ex_index"], how="inner").select(
+            "root", "prefix", "seq"
         )
-        del frame
-        keys = _distinct(
-            keyed.join(ask.by_stream, on=["conn_id", "ex_index"], how="inner").select(
-                "root", "prefix", "seq"
-            )
-        )
-        if ask.sessions is not None and ask.servers is not None:
-            return None, _repeats(keys, ask.sessions), server_tally(keys, ask.servers, ask.pack)
-        return (_packed(keys) if ask.pack else keys), None, None
-    return None
+    )
 
 
 def _response_codecs(

@@ -235,6 +235,32 @@ def test_distinct_keys_drop_repeats_only() -> None:
     assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 1000])
+def test_one_root_counting_up_is_distinct_as_it_is(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One root whose seq only rises is taken as it is (no hash per row), read
+    ``KEY_SLICE`` rows at a time: a repeat or a step back anywhere, a slice's first row
+    included, sends it to the exact path."""
+    monkeypatch.setattr(front, "KEY_SLICE", size)
+    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+
+    def keys(seqs: list[int], root: int = 1) -> pl.DataFrame:
+        return compact(pl.DataFrame({"root": root, "prefix": "", "seq": seqs}, schema=schema))
+
+    rising = keys([1, 2, 3, 5, 8, 9])
+    assert front._counting_up(rising) and front._distinct(rising).equals(rising)
+    for at in range(1, 6):  # a repeat of the row before, at every position
+        seqs = [1, 2, 3, 5, 8, 9]
+        seqs.insert(at, seqs[at - 1])
+        repeated = keys(seqs)
+        assert not front._counting_up(repeated), at
+        assert sorted(front._distinct(repeated).rows()) == sorted(rising.rows()), at
+    assert not front._counting_up(keys([1, 2, 3, 2, 4, 5]))  # back, then on
+    two = pl.concat([keys([1, 2, 3]), keys([1, 2, 3], root=2)])
+    assert not front._counting_up(two) and front._distinct(two).equals(two)
+
+
 def _naive_order(rows: list[tuple[int, str | None, str, str | None, int | None]]) -> dict:
     """``row -> (id_order, prev_row)`` of the flagged events, walked event by event (the
     rule of ``facts.columns.events_plan``)."""

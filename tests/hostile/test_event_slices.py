@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from support.scripts import load_script
 
-from sse_forensics.evidence import store
+from sse_forensics.evidence import store, tables
 from sse_forensics.facts import columns, front
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
@@ -86,6 +86,7 @@ def _small_slices(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
         (columns, "COUNT_SLICE"),
         (front, "KEY_SLICE"),
         (store, "CHUNK_ROWS"),
+        (tables, "ORDER_CHECK_ROWS"),
     ):
         monkeypatch.setattr(module, name, size)
     monkeypatch.setattr(store, "DEFAULT_MEMORY_BUDGET", 0)
@@ -151,3 +152,25 @@ def test_small_slices_over_several_partitions(
     _small_slices(monkeypatch, 2)
     jsonl, _tables = _scan(capture, buckets=3)
     assert jsonl == whole[0]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+def test_one_response_in_order_is_told_slice_by_slice(
+    monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """A partition of one response is taken as it is only when its positions rise row by
+    row: a step back or a repeat at any row, a slice's first included, is seen."""
+    monkeypatch.setattr(tables, "ORDER_CHECK_ROWS", size)
+    rising = list(range(10))
+
+    def frame(positions: list[int]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"conn_id": 4, "ex_index": 0, "position": positions},
+            schema={"conn_id": pl.Int64, "ex_index": pl.Int64, "position": pl.Int64},
+        )
+
+    assert tables.single_response(frame(rising)) == (4, 0)
+    for at in range(1, 10):
+        back = [*rising[:at], rising[at - 1], *rising[at + 1 :]]
+        assert tables.single_response(frame(back)) is None, at
+        assert tables.single_response(frame(back), ordered=False) == (4, 0)
