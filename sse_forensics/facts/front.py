@@ -868,15 +868,34 @@ def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
     if not repeated.len():
         return pl.DataFrame(schema=schema)
     wanted = repeated.implode()
-    candidates = pl.concat(
-        [p.filter(_short_hash().is_in(wanted)).select(list(schema)) for p in parts()]
-    )
-    return (
-        candidates.group_by(list(schema))
-        .agg(pl.len().alias("holders"))
-        .filter(pl.col("holders") > 1)
-        .select(list(schema))
-    )
+    # Counted part by part, the counts summed as they come (once they outnumber the sum so
+    # far): per-stream counters repeat 1, 2, 3… in every root, so nearly every value is a
+    # candidate, but the distinct ones are few (the 8x log set: a table of every key of
+    # the scan, 170 MB, where the distinct values take a few).
+    holders = pl.DataFrame(schema={**schema, "holders": pl.UInt32})
+    pending: list[pl.DataFrame] = []
+    rows = 0
+    for p in parts():
+        counted = _holders(p.filter(_short_hash().is_in(wanted)).select(list(schema)))
+        pending.append(counted)
+        rows += counted.height
+        if rows > max(holders.height, _HOLDERS_MERGE):
+            holders, pending, rows = _holders(pl.concat([holders, *pending])), [], 0
+    if pending:
+        holders = _holders(pl.concat([holders, *pending]))
+    return holders.filter(pl.col("holders") > 1).select(list(schema))
+
+
+# Values counted before their counts are summed, at least (:func:`_shared_values`).
+_HOLDERS_MERGE = 1 << 16
+
+
+def _holders(values: pl.DataFrame) -> pl.DataFrame:
+    """``g, prefix, seq, holders``: the roots holding each value of ``values``, rows of
+    values (each counting one root) or of counts (``holders``) already summed."""
+    key = ["g", "prefix", "seq"]
+    count = pl.col("holders").sum() if "holders" in values.columns else pl.len()
+    return values.group_by(key).agg(count.cast(pl.UInt32).alias("holders"))
 
 
 def _each_task(
