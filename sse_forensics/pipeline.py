@@ -28,7 +28,7 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.store import EvidenceStore, read_files, read_rows
+from sse_forensics.evidence.store import EvidenceStore, _is_scalar, compact, read_files, read_rows
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -397,7 +397,9 @@ def analyze_partition(
             del records, facts
     counts = {name: df.height for name, df in fact_tables.items()}
     counts["events"] = event_rows
-    tables = fact_tables if keep_tables else {"sessions": fact_tables["sessions"]}
+    # The sessions table kept compact until the scan merges it: its columns of one value
+    # (sparse ones, where no session had a silent gap) stored once.
+    tables = fact_tables if keep_tables else {"sessions": compact(fact_tables["sessions"])}
     return PartitionResult(tables, findings, counts, kept)
 
 
@@ -636,6 +638,25 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
     return out
 
 
+def _in_order(sessions: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+    """The rows of ``sessions`` (emptied) in ``order``, gathered column by column, each
+    column made contiguous first and let go once gathered. A column that holds one value
+    throughout is kept as it is, a scalar column (the partitions' sessions tables are
+    compacted, :func:`analyze_partition`): any order of it is itself (issue 9: 9 of the 26
+    columns on the --big log set, whose 1.28M sessions never had a silent gap)."""
+    names = sessions.columns
+    gathered = []
+    for name in names:
+        if _is_scalar(sessions, name):
+            continue
+        column = sessions.drop_in_place(name)
+        gathered.append(column.rechunk().gather(order))
+        del column
+    if not gathered or not sessions.width:
+        return sessions if not gathered else pl.DataFrame(gathered)
+    return pl.concat([pl.DataFrame(gathered), sessions], how="horizontal").select(names)
+
+
 def partition_count(size: int, jobs: int) -> int:
     """Enough partitions that each holds about :data:`PARTITION_BYTES` of ``size`` input
     bytes, and a few per worker so the workers finish together."""
@@ -741,13 +762,8 @@ def scan_paths(
         .get_column("row")
     )
     del first_seen
-    gathered = []
-    for name in list(sessions.columns):
-        column = sessions.drop_in_place(name)
-        gathered.append(column.rechunk().gather(order))
-        del column
-    tables["sessions"] = pl.DataFrame(gathered)
-    del sessions, order, gathered
+    tables["sessions"] = _in_order(sessions, order)
+    del sessions, order
     reassembly = ingested.reassembly
     stats = ScanStats(
         frames=reassembly.frames,

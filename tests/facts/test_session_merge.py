@@ -1,0 +1,40 @@
+"""The scan's sessions table, merged from its partitions' (issue 9): the columns that hold
+one value on every session are stored once, from the partitions to the scan's result, and
+the table holds the values and order of one built whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from support.log_sets import write_log_set
+
+from sse_forensics.evidence.store import constant_value
+from sse_forensics.pipeline import LogOptions, scan_paths
+
+_FORMAT = LogOptions(
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
+    '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
+    '"$sent_http_mcp_session_id" $request_time'
+)
+
+
+def _stored_once(df: pl.DataFrame, name: str) -> bool:
+    """Column ``name`` of ``df`` is a scalar column: under a bit per row."""
+    return df.select(name).estimated_size() * 8 < df.height
+
+
+def test_constant_session_columns_are_stored_once(tmp_path: Path) -> None:
+    paths = write_log_set(tmp_path, 80)
+    whole = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=True).tables["sessions"]
+    merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
+    assert merged.height > 64
+    constant = [c.name for c in whole.get_columns() if constant_value(c)[0]]
+    # A non-null constant (the session's source) and an all-null number (no silent gap).
+    assert {"session_source", "count"} <= set(constant)
+    # Told before any value is read: reading a scalar column materialises it.
+    assert [name for name in constant if not _stored_once(merged, name)] == []
+    assert not _stored_once(whole, "session_source")
+    varying = [c for c in whole.columns if c not in constant]
+    assert "session_id" in varying and not any(_stored_once(merged, c) for c in varying)
+    assert merged.equals(whole)
