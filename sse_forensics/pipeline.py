@@ -458,9 +458,6 @@ class _StoreSource:
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(ExchangeColumns, columns, where)
 
-    def sessions(self) -> list[str]:
-        return self.store.distinct(ExchangeColumns, "session").to_list()
-
     def servers(self) -> pl.DataFrame:
         return self.store.columns(
             ConnectionColumns, ["conn_id", "server_ip", "server_port"]

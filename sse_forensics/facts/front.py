@@ -716,7 +716,7 @@ def _stream_codecs(
     within a response while the prefix mostly stays put; else opaque), from the responses'
     :func:`_response_stats`. Per session, the scheme of its logical stream with the most
     IDs: the reading of a stream that carried none (a resume the inputs never linked, seen
-    in an access log)."""
+    in an access log); ``sessions``: those of the streams, each given one."""
     forced = config.id_scheme
     digits = config.limits.id_digits
     compiled = [re.compile(p) for p in _patterns(config)]
@@ -1000,8 +1000,6 @@ class FrontSource(Protocol):
         """(partition, its exchanges), partition by partition in order."""
         ...
 
-    def sessions(self) -> list[str]: ...
-
     def servers(self) -> pl.DataFrame:
         """``conn_id, server_ip, server_port`` of every connection."""
         ...
@@ -1253,9 +1251,14 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         )
     )
     del stat_parts
+    # A session's reading is asked for its streams only (facts.streams.assign_ids): the
+    # sessions of the streams, not every session of the scan (1.28M on the --big log set,
+    # nearly all of them an access log's sessions that only POSTed).
+    stream_sessions = streams.get_column("session").unique(maintain_order=True).to_list()
     front.codecs, front.stream_codecs, codes = _stream_codecs(
-        stats, root_of, source.sessions(), config
+        stats, root_of, stream_sessions, config
     )
+    del stream_sessions
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (
