@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from support.log_sets import write_log_set
 
-from sse_forensics.evidence.store import constant_value
+from sse_forensics.evidence.store import EvidenceStore, constant_value
 from sse_forensics.pipeline import LogOptions, scan_paths
 
 _FORMAT = LogOptions(
@@ -38,3 +39,25 @@ def test_constant_session_columns_are_stored_once(tmp_path: Path) -> None:
     varying = [c for c in whole.columns if c not in constant]
     assert "session_id" in varying and not any(_stored_once(merged, c) for c in varying)
     assert merged.equals(whole)
+
+
+def test_sessions_in_the_order_of_their_first_exchange(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged table lists the sessions by their first exchange (connection, index),
+    found by each partition on its own exchanges: the scan joins no table of every
+    session's ID to the store's exchanges (issue 9)."""
+    paths = write_log_set(tmp_path, 80)
+    facts = scan_paths(paths, logs=_FORMAT, keep_records=True).facts
+    assert facts is not None
+    first: dict[str, tuple[int, int]] = {}
+    for ex in facts.exchanges:
+        key = (ex.connection_id, ex.index)
+        first[ex.session] = min(first.get(ex.session, key), key)
+
+    def no_whole_scan_read(*_args: object) -> None:
+        raise AssertionError("every session's first exchange read from the store")
+
+    monkeypatch.setattr(EvidenceStore, "first_of_session", no_whole_scan_read)
+    merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
+    assert merged.get_column("session_id").to_list() == sorted(first, key=first.__getitem__)
