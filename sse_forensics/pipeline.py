@@ -680,7 +680,8 @@ def _in_order(sessions: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     column made contiguous first and let go once gathered. A column that holds one value
     throughout is kept as it is, a scalar column (the partitions' sessions tables are
     compacted, :func:`analyze_partition`): any order of it is itself (issue 9: 9 of the 26
-    columns on the --big log set, whose 1.28M sessions never had a silent gap)."""
+    columns on a 400 MB prefix of the --big log set, none of whose 499k sessions had a
+    silent gap)."""
     names = sessions.columns
     gathered = []
     for name in names:
