@@ -26,7 +26,7 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.store import EvidenceStore, read_files, read_rows
+from sse_forensics.evidence.store import EvidenceStore, _is_scalar, compact, read_files, read_rows
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -299,6 +299,9 @@ class PartitionResult:
     findings: list[Finding]
     counts: dict[str, int]  # rows of every fact table
     facts: Facts | None = None
+    # Each ``sessions`` row's first exchange (``conn_id, index``; null without one): the
+    # scan's order of the sessions (:func:`_session_order`).
+    first_seen: pl.DataFrame | None = None
 
 
 def analyze_partition(
@@ -317,6 +320,7 @@ def analyze_partition(
     back (the others are counted): a scan's memory then does not grow with its events."""
     with _scan_gc():
         sessions, latest_post = session_table(exchanges, front.dropped)
+        firsts = _first_exchanges(exchanges)
         if not keep_records:
             # Exchanges the judgements read one by one: streams and resumes, requests with a
             # JSON-RPC call, and log exchanges folded into captured ones. The rest count
@@ -360,8 +364,26 @@ def analyze_partition(
             del records, facts
     counts = {name: df.height for name, df in fact_tables.items()}
     counts["events"] = event_rows
-    tables = fact_tables if keep_tables else {"sessions": fact_tables["sessions"]}
-    return PartitionResult(tables, findings, counts, kept)
+    # The sessions table kept compact until the scan merges it: its columns of one value
+    # (sparse ones, where no session had a silent gap) stored once.
+    tables = fact_tables if keep_tables else {"sessions": compact(fact_tables["sessions"])}
+    first_seen = (
+        fact_tables["sessions"]
+        .select("session_id")
+        .join(firsts, on="session_id", how="left", maintain_order="left")
+        .select("conn_id", "index")
+    )
+    return PartitionResult(tables, findings, counts, kept, first_seen)
+
+
+def _first_exchanges(exchanges: pl.DataFrame) -> pl.DataFrame:
+    """``session_id, conn_id, index``: each session's first exchange in (connection, index)
+    order (a session's exchanges are all in its partition)."""
+    return (
+        exchanges.select(pl.col("session").cast(pl.String).alias("session_id"), "conn_id", "index")
+        .sort("conn_id", "index")
+        .unique("session_id", keep="first", maintain_order=True)
+    )
 
 
 @dataclass(slots=True)
@@ -418,9 +440,6 @@ class _StoreSource:
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(ExchangeColumns, columns, where)
-
-    def sessions(self) -> list[str]:
-        return self.store.distinct(ExchangeColumns, "session").to_list()
 
     def servers(self) -> pl.DataFrame:
         return self.store.columns(
@@ -599,6 +618,46 @@ def _merge_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFram
     return out
 
 
+_NO_ROWS = pl.DataFrame()
+
+
+def _session_order(session_ids: pl.Series, firsts: list[pl.DataFrame]) -> pl.Series:
+    """The rows of the merged sessions table (``session_ids``) in the order the sessions
+    first appear: by their first exchange (``firsts``, the partitions' ``first_seen`` in
+    the table's order: a pair of integers a row, no join of the session IDs), then those
+    without one by ID. An exchange is one session's: no two rows share a first exchange."""
+    if not firsts:
+        return pl.Series("row", [], pl.UInt32)
+    keys = pl.concat(firsts).with_row_index("row")
+    seen = pl.col("conn_id").is_not_null()
+    order = keys.filter(seen).sort("conn_id", "index", nulls_last=True).get_column("row")
+    rest = keys.filter(~seen).get_column("row")
+    if not rest.len():
+        return order
+    unseen = pl.DataFrame({"row": rest, "session_id": session_ids.gather(rest)})
+    return pl.concat([order, unseen.sort("session_id", nulls_last=True).get_column("row")])
+
+
+def _in_order(sessions: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+    """The rows of ``sessions`` (emptied) in ``order``, gathered column by column, each
+    column made contiguous first and let go once gathered. A column that holds one value
+    throughout is kept as it is, a scalar column (the partitions' sessions tables are
+    compacted, :func:`analyze_partition`): any order of it is itself (issue 9: 9 of the 26
+    columns on a 400 MB prefix of the --big log set, none of whose 499k sessions had a
+    silent gap)."""
+    names = sessions.columns
+    gathered = []
+    for name in names:
+        if _is_scalar(sessions, name):
+            continue
+        column = sessions.drop_in_place(name)
+        gathered.append(column.rechunk().gather(order))
+        del column
+    if not gathered or not sessions.width:
+        return sessions if not gathered else pl.DataFrame(gathered)
+    return pl.concat([pl.DataFrame(gathered), sessions], how="horizontal").select(names)
+
+
 def partition_count(size: int, jobs: int) -> int:
     """Enough partitions that each holds about :data:`PARTITION_BYTES` of ``size`` input
     bytes, and a few per worker so the workers finish together."""
@@ -668,37 +727,29 @@ def scan_paths(
         )
         if local is not None:
             local.shutdown(wait=False)  # the workers exit while the scan finishes
-        first_seen = store.first_of_session(ExchangeColumns, ["conn_id", "index"]).rename(
-            {"session": "session_id"}
-        )
     if progress is not None:
         progress("rules", 0, 1)
     not_judged = not_judged_rules(rules, ingested.provided)
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    # Each merged sessions row's first exchange, in the order _merge_tables puts the rows.
+    firsts = [
+        r.first_seen
+        for r in results
+        if r.first_seen is not None and r.tables.get("sessions", _NO_ROWS).height
+    ]
     tables = _merge_tables([r.tables for r in results])
     for r in results:  # the merged tables hold the rows now
-        r.tables = {}
+        r.tables, r.first_seen = {}, None
     # Sessions in the order they first appear, whatever partition judged them: the order
-    # found on the session IDs alone, then the table gathered column by column, each
-    # column made contiguous first and let go once gathered (a join and a sort of the whole
-    # table, or a gather over its partitions' chunks, each took one to several copies of
-    # it: 1.66 / 2.66 GB peak for the 1.28M sessions of the --big log set).
+    # found on the partitions' first exchanges, then the table gathered column by column,
+    # each column made contiguous first and let go once gathered (a join and a sort of the
+    # whole table, or a gather over its partitions' chunks, each took one to several copies
+    # of it: 1.66 / 2.66 GB peak for the 1.28M sessions of the --big log set).
     sessions = tables["sessions"]  # emptied column by column below
-    order = (
-        sessions.select("session_id")
-        .with_row_index("row")
-        .join(first_seen, on="session_id", how="left")
-        .sort("conn_id", "index", "session_id", nulls_last=True)
-        .get_column("row")
-    )
-    del first_seen
-    gathered = []
-    for name in list(sessions.columns):
-        column = sessions.drop_in_place(name)
-        gathered.append(column.rechunk().gather(order))
-        del column
-    tables["sessions"] = pl.DataFrame(gathered)
-    del sessions, order, gathered
+    order = _session_order(sessions.get_column("session_id"), firsts)
+    del firsts
+    tables["sessions"] = _in_order(sessions, order)
+    del sessions, order
     reassembly = ingested.reassembly
     stats = ScanStats(
         frames=reassembly.frames,

@@ -716,7 +716,7 @@ def _stream_codecs(
     within a response while the prefix mostly stays put; else opaque), from the responses'
     :func:`_response_stats`. Per session, the scheme of its logical stream with the most
     IDs: the reading of a stream that carried none (a resume the inputs never linked, seen
-    in an access log)."""
+    in an access log); ``sessions``: those of the streams, each given one."""
     forced = config.id_scheme
     digits = config.limits.id_digits
     compiled = [re.compile(p) for p in _patterns(config)]
@@ -868,15 +868,34 @@ def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
     if not repeated.len():
         return pl.DataFrame(schema=schema)
     wanted = repeated.implode()
-    candidates = pl.concat(
-        [p.filter(_short_hash().is_in(wanted)).select(list(schema)) for p in parts()]
-    )
-    return (
-        candidates.group_by(list(schema))
-        .agg(pl.len().alias("holders"))
-        .filter(pl.col("holders") > 1)
-        .select(list(schema))
-    )
+    # Counted part by part, the counts summed as they come (once they outnumber the sum so
+    # far): per-stream counters repeat 1, 2, 3… in every root, so nearly every value is a
+    # candidate, but the distinct ones are few (the 8x log set: a table of every key of
+    # the scan, 170 MB, where the distinct values take a few).
+    holders = pl.DataFrame(schema={**schema, "holders": pl.UInt32})
+    pending: list[pl.DataFrame] = []
+    rows = 0
+    for p in parts():
+        counted = _holders(p.filter(_short_hash().is_in(wanted)).select(list(schema)))
+        pending.append(counted)
+        rows += counted.height
+        if rows > max(holders.height, _HOLDERS_MERGE):
+            holders, pending, rows = _holders(pl.concat([holders, *pending])), [], 0
+    if pending:
+        holders = _holders(pl.concat([holders, *pending]))
+    return holders.filter(pl.col("holders") > 1).select(list(schema))
+
+
+# Values counted before their counts are summed, at least (:func:`_shared_values`).
+_HOLDERS_MERGE = 1 << 16
+
+
+def _holders(values: pl.DataFrame) -> pl.DataFrame:
+    """``g, prefix, seq, holders``: the roots holding each value of ``values``, rows of
+    values (each counting one root) or of counts (``holders``) already summed."""
+    key = ["g", "prefix", "seq"]
+    count = pl.col("holders").sum() if "holders" in values.columns else pl.len()
+    return values.group_by(key).agg(count.cast(pl.UInt32).alias("holders"))
 
 
 def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
@@ -1093,8 +1112,6 @@ class FrontSource(Protocol):
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         """(partition, its exchanges), partition by partition in order."""
         ...
-
-    def sessions(self) -> list[str]: ...
 
     def servers(self) -> pl.DataFrame:
         """``conn_id, server_ip, server_port`` of every connection."""
@@ -1347,9 +1364,14 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         )
     )
     del stat_parts
+    # A session's reading is asked for its streams only (facts.streams.assign_ids): the
+    # sessions of the streams, not every session of the scan (1.28M on the --big log set,
+    # nearly all of them an access log's sessions that only POSTed).
+    stream_sessions = streams.get_column("session").unique(maintain_order=True).to_list()
     front.codecs, front.stream_codecs, codes = _stream_codecs(
-        stats, root_of, source.sessions(), config
+        stats, root_of, stream_sessions, config
     )
+    del stream_sessions
 
     # Counter scopes over roots: the keys each root's streams carried.
     root_info = (

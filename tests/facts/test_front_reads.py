@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 from conftest import SAMPLES
@@ -91,3 +92,22 @@ def test_each_task_gets_the_front_its_exchanges_key() -> None:
     assert sum(len(s.codecs) for s in shares) == len(front.codecs)
     assert {k: v for s in shares for k, v in s.codecs.items()} == front.codecs
     assert {k: v for s in shares for k, v in s.scopes.items()} == front.scopes
+
+
+def test_session_readings_are_of_the_sessions_with_streams(tmp_path: Path) -> None:
+    """A session's ID reading is asked for its streams only (``assign_ids``): the front
+    holds one for each session with a stream, none for a session that only POSTed (issue
+    9: 1.28M of them on the --big log set)."""
+    sample = (LOGS / "clean-resume-int" / "access.log").read_text().splitlines()[2]
+    posts = tmp_path / "access.log"
+    posts.write_text(sample.replace("clean-resume-int-0001", "posted-only") + "\n")
+    config = AnalysisConfig()
+    with EvidenceStore(6) as store:
+        pipeline.ingest([*_paths(), str(posts)], store, config)
+        front = pipeline.cross_session_front(store, config)
+        streams = pl.col("event_stream") | pl.col("last_event_id").is_not_null()
+        with_streams = set(store.columns(ExchangeColumns, ["session"], streams)["session"])
+        every = set(store.columns(ExchangeColumns, ["session"])["session"])
+    assert every - with_streams == {"posted-only"}
+    assert set(front.codecs) == with_streams
+    assert set(front.scopes) <= with_streams

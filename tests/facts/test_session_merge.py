@@ -1,0 +1,63 @@
+"""The scan's sessions table, merged from its partitions' (issue 9): the columns that hold
+one value on every session are stored once, from the partitions to the scan's result, and
+the table holds the values and order of one built whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from support.log_sets import write_log_set
+
+from sse_forensics.evidence.store import EvidenceStore, constant_value
+from sse_forensics.pipeline import LogOptions, scan_paths
+
+_FORMAT = LogOptions(
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
+    '$body_bytes_sent "$http_referer" "$http_user_agent" "$http_last_event_id" '
+    '"$sent_http_mcp_session_id" $request_time'
+)
+
+
+def _stored_once(df: pl.DataFrame, name: str) -> bool:
+    """Column ``name`` of ``df`` is a scalar column: under a bit per row."""
+    return df.select(name).estimated_size() * 8 < df.height
+
+
+def test_constant_session_columns_are_stored_once(tmp_path: Path) -> None:
+    paths = write_log_set(tmp_path, 80)
+    whole = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=True).tables["sessions"]
+    merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
+    assert merged.height > 64
+    constant = [c.name for c in whole.get_columns() if constant_value(c)[0]]
+    # A non-null constant (the session's source) and an all-null number (no silent gap).
+    assert {"session_source", "count"} <= set(constant)
+    # Told before any value is read: reading a scalar column materialises it.
+    assert [name for name in constant if not _stored_once(merged, name)] == []
+    assert not _stored_once(whole, "session_source")
+    varying = [c for c in whole.columns if c not in constant]
+    assert "session_id" in varying and not any(_stored_once(merged, c) for c in varying)
+    assert merged.equals(whole)
+
+
+def test_sessions_in_the_order_of_their_first_exchange(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged table lists the sessions by their first exchange (connection, index),
+    found by each partition on its own exchanges: the scan joins no table of every
+    session's ID to the store's exchanges (issue 9)."""
+    paths = write_log_set(tmp_path, 80)
+    facts = scan_paths(paths, logs=_FORMAT, keep_records=True).facts
+    assert facts is not None
+    first: dict[str, tuple[int, int]] = {}
+    for ex in facts.exchanges:
+        key = (ex.connection_id, ex.index)
+        first[ex.session] = min(first.get(ex.session, key), key)
+
+    def no_whole_scan_read(*_args: object) -> None:
+        raise AssertionError("every session's first exchange read from the store")
+
+    monkeypatch.setattr(EvidenceStore, "first_of_session", no_whole_scan_read)
+    merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
+    assert merged.get_column("session_id").to_list() == sorted(first, key=first.__getitem__)
