@@ -26,7 +26,13 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
-from sse_forensics.evidence.store import EvidenceStore, _is_scalar, compact, read_files, read_rows
+from sse_forensics.evidence.store import (
+    EvidenceStore,
+    compact,
+    read_files,
+    read_rows,
+    stored_once,
+)
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 from sse_forensics.facts.build import Facts, build_facts
 from sse_forensics.facts.config import AnalysisConfig
@@ -644,11 +650,13 @@ def _in_order(sessions: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     throughout is kept as it is, a scalar column (the partitions' sessions tables are
     compacted, :func:`analyze_partition`): any order of it is itself (issue 9: 9 of the 26
     columns on a 400 MB prefix of the --big log set, none of whose 499k sessions had a
-    silent gap)."""
+    silent gap). Told by :func:`~sse_forensics.evidence.store.stored_once`, not by size
+    alone: a sparse string column (a few short values, nulls elsewhere) estimates at under
+    a bit per row too, and left in place it would hold other sessions' values."""
     names = sessions.columns
     gathered = []
     for name in names:
-        if _is_scalar(sessions, name):
+        if stored_once(sessions, name):
             continue
         column = sessions.drop_in_place(name)
         gathered.append(column.rechunk().gather(order))

@@ -151,7 +151,7 @@ def _is_scalar(df: pl.DataFrame, name: str) -> bool:
     return df.height > 64 and df.select(name).estimated_size() * 8 < df.height
 
 
-def _stored_once(df: pl.DataFrame, name: str) -> bool:
+def stored_once(df: pl.DataFrame, name: str) -> bool:
     """Whether column ``name`` of ``df`` holds one value throughout, told without reading
     it as a series: :func:`_is_scalar`, which a fixed-width column's estimated size
     decides; a string column's estimate leaves out its views (short or empty strings
@@ -172,12 +172,12 @@ def _stored_once(df: pl.DataFrame, name: str) -> bool:
 
 
 def chunk_counts(df: pl.DataFrame) -> list[int]:
-    """Each column's number of chunks, a column holding one value (:func:`_stored_once`)
+    """Each column's number of chunks, a column holding one value (:func:`stored_once`)
     counted as one without reading it. Not ``df.n_chunks("all")``: it reads every column
     as a series, which materialises each scalar column, and polars keeps that copy beside
     the scalar (issue 16: ~500 MB for a partition of one stream of ten million events,
     whose sparse columns are all scalars)."""
-    return [1 if _stored_once(df, n) else df.get_column(n).n_chunks() for n in df.columns]
+    return [1 if stored_once(df, n) else df.get_column(n).n_chunks() for n in df.columns]
 
 
 def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
@@ -192,7 +192,7 @@ def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
     most = max(counts, default=1)
     if most <= 1 or min(counts) == most:
         return df
-    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and _stored_once(df, n)]
+    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and stored_once(df, n)]
     if all(c == most or n in scalar for n, c in zip(df.columns, counts, strict=True)):
         return df
     real = [df.get_column(n) for n in df.columns if n not in scalar]
@@ -488,16 +488,6 @@ class EvidenceStore:
     ) -> pl.DataFrame:
         """:meth:`columns` of the buckets of one task only."""
         return self._query(buckets, table, columns, None)
-
-    def first_of_session(self, table: type[Columns], order: list[str]) -> pl.DataFrame:
-        """Each session's first row of ``table`` in ``order`` (``session`` and ``order``
-        columns), found bucket by bucket: a session's rows are all in its bucket, so memory
-        follows a bucket's rows, not the store's (sessions in bucket order)."""
-        frames = [
-            df.sort(order).unique("session", keep="first", maintain_order=True)
-            for _, df in self.bucket_columns(table, ["session", *order])
-        ]
-        return pl.concat(frames) if frames else self.columns(table, ["session", *order])
 
     def distinct(self, table: type[Columns], column: str) -> pl.Series:
         """The distinct values of one column, sorted (bucket by bucket, file by file)."""

