@@ -45,6 +45,7 @@ from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
 from sse_forensics.limits import fold_caps
 from sse_forensics.memory import return_freed_memory
+from sse_forensics.query_engine import engine_for
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
@@ -648,6 +649,7 @@ def scan_paths(
         pool.shutdown(wait=False)
     with (
         local or contextlib.nullcontext(),
+        engine_for(size),  # a small scan's queries on the in-memory engine
         EvidenceStore(buckets, scratch=scratch) as store,
         Spool(scratch) as spool,
     ):

@@ -1,16 +1,49 @@
-"""A small scan's fixed cost (issue 13): a log scan of one partition keeps its evidence in
-memory instead of writing it to Parquet and reading it back. It changes no finding."""
+"""A small scan's fixed cost (issue 13): its lazy queries run on polars' in-memory engine
+(:mod:`sse_forensics.query_engine`), and a log scan of one partition keeps its evidence in
+memory instead of writing it to Parquet and reading it back. Neither changes a finding."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import sse_forensics.pipeline as pipeline
+from sse_forensics.query_engine import SMALL_SCAN_BYTES, engine_for
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+AFFINITY = "POLARS_ENGINE_AFFINITY"
+
+
+def test_engine_for_small_inputs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(AFFINITY, raising=False)
+    with engine_for(SMALL_SCAN_BYTES - 1):
+        assert os.environ.get(AFFINITY) == "in-memory"
+    assert os.environ.get(AFFINITY) is None  # polars' default again
+    with engine_for(SMALL_SCAN_BYTES):
+        assert os.environ.get(AFFINITY) is None
+    monkeypatch.setenv(AFFINITY, "streaming")  # an engine the process names is kept
+    with engine_for(0):
+        assert os.environ.get(AFFINITY) == "streaming"
+    assert os.environ.get(AFFINITY) == "streaming"
+
+
+def test_small_scan_queries_run_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cross-session pass of a sample scan runs with the in-memory affinity set."""
+    monkeypatch.delenv(AFFINITY, raising=False)
+    seen: list[str | None] = []
+    front = pipeline.compute_front
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(os.environ.get(AFFINITY))
+        return front(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "compute_front", spy)
+    pipeline.scan_paths([str(SAMPLES / "resume-storm.pcap")])
+    assert seen == ["in-memory"]
+    assert os.environ.get(AFFINITY) is None
 
 
 def test_one_partition_log_scan_writes_no_parquet(monkeypatch: pytest.MonkeyPatch) -> None:
