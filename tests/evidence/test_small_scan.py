@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import sse_forensics.pipeline as pipeline
+from sse_forensics.facts.tables import EVIDENCE, evidence_column
 from sse_forensics.query_engine import SMALL_SCAN_BYTES, engine_for
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -58,3 +59,16 @@ def test_one_partition_log_scan_writes_no_parquet(monkeypatch: pytest.MonkeyPatc
     result = pipeline.scan_paths([str(SAMPLES / "logs" / "resume-storm")])
     assert result.stats.partitions == 1 and result.findings
     assert written == []
+
+
+def test_evidence_column_without_entries() -> None:
+    """No entry at all: the empty lists and nulls as given, as the general path makes them
+    (a row with an entry beside them takes that path)."""
+    lists: list[list[dict[str, object]] | None] = [[], None, []]
+    column = evidence_column(lists)
+    assert column.dtype == EVIDENCE
+    assert column.to_list() == [[], None, []]
+    entry = {"source": "a.pcap", "frame": 1, "line": None, "ts": 1.0, "what": "x"}
+    general = evidence_column([*lists, [entry]])
+    assert general.head(3).to_list() == column.to_list()
+    assert evidence_column([]).dtype == EVIDENCE and not evidence_column([]).len()
