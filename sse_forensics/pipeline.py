@@ -438,37 +438,30 @@ def _over_long_numbers(store: EvidenceStore, config: AnalysisConfig) -> list[Rea
     def origin(prefix: str) -> list[str | pl.Expr]:
         return [pl.col(f"{prefix}_{f}").alias(f) for f in ("src", "num", "ts", "kind")]
 
-    # The three queries run together (one polars call, not three: a small scan's ~2%).
-    *ids, retries = pl.collect_all(
-        [
-            store.lazy_columns(
-                EventColumns,
-                [
-                    pl.col("id_field").alias("value"),
-                    pl.lit("event ID").alias("what"),
-                    *origin("first"),
-                ],
-                pl.col("id_field").str.len_chars() >= long,
-            ),
-            store.lazy_columns(
-                ExchangeColumns,
-                [
-                    pl.col("last_event_id").alias("value"),
-                    pl.lit("Last-Event-ID").alias("what"),
-                    *origin("req"),
-                ],
-                pl.col("last_event_id").str.len_chars() >= long,
-            ),
-            # A retry past 64 bits is kept as the largest one: said once per file.
-            store.lazy_columns(EventColumns, origin("first"), pl.col("retry") >= RETRY_MAX).unique(
-                "src", keep="first", maintain_order=True
-            ),
-        ]
-    )
+    ids = [
+        store.columns(
+            EventColumns,
+            [pl.col("id_field").alias("value"), pl.lit("event ID").alias("what"), *origin("first")],
+            pl.col("id_field").str.len_chars() >= long,
+        ),
+        store.columns(
+            ExchangeColumns,
+            [
+                pl.col("last_event_id").alias("value"),
+                pl.lit("Last-Event-ID").alias("what"),
+                *origin("req"),
+            ],
+            pl.col("last_event_id").str.len_chars() >= long,
+        ),
+    ]
     frames = [f for f in ids if f.height]
     hits: list[ReadError] = []
     if frames:
         hits += over_long_counters(pl.concat(frames), config.prefixed_regex, config.limits)
+    # A retry past 64 bits is kept as the largest one: said once per file.
+    retries = store.columns(EventColumns, origin("first"), pl.col("retry") >= RETRY_MAX).unique(
+        "src", keep="first", maintain_order=True
+    )
     for src, num, ts, kind in retries.iter_rows():
         where = {"frame": num} if kind == "frame" else {"line": num}
         what = "retry of more than 19 digits: read as the longest reconnection time"

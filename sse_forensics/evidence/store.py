@@ -43,9 +43,9 @@ SCRATCH_COMPRESSION: Final = "lz4"
 DEFAULT_MEMORY_BUDGET = 32 << 20
 
 # Frames of fewer rows are taken the plain way where the store saves memory on long ones:
-# held event batches are read back narrowed but not compacted (the bytes it saves are few,
-# its query per column, :func:`constant_value`, a small scan's ~2%), and
-# :func:`with_scalars` adds its columns with one ``with_columns``.
+# a partition's held event batches, fewer rows in all, are read back narrowed but not
+# compacted (the bytes it saves are few, its query per column, :func:`constant_value`, a
+# small scan's ~2%), and :func:`with_scalars` adds its columns with one ``with_columns``.
 COMPACT_MIN_ROWS = 1 << 12
 
 
@@ -291,8 +291,9 @@ def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
 def _narrowed(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataFrame]:
     if table is not EventColumns:
         return frames
-    out = [narrow_events(f.lazy()).collect() for f in frames]
-    return [compact(f) if f.height >= COMPACT_MIN_ROWS else f for f in out]
+    if sum(f.height for f in frames) < COMPACT_MIN_ROWS:  # the partition's, not a batch's
+        return [narrow_events(f.lazy()).collect() for f in frames]
+    return [compact(narrow_events(f.lazy()).collect()) for f in frames]
 
 
 def join_buckets(
@@ -517,16 +518,6 @@ class EvidenceStore:
             .sort()
         )
 
-    def lazy_columns(
-        self,
-        table: type[Columns],
-        columns: Sequence[str | pl.Expr],
-        where: pl.Expr | None = None,
-    ) -> pl.LazyFrame:
-        """:meth:`columns` as a query not run yet: several collected together
-        (``pl.collect_all``) cost one call's overhead, not one each."""
-        return self._lazy(range(self.buckets), table, columns, where)
-
     def _query(
         self,
         buckets: Iterable[int],
@@ -534,15 +525,6 @@ class EvidenceStore:
         columns: Sequence[str | pl.Expr],
         where: pl.Expr | None,
     ) -> pl.DataFrame:
-        return self._lazy(buckets, table, columns, where).collect()
-
-    def _lazy(
-        self,
-        buckets: Iterable[int],
-        table: type[Columns],
-        columns: Sequence[str | pl.Expr],
-        where: pl.Expr | None,
-    ) -> pl.LazyFrame:
         """``columns`` of the rows ``where`` selects in ``buckets`` (bucket by bucket, files
         then held batches, in the order they were added): one polars query over all their
         files, not one per file (a scan's cross-session pass asks a few dozen of these)."""
@@ -556,7 +538,7 @@ class EvidenceStore:
         lazy = pl.concat(parts) if parts else table.frame().lazy()
         if where is not None:
             lazy = lazy.filter(where)
-        return lazy.select(columns)
+        return lazy.select(columns).collect()
 
     def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The buckets of one task together (connections de-duplicated)."""
