@@ -42,10 +42,9 @@ SCRATCH_COMPRESSION: Final = "lz4"
 # with any of them), CPU within noise; the smaller, the more files per partition.
 DEFAULT_MEMORY_BUDGET = 32 << 20
 
-# Frames of fewer rows are taken the plain way where the store saves memory on long ones:
-# a partition's held event batches, fewer rows in all, are read back narrowed but not
-# compacted (the bytes it saves are few, its query per column, :func:`constant_value`, a
-# small scan's ~2%), and :func:`with_scalars` adds its columns with one ``with_columns``.
+# A partition's held event batches of fewer rows in all are read back narrowed but not
+# compacted: the bytes it saves are few, its query per column (:func:`constant_value`) a
+# small scan's ~2%.
 COMPACT_MIN_ROWS = 1 << 12
 
 
@@ -121,8 +120,6 @@ def with_scalars(df: pl.DataFrame, scalars: Sequence[pl.Expr]) -> pl.DataFrame:
     (a horizontal concatenation keeps every column as it is)."""
     if not scalars:
         return df
-    if df.height < COMPACT_MIN_ROWS:  # copies of a few rows: one call, not five
-        return df.with_columns(scalars)
     extra = pl.DataFrame({"_": np.zeros(df.height, dtype=np.bool_)}).with_columns(scalars).drop("_")
     names = extra.columns
     order = [*df.columns, *(n for n in names if n not in df.columns)]
