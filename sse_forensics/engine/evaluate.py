@@ -178,9 +178,12 @@ def evaluate(
         else:
             judged.append(rule)
     # The rules over tables already held are filtered together, in one polars call.
-    eager = [n for n, r in enumerate(judged) if not isinstance(tables[r.table], pl.LazyFrame)]
-    queries = [tables[judged[n].table].lazy().filter(judged[n].predicate()) for n in eager]
+    # A table without rows matches none: not queried (a small scan has several).
+    held = {n: tables[r.table] for n, r in enumerate(judged)}
+    eager = [n for n, t in held.items() if isinstance(t, pl.DataFrame) and t.height]
+    queries = [held[n].lazy().filter(judged[n].predicate()) for n in eager]
     matched = dict(zip(eager, pl.collect_all(queries) if queries else [], strict=True))
+    matched.update((n, t) for n, t in held.items() if isinstance(t, pl.DataFrame) and not t.height)
     for n, rule in enumerate(judged):
         rows = matched.get(n)
         findings.extend(

@@ -424,9 +424,10 @@ def session_rows(
     store: EvidenceStore,
     firsts: ClientFirsts,
 ) -> tuple[int, int]:
-    """Step 3: one session partition's evidence rows into ``store`` (written at once:
-    memory holds one partition), its access lines no stream took to ``unmatched`` (and
-    their clients' first lines to ``firsts``). Returns (exchanges, connections) added."""
+    """Step 3: one session partition's evidence rows into ``store`` (written at once when
+    there are several: memory holds one partition), its access lines no stream took to
+    ``unmatched`` (and their clients' first lines to ``firsts``). Returns (exchanges,
+    connections) added."""
     events = spill.load("events", bucket)
     access = spill.load("access", bucket)
     if not events.height and not access.height:
@@ -436,7 +437,11 @@ def session_rows(
     part = F.session_part(events, access, group_ids)
     del events, access
     store.add(part.connections, part.exchanges, part.events)
-    store.spill()
+    if store.buckets > 1:
+        # Written at once: memory holds one partition. A scan of one partition (less than
+        # pipeline.PARTITION_BYTES of input) keeps it in memory (written past the store's
+        # budget only, EvidenceStore.add): no Parquet write and read-back per small scan.
+        store.spill()
     spill.add("unmatched", part.unmatched, F.client_expr())
     firsts.add(part.unmatched)
     return part.exchanges.height, part.connections.height

@@ -253,6 +253,8 @@ def _with_common(
     ``ex_index``) and the columns every such row carries, joined from ``frame_``
     (:func:`.columns.stream_frame`) rather than written out row by row."""
     schema = TABLE_SCHEMAS[table]
+    if isinstance(rows, list) and not rows:  # no row: nothing to join (the merged table's)
+        return pl.DataFrame(schema=schema)
     own: dict[str, PolarsDataType] = {"conn_id": pl.Int64, "ex_index": pl.Int64}
     own.update((name, dtype) for name, dtype in schema.items() if name not in _COMMON)
     return (

@@ -260,6 +260,8 @@ def rows_frame(
 ) -> pl.DataFrame:
     """:func:`frame` with the columns of ``schema``."""
     if isinstance(rows, list):
+        if not rows:  # a table without rows: its schema only (a small scan has several)
+            return pl.DataFrame(schema=schema)
         rows = {name: [r.get(name) for r in rows] for name in schema}
     columns = [
         evidence_column(rows[name]).alias(name)
@@ -277,6 +279,8 @@ def evidence_column(lists: Sequence[Sequence[Mapping[str, object]] | None]) -> p
     """A column of evidence lists (:data:`EVIDENCE`, entries as ``facts.model.evidence``
     makes them; ``None`` for a null row): the entries as flat columns beside their row
     number, grouped back into one list per row."""
+    if not any(lists):  # no entry: the empty lists and nulls as they are, one call
+        return pl.Series("evidence", [None if e is None else [] for e in lists], dtype=EVIDENCE)
     rows: list[int] = []
     flat: dict[str, list[Any]] = {name: [] for name in _ENTRY_FIELDS}
     for n, entries in enumerate(lists):

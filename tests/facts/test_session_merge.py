@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from support.log_sets import write_log_set
 
+from sse_forensics import pipeline
 from sse_forensics.evidence.store import constant_value
 from sse_forensics.pipeline import LogOptions, _in_order, scan_paths
 
@@ -55,10 +57,15 @@ def test_sessions_in_the_order_of_their_first_exchange(tmp_path: Path) -> None:
     assert merged.get_column("session_id").to_list() == sorted(first, key=first.__getitem__)
 
 
-def test_sparse_string_columns_follow_their_rows() -> None:
+@pytest.mark.parametrize("at_once", [0, 1 << 16])
+def test_sparse_string_columns_follow_their_rows(
+    at_once: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A string column holding a few short values among nulls or empty strings estimates
     at under a bit per row, as a column stored once does: the merge still puts its values
-    in order with their sessions', and keeps a column stored once as it is."""
+    in order with their sessions', and keeps a column stored once as it is, column by
+    column (a large table) or in one query (a small one)."""
+    monkeypatch.setattr(pipeline, "_GATHER_AT_ONCE", at_once)
     rows = 1000
     sessions = pl.DataFrame(
         {
