@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import polars as pl
@@ -131,26 +131,33 @@ def _naive_per_root(parts: list[pl.DataFrame]) -> dict[tuple[int, int], tuple[in
     return out
 
 
-def test_shared_values_agree_with_counting() -> None:
-    rng = random.Random(9)
-    parts = []
+def _random_tasks(
+    seed: int, tasks: int, seq: Callable[[random.Random, int, int], int]
+) -> tuple[list[pl.DataFrame], int]:
+    """Each task's distinct ``root, prefix, seq`` keys (2-5 roots of 1-40 values, roots
+    numbered from 1 across the tasks; ``seq(rng, task, root)`` draws a value), and the
+    number of roots."""
+    rng = random.Random(seed)
+    out: list[pl.DataFrame] = []
     root = 0
-    for _task in range(3):
+    for task in range(tasks):
         keys = set()
         for _ in range(rng.randint(2, 5)):
             root += 1
             prefix = rng.choice(["", "a_", "b_"])
             for _ in range(rng.randint(1, 40)):
-                keys.add((root, prefix, rng.randint(0, 30)))
-        part = pl.DataFrame(
-            sorted(keys),
-            schema={"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64},
-            orient="row",
-        )
-        groups = pl.DataFrame(
-            {"root": list(range(1, root + 1)), "g": [r % 3 for r in range(1, root + 1)]}
-        )
-        parts.append(front._grouped(part, groups))
+                keys.add((root, prefix, seq(rng, task, root)))
+        schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
+        out.append(pl.DataFrame(sorted(keys), schema=schema, orient="row"))
+    return out, root
+
+
+def test_shared_values_agree_with_counting() -> None:
+    tasks, roots = _random_tasks(9, 3, lambda rng, _task, _root: rng.randint(0, 30))
+    groups = pl.DataFrame(
+        {"root": list(range(1, roots + 1)), "g": [r % 3 for r in range(1, roots + 1)]}
+    )
+    parts = [front._grouped(keys, groups) for keys in tasks]
     reads = []
 
     def each_part() -> Iterator[pl.DataFrame]:  # one part at a time, as a scan's tasks
@@ -173,19 +180,13 @@ def test_server_shares_agree_with_counting(monkeypatch: pytest.MonkeyPatch) -> N
     with its holders) counts what counting every root's values gives, and reads back the
     values one root of a task carries only for the tasks holding a hash another task's
     value has: here not those of the last task, whose values no other root carries."""
-    rng = random.Random(11)
-    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-    tasks: list[pl.DataFrame] = []
-    root = 0
-    for task in range(4):
-        keys = set()
-        for _ in range(rng.randint(2, 5)):
-            root += 1
-            prefix = rng.choice(["", "a_", "b_"])
-            for _ in range(rng.randint(1, 40)):
-                seq = rng.randint(0, 30) if task < 3 else 1000 * root + rng.randint(0, 999)
-                keys.add((root, prefix, seq))
-        tasks.append(pl.DataFrame(sorted(keys), schema=schema, orient="row"))
+    tasks, root = _random_tasks(  # the last task's values: its own roots' only
+        11,
+        4,
+        lambda rng, task, root: (
+            rng.randint(0, 30) if task < 3 else 1000 * root + rng.randint(0, 999)
+        ),
+    )
     groups = pl.DataFrame({"root": list(range(1, root + 1)), "g": [r % 3 for r in range(root)]})
     tallies = [front.server_tally(keys, groups, pack=True) for keys in tasks]
     assert all(t.many.height < keys.height for t, keys in zip(tallies, tasks[:3], strict=False))
