@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import SAMPLES
-from test_front_id_keys import _ids
+from support.id_corpus import id_corpus
 
 from sse_forensics.evidence import store as store_module
 from sse_forensics.evidence.store import EvidenceStore, compact
@@ -33,7 +33,7 @@ from sse_forensics.report.jsonout import findings_jsonl
 
 @pytest.mark.parametrize("max_digits", [19, 3])
 def test_row_int_keys_agree_with_the_codec(max_digits: int) -> None:
-    ids = _ids()
+    ids = id_corpus()
     got = front._with_int_keys(pl.DataFrame({"id_field": ids}), max_digits)
     codec = IdCodec("int", max_digits=max_digits)
     for value, ok, seq in got.select("id_field", "int_ok", "iseq").iter_rows():

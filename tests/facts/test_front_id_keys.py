@@ -5,32 +5,18 @@ zeros, over-long and past-64-bit counters, digits of other scripts and a final n
 
 from __future__ import annotations
 
-import random
 import re
 
-import polars as pl
 import pytest
+from support.id_corpus import id_corpus
 
 from sse_forensics.facts import front
 from sse_forensics.facts.ids import COUNTER_FIRST, DEFAULT_PREFIXED, IdCodec
 
-EDGES = [
-    *("0", "00", "01", "1", "12\n", "\n", "\u0663", "1\u0663", "\u0661\u0662", "-1", "+1"),
-    *(" 1", "1 ", "", "1e3", "abc", "9" * 19, "9" * 20, "1" * 19, str(2**63 - 1), str(2**63)),
-    *("a_1", "x:7", "7/abc", "1-2-3", "\u00e9_5", "a_\u0663", "a_12\n", "0_0", "a_" + "9" * 25),
-]
-
-
-def _ids() -> pl.Series:
-    rng = random.Random(16)
-    alphabet = "0123456789_:/-ab\n\u0663 "
-    noise = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(3000)]
-    return pl.Series([*EDGES, *noise], dtype=pl.String)
-
 
 @pytest.mark.parametrize("max_digits", [19, 3])
 def test_int_keys_agree_with_the_codec(max_digits: int) -> None:
-    ids = _ids()
+    ids = id_corpus()
     got = {v: (ok, seq) for v, ok, seq in front._int_keys(ids, max_digits).iter_rows()}
     codec = IdCodec("int", max_digits=max_digits)
     assert len(got) == ids.n_unique()
@@ -41,7 +27,7 @@ def test_int_keys_agree_with_the_codec(max_digits: int) -> None:
 
 @pytest.mark.parametrize("pattern", [DEFAULT_PREFIXED, COUNTER_FIRST, r"^(?P<seq>\d+)$"])
 def test_prefixed_matches_agree_with_the_codec(pattern: str) -> None:
-    ids = _ids()
+    ids = id_corpus()
     rows = front._match_prefixed(ids, pattern, 19).iter_rows()
     got = {v: (m, prefix, seq) for v, m, prefix, seq in rows}
     codec = IdCodec("prefixed", re.compile(pattern), 19)
