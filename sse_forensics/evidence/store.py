@@ -176,13 +176,16 @@ def stored_once(df: pl.DataFrame, name: str) -> bool:
     return bool(nulls == df.height or (nulls == 0 and least == most))
 
 
-def chunk_counts(df: pl.DataFrame) -> list[int]:
-    """Each column's number of chunks, a column holding one value (:func:`stored_once`)
-    counted as one without reading it. Not ``df.n_chunks("all")``: it reads every column
-    as a series, which materialises each scalar column, and polars keeps that copy beside
-    the scalar (issue 16: ~500 MB for a partition of one stream of ten million events,
-    whose sparse columns are all scalars)."""
-    return [1 if stored_once(df, n) else df.get_column(n).n_chunks() for n in df.columns]
+def chunk_counts(df: pl.DataFrame, once: list[bool] | None = None) -> list[int]:
+    """Each column's number of chunks, a column holding one value (:func:`stored_once`;
+    ``once``: that test's answer per column, when the caller has it) counted as one without
+    reading it. Not ``df.n_chunks("all")``: it reads every column as a series, which
+    materialises each scalar column, and polars keeps that copy beside the scalar (issue
+    16: ~500 MB for a partition of one stream of ten million events, whose sparse columns
+    are all scalars)."""
+    if once is None:
+        once = [stored_once(df, n) for n in df.columns]
+    return [1 if o else df.get_column(n).n_chunks() for n, o in zip(df.columns, once, strict=True)]
 
 
 def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
@@ -193,11 +196,12 @@ def align_chunks(df: pl.DataFrame) -> pl.DataFrame:
     ten million events read back from a few dozen files). The columns are taken as they
     are (no copy where their chunks nest in the most-cut column's), those that hold one
     value throughout as scalar columns."""
-    counts = chunk_counts(df)
+    once = [stored_once(df, n) for n in df.columns]  # asked once: a string column's is a query
+    counts = chunk_counts(df, once)
     most = max(counts, default=1)
     if most <= 1 or min(counts) == most:
         return df
-    scalar = [n for n, c in zip(df.columns, counts, strict=True) if c == 1 and stored_once(df, n)]
+    scalar = [n for n, o in zip(df.columns, once, strict=True) if o]
     if all(c == most or n in scalar for n, c in zip(df.columns, counts, strict=True)):
         return df
     real = [df.get_column(n) for n in df.columns if n not in scalar]
