@@ -55,7 +55,7 @@ from sse_forensics.query_engine import engine_for
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
-from sse_forensics.result import ScanProgress, ScanResult, ScanStats
+from sse_forensics.result import SCAN_SESSION_COLUMNS, ScanProgress, ScanResult, ScanStats
 from sse_forensics.verdicts import PROVIDED_BY
 from sse_forensics.workers import SHARD_BYTES, input_bytes
 from sse_forensics.workers import start_workers as _started
@@ -302,7 +302,7 @@ def ingest(
 
 @dataclass(slots=True)
 class PartitionResult:
-    tables: dict[str, pl.DataFrame]  # all fact tables, or only ``sessions`` (keep_tables)
+    tables: dict[str, pl.DataFrame]  # all fact tables, or ``sessions``' SCAN_SESSION_COLUMNS
     findings: list[Finding]
     counts: dict[str, int]  # rows of every fact table
     facts: Facts | None = None
@@ -324,7 +324,8 @@ def analyze_partition(
     """Facts and rules over one partition's evidence: a pure function (partition tables and
     the scan's cross-session facts in, fact tables and findings out) that a worker process —
     or a cluster task — can run. Without ``keep_tables`` only the ``sessions`` table comes
-    back (the others are counted): a scan's memory then does not grow with its events."""
+    back, the columns a scan shows (the other tables are counted): a scan's memory then
+    does not grow with its events."""
     with _scan_gc():
         sessions, latest_post = session_table(exchanges, front.dropped)
         firsts = _first_exchanges(exchanges)
@@ -371,9 +372,13 @@ def analyze_partition(
             del records, facts
     counts = {name: df.height for name, df in fact_tables.items()}
     counts["events"] = event_rows
-    # The sessions table kept compact until the scan merges it: its columns of one value
-    # (sparse ones, where no session had a silent gap) stored once.
-    tables = fact_tables if keep_tables else {"sessions": compact(fact_tables["sessions"])}
+    # The sessions table kept compact until the scan merges it: the columns the scan shows,
+    # those of one value (sparse ones, where no session had a silent gap) stored once.
+    tables = (
+        fact_tables
+        if keep_tables
+        else {"sessions": compact(fact_tables["sessions"].select(SCAN_SESSION_COLUMNS))}
+    )
     first_seen = (
         fact_tables["sessions"]
         .select("session_id")

@@ -20,6 +20,23 @@ if TYPE_CHECKING:
     from sse_forensics.reassembly.flows import Connection
     from sse_forensics.reassembly.loss import CaptureLoss
 
+# The ``sessions`` columns a scan's renderers read (the JSON document's session summaries,
+# what could not be judged, ``--session``), all a scan keeps without ``keep_tables``: the
+# rest of the fact table (the flow, the first silent gap, its evidence) is in the findings.
+# For the 1.28M sessions of the --big log set, ~75 of ~140 bytes a row (issue 9).
+SESSION_SUMMARY = [
+    "session_id",
+    "session_inferred",
+    "session_source",
+    "protocol_version",
+    "id_scheme",
+    "counter_scope",
+    "streams",
+    "resumes",
+    "data_events",
+]
+SCAN_SESSION_COLUMNS = [*SESSION_SUMMARY, "unjudged"]
+
 ScanProgress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: stage ``"read"`` counts capture bytes (estimated from the
 frames read), ``"logs"`` log bytes, then ``"facts"`` and ``"rules"`` report 0 of 1 when they
@@ -44,8 +61,8 @@ class ScanStats:
 @dataclass(slots=True)
 class ScanResult:
     """What one scan found. ``tables``: the fact tables of every partition, concatenated
-    (``keep_tables``); ``sessions`` always. ``facts``: the records behind them, for the
-    per-session views (``keep_records``: one partition)."""
+    (``keep_tables``); else ``sessions`` only, its :data:`SCAN_SESSION_COLUMNS`. ``facts``:
+    the records behind them, for the per-session views (``keep_records``: one partition)."""
 
     paths: list[str]  # as the user gave them
     inputs: list[str]  # the capture and log files they expanded to

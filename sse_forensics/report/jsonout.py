@@ -27,7 +27,7 @@ from sse_forensics.report.siem import (
     observed_flow,
     rule_reference,
 )
-from sse_forensics.result import ScanResult
+from sse_forensics.result import SESSION_SUMMARY, ScanResult
 
 if TYPE_CHECKING:
     from sse_forensics.reassembly.tls import TLSInfo
@@ -37,17 +37,6 @@ ECS_VERSION = "9.4.0"
 ECS_DATASET = "sse_forensics.finding"
 
 _OPTS = orjson.OPT_NON_STR_KEYS
-SESSION_SUMMARY = [
-    "session_id",
-    "session_inferred",
-    "session_source",
-    "protocol_version",
-    "id_scheme",
-    "counter_scope",
-    "streams",
-    "resumes",
-    "data_events",
-]
 
 
 def tls_by_flow(result: ScanResult) -> dict[str, TLSInfo]:

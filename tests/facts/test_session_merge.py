@@ -13,6 +13,7 @@ from support.log_sets import write_log_set
 from sse_forensics import pipeline
 from sse_forensics.evidence.store import constant_value
 from sse_forensics.pipeline import LogOptions, _in_order, scan_paths
+from sse_forensics.result import SCAN_SESSION_COLUMNS
 
 _FORMAT = LogOptions(
     'nginx:$remote_addr - $remote_user [$time_local] "$request" $status '
@@ -31,15 +32,19 @@ def test_constant_session_columns_are_stored_once(tmp_path: Path) -> None:
     whole = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=True).tables["sessions"]
     merged = scan_paths(paths, logs=_FORMAT, buckets=4, keep_tables=False).tables["sessions"]
     assert merged.height > 64
-    constant = [c.name for c in whole.get_columns() if constant_value(c)[0]]
-    # A non-null constant (the session's source) and an all-null number (no silent gap).
-    assert {"session_source", "count"} <= set(constant)
+    shown = whole.select(SCAN_SESSION_COLUMNS)
+    constant = [c.name for c in shown.get_columns() if constant_value(c)[0]]
+    # A non-null constant (the session's source) and an all-null column (every stream
+    # could be judged).
+    assert {"session_source", "unjudged"} <= set(constant)
     # Told before any value is read: reading a scalar column materialises it.
     assert [name for name in constant if not _stored_once(merged, name)] == []
     assert not _stored_once(whole, "session_source")
-    varying = [c for c in whole.columns if c not in constant]
+    varying = [c for c in shown.columns if c not in constant]
     assert "session_id" in varying and not any(_stored_once(merged, c) for c in varying)
-    assert merged.equals(whole)
+    # A scan keeps the columns it shows: those, and only those, as the fact table has them.
+    assert merged.columns == SCAN_SESSION_COLUMNS
+    assert merged.equals(shown)
 
 
 def test_sessions_in_the_order_of_their_first_exchange(tmp_path: Path) -> None:
