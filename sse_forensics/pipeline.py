@@ -649,7 +649,7 @@ def _session_order(session_ids: pl.Series, firsts: list[pl.DataFrame]) -> pl.Ser
         return pl.Series("row", [], pl.UInt32)
     keys = pl.concat(firsts).with_row_index("row")
     seen = pl.col("conn_id").is_not_null()
-    order = keys.filter(seen).sort("conn_id", "index", nulls_last=True).get_column("row")
+    order = keys.filter(seen).sort("conn_id", "index").get_column("row")
     rest = keys.filter(~seen).get_column("row")
     if not rest.len():
         return order
