@@ -19,6 +19,7 @@ from typing import Any
 
 from sse_forensics.cluster.mirror import Mirror, client_reads, paths_in, run_mirrored
 from sse_forensics.cluster.spec import INSTALL_HINT, ClusterSpec, ClusterUnavailable
+from sse_forensics.workers import POLARS_THREADS, polars_threads
 
 # An existing cluster may still be adding workers when the scan starts.
 WAIT_FOR_WORKERS_S = 60.0
@@ -37,6 +38,10 @@ LOST_WORKER_TIMEOUT = "distributed.deploy.lost-worker-timeout"
 # and the scan waited on a cluster short of a worker. Here the nannies are ours and always
 # restart: a task that kills every worker is still bounded by Dask's allowed-failures.
 LOCAL_LOST_WORKER_S = "1h"
+
+PRE_SPAWN_ENVIRON = "distributed.nanny.pre-spawn-environ"
+"""Variables a nanny sets in its own process's environment before it spawns a worker (the
+only way to size polars' thread pool, read when a process imports polars)."""
 
 
 def _distributed() -> Any:
@@ -63,6 +68,7 @@ def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
         # Port 0: a free port for the dashboard, whatever else runs on 8787.
         with (
             dask.config.set({LOST_WORKER_TIMEOUT: LOCAL_LOST_WORKER_S}),
+            _polars_share(workers),
             distributed.LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
@@ -87,6 +93,25 @@ def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
         yield client
     finally:
         client.close()
+
+
+@contextmanager
+def _polars_share(workers: int) -> Iterator[None]:
+    """A LocalCluster's worker processes run polars on their share of the cores, as
+    ``--jobs`` workers do (:func:`~sse_forensics.workers.start_workers`: 2 threads each on
+    2 cores only compete). A value the user set is kept; the one set here leaves this
+    process's environment with the cluster (a nanny sets it at every spawn, restarts
+    included)."""
+    import dask
+
+    if POLARS_THREADS in os.environ:
+        yield
+        return
+    try:
+        with dask.config.set({f"{PRE_SPAWN_ENVIRON}.{POLARS_THREADS}": polars_threads(workers)}):
+            yield
+    finally:
+        os.environ.pop(POLARS_THREADS, None)
 
 
 def worker_threads(client: Any) -> int:
