@@ -491,6 +491,26 @@ def _die_once(marker: str, after: bool, fn, *args):
     os._exit(1)
 
 
+def _loaded(marks: str, payload: bytes) -> _Share:
+    Path(marks, f"loaded-{os.getpid()}").touch()
+    return _Share(marks, payload)
+
+
+@dataclasses.dataclass
+class _Share:
+    """A value that marks every process that unpickles it."""
+
+    marks: str
+    payload: bytes
+
+    def __reduce__(self):
+        return (_loaded, (self.marks, self.payload))
+
+
+def _payload_size(share: _Share) -> int:
+    return len(share.payload)
+
+
 def _polars_pool() -> int:
     import polars
 
@@ -558,6 +578,13 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
         # --jobs 2 workers do): not on every core, competing with the other worker.
         shares = client.run(_polars_pool)
         assert list(shares.values()) == [int(given or polars_threads(2))] * 2
+        # A value shared by tasks is pickled once here and unpickled on a worker only,
+        # never by the scheduler in this process (and pickled again for the worker).
+        marks = tmp_path / "marks"
+        marks.mkdir()
+        sent = ClusterExecutor(client).submit(_payload_size, _Share(str(marks), b"x" * 100))
+        assert sent.result() == 100
+        assert not (marks / f"loaded-{os.getpid()}").exists() and any(marks.iterdir())
     assert os.environ.get(POLARS_THREADS) == given  # the nannies' setting went with the cluster
     _same_scan(killed, local)
     assert all((tmp_path / f"died-{n}").exists() for n in deaths_planned)
