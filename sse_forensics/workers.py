@@ -30,6 +30,12 @@ def _start_worker() -> None:
     return_freed_memory()
 
 
+def polars_threads(workers: int) -> str:
+    """:data:`POLARS_THREADS` for each of ``workers`` processes sharing this machine: its
+    share of the cores."""
+    return str(max(1, (os.cpu_count() or 1) // workers))
+
+
 def start_workers(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned processes, started now (a pool starts its processes at its
     first task otherwise: their imports overlap the parent's work), polars in each with its
@@ -37,9 +43,8 @@ def start_workers(workers: int) -> ProcessPoolExecutor:
     # spawn, not fork: polars' thread pool must not be copied mid-flight.
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
-    threads = str(max(1, (os.cpu_count() or 1) // workers))
     given = os.environ.get(POLARS_THREADS)
-    os.environ.setdefault(POLARS_THREADS, threads)
+    os.environ.setdefault(POLARS_THREADS, polars_threads(workers))
     try:
         for _ in range(workers):  # each submit spawns a process (and it reads the variable)
             pool.submit(int)

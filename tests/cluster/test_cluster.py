@@ -26,6 +26,7 @@ from sse_forensics.errors import UnreadableInput
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 from sse_forensics.result import ScanResult
+from sse_forensics.workers import POLARS_THREADS, polars_threads
 
 LOG_SAMPLES = SAMPLES / "logs"
 LOG_DIRS = sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir())
@@ -490,6 +491,32 @@ def _die_once(marker: str, after: bool, fn, *args):
     os._exit(1)
 
 
+def _loaded(marks: str, payload: bytes) -> _Share:
+    Path(marks, f"loaded-{os.getpid()}").touch()
+    return _Share(marks, payload)
+
+
+@dataclasses.dataclass
+class _Share:
+    """A value that marks every process that unpickles it."""
+
+    marks: str
+    payload: bytes
+
+    def __reduce__(self):
+        return (_loaded, (self.marks, self.payload))
+
+
+def _payload_size(share: _Share) -> int:
+    return len(share.payload)
+
+
+def _polars_pool() -> int:
+    import polars
+
+    return polars.thread_pool_size()
+
+
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
     """Workers die after indexing a capture, after writing a capture shard's partitions,
     after reading a log file into partitions, after writing a session partition's rows, and
@@ -528,6 +555,7 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
     assert local.findings and local.errors
     scratch = tmp_path / "scratch"
     scratch.mkdir()
+    given = os.environ.get(POLARS_THREADS)
     # The cluster a user's `--cluster local:2` starts (open_cluster): its nannies restart
     # the killed workers, and it must not close a nanny meanwhile. With Dask's default
     # ``lost-worker-timeout`` (15 s, timed from a removal), on a loaded machine the timer of
@@ -546,6 +574,18 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
         # not while a worker process is half started (on a loaded machine the restart
         # takes seconds, and closing a nanny mid-restart waits on that start).
         client.wait_for_workers(2, timeout=120)
+        # Each worker, the restarted ones too, runs polars on its share of the cores (as
+        # --jobs 2 workers do): not on every core, competing with the other worker.
+        shares = client.run(_polars_pool)
+        assert list(shares.values()) == [int(given or polars_threads(2))] * 2
+        # A value shared by tasks is pickled once here and unpickled on a worker only,
+        # never by the scheduler in this process (and pickled again for the worker).
+        marks = tmp_path / "marks"
+        marks.mkdir()
+        sent = ClusterExecutor(client).submit(_payload_size, _Share(str(marks), b"x" * 100))
+        assert sent.result() == 100
+        assert not (marks / f"loaded-{os.getpid()}").exists() and any(marks.iterdir())
+    assert os.environ.get(POLARS_THREADS) == given  # the nannies' setting went with the cluster
     _same_scan(killed, local)
     assert all((tmp_path / f"died-{n}").exists() for n in deaths_planned)
     assert list(scratch.iterdir()) == []
