@@ -47,8 +47,9 @@ class EventPieces:
     them (:func:`~.store.narrow_events`); nothing of them is kept between reads."""
 
     def __init__(self, pieces: Sequence[Piece]) -> None:
-        self.pieces = [p for p in pieces if _rows(p)]
-        self.lengths = [_rows(p) for p in self.pieces]
+        counted = [(p, _rows(p)) for p in pieces]
+        self.pieces = [p for p, n in counted if n]
+        self.lengths = [n for _p, n in counted if n]
         self.height = sum(self.lengths)
         self.columns = EventColumns.names()
         self._runs: pl.DataFrame | None = None

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from sse_forensics.evidence import pieces as pieces_module
-from sse_forensics.evidence.pieces import EventPieces, open_task
+from sse_forensics.evidence.pieces import EventPieces, open_files, open_task
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import ConnectionColumns, EventColumns, ExchangeColumns
 
@@ -95,3 +95,22 @@ def test_open_task_leaves_only_a_large_partition_in_pieces(
         monkeypatch.setattr(pieces_module, "STREAM_ROWS", 5)
         opened = open_task(store, [0])[2]
         assert isinstance(opened, EventPieces) and opened.frame().equals(store.load(0)[2])
+
+
+def test_open_files_as_open_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's task (its spilled files) is opened as the scan's own process opens it."""
+    events = _events([(1, 0, list(range(6))), (2, 0, list(range(4)))])
+    with EvidenceStore(1) as store:
+        _pieces(events, store, [3, 7])
+        store.spill()
+        files = store.task_files([0])
+        whole = store.load(0)[2]
+        assert open_files(files)[2].equals(whole)
+        monkeypatch.setattr(pieces_module, "STREAM_ROWS", 5)
+        opened = open_files(files)[2]
+        assert isinstance(opened, EventPieces) and opened.frame().equals(whole)
+        # An exchange in two runs: read whole, as before.
+        store.add(ConnectionColumns.frame(), ExchangeColumns.frame(), events.slice(0, 1))
+        store.spill()
+        again = open_files(store.task_files([0]))[2]
+        assert isinstance(again, pl.DataFrame) and again.height == events.height + 1
