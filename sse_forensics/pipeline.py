@@ -26,10 +26,10 @@ from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
 from sse_forensics.errors import ReadError
+from sse_forensics.evidence.pieces import EventPieces, open_files, open_task
 from sse_forensics.evidence.store import (
     EvidenceStore,
     compact,
-    read_files,
     read_rows,
     stored_once,
 )
@@ -314,7 +314,7 @@ class PartitionResult:
 def analyze_partition(
     connections: pl.DataFrame,
     exchanges: pl.DataFrame,
-    events: pl.DataFrame,
+    events: pl.DataFrame | EventPieces,
     front: Front,
     rules: RuleSet,
     provided: frozenset[str],
@@ -533,7 +533,7 @@ def _analyze_files(
 ) -> PartitionResult:
     """One task in a worker process: its Parquet files and its share of the front
     (:meth:`~sse_forensics.facts.front.Front.split`) in, its facts and findings out."""
-    connections, exchanges, events = read_files(files)
+    connections, exchanges, events = open_files(files)
     return analyze_partition(
         connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
     )
@@ -595,7 +595,9 @@ def _judge_here(
     """Every task judged in this process, one after another."""
     out = []
     for task, share in shared:
-        connections, exchanges, events = store.load_task(task)
+        # Records kept for the timeline read their events after the store is gone.
+        opened = store.load_task(task) if keep_records else open_task(store, task)
+        connections, exchanges, events = opened
         out.append(
             analyze_partition(
                 connections,

@@ -15,6 +15,10 @@ from sse_forensics.engine.registry import RuleSet, packaged_rules_dir
 from sse_forensics.engine.rule import Rule
 from sse_forensics.verdicts import CONTRACT_VIOLATION, EVIDENCE_KINDS, severity_for
 
+# A fact table: held, a query, or queries over its rows in order (the ``events`` table of a
+# partition judged slice by slice, issue 16), each run by itself.
+Table = pl.DataFrame | pl.LazyFrame | list[pl.LazyFrame]
+
 _FORMATTER = string.Formatter()
 GAP_KEYS = ("first", "last", "count")
 
@@ -60,11 +64,14 @@ def ruleset(rule: Rule) -> str:
     return "sse-forensics" if folder.resolve() == packaged_rules_dir().resolve() else folder.name
 
 
-def evaluate_rule(rule: Rule, table: pl.DataFrame | pl.LazyFrame) -> list[Finding]:
+def evaluate_rule(rule: Rule, table: Table) -> list[Finding]:
     """The findings of ``rule`` over ``table``; a lazy table (a partition's ``events``,
     ``facts.build.Facts.events_plan``) is filtered by the streaming engine, so only the
-    matching rows are ever held."""
-    if isinstance(table, pl.LazyFrame):
+    matching rows are ever held; a table in parts, part by part."""
+    if isinstance(table, list):
+        parts = [part.filter(rule.predicate()).collect() for part in table]
+        matched = pl.concat(parts) if parts else pl.DataFrame()
+    elif isinstance(table, pl.LazyFrame):
         matched = table.filter(rule.predicate()).collect(engine="streaming")
     else:
         matched = table.filter(rule.predicate())
@@ -162,7 +169,7 @@ def not_judged_rules(rules: RuleSet, provided: frozenset[str]) -> list[dict[str,
 
 def evaluate(
     rules: RuleSet,
-    tables: Mapping[str, pl.DataFrame | pl.LazyFrame],
+    tables: Mapping[str, Table],
     provided: frozenset[str] = frozenset(EVIDENCE_KINDS),
 ) -> tuple[list[Finding], list[dict[str, object]]]:
     """Every rule the evidence can judge, over its table; findings sorted most severe
@@ -180,8 +187,9 @@ def evaluate(
     # The rules over tables already held are filtered together, in one polars call.
     # A table without rows matches none: not queried (a small scan has several).
     held = {n: tables[r.table] for n, r in enumerate(judged)}
-    eager = [n for n, t in held.items() if isinstance(t, pl.DataFrame) and t.height]
-    queries = [held[n].lazy().filter(judged[n].predicate()) for n in eager]
+    frames = {n: t for n, t in held.items() if isinstance(t, pl.DataFrame)}
+    eager = [n for n, t in frames.items() if t.height]
+    queries = [frames[n].lazy().filter(judged[n].predicate()) for n in eager]
     matched = dict(zip(eager, pl.collect_all(queries) if queries else [], strict=True))
     matched.update((n, t) for n, t in held.items() if isinstance(t, pl.DataFrame) and not t.height)
     for n, rule in enumerate(judged):

@@ -531,6 +531,11 @@ class EvidenceStore:
             lazy = lazy.filter(where)
         return lazy.select(columns).collect()
 
+    def sources(self, bucket: int, table: str) -> tuple[list[Path], list[pl.DataFrame]]:
+        """One bucket's spilled files and held batches of ``table``, in the order added."""
+        part = self._parts[bucket]
+        return list(part.files[table]), list(part.batches[table])
+
     def load_task(self, buckets: list[int]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """The buckets of one task together (connections de-duplicated)."""
         return join_buckets([self.load(b) for b in buckets])

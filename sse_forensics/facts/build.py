@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from sse_forensics.evidence.pieces import EventPieces
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts.causes import attribute
 from sse_forensics.facts.columns import EventColumns as KeyedEvents
@@ -66,6 +67,10 @@ if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
 
+# A fact table as rules read it: held, a query, or queries over its rows in order.
+Table = pl.DataFrame | pl.LazyFrame | list[pl.LazyFrame]
+
+
 @dataclass(slots=True)
 class Facts:
     """The fact tables plus the records behind them (for the timeline view)."""
@@ -79,13 +84,13 @@ class Facts:
     connections: dict[int, Connection] = field(default_factory=dict)
     # With ``lazy_events``: the ``events`` table as a query (``tables["events"]`` is then
     # empty) and its row count.
-    events_plan: pl.LazyFrame | None = None
+    events_plan: list[pl.LazyFrame] | None = None
     event_rows: int = 0
 
-    def rule_tables(self) -> dict[str, pl.DataFrame | pl.LazyFrame]:
+    def rule_tables(self) -> dict[str, Table]:
         """The tables rules read: ``tables``, with the ``events`` query in place of its
         empty table when the facts were built with ``lazy_events``."""
-        out: dict[str, pl.DataFrame | pl.LazyFrame] = dict(self.tables)
+        out: dict[str, Table] = dict(self.tables)
         if self.events_plan is not None:
             out["events"] = self.events_plan
         return out
@@ -95,7 +100,7 @@ def build_facts(
     all_exchanges: list[ExchangeRecord],
     connections: dict[int, Connection],
     front: Front,
-    events: pl.DataFrame | None = None,
+    events: pl.DataFrame | EventPieces | None = None,
     sessions: SessionTable | None = None,
     posts: dict[str, list[PostTime]] | None = None,
     lazy_events: bool = False,
@@ -174,7 +179,11 @@ def build_facts(
     tables = {
         "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
         "streams": _with_common("streams", _stream_columns(streams, counts), frame_),
-        "events": pl.DataFrame(schema=TABLE_SCHEMAS["events"]) if lazy_events else plan.collect(),
+        "events": (
+            pl.DataFrame(schema=TABLE_SCHEMAS["events"])
+            if lazy_events
+            else pl.concat([part.collect() for part in plan])
+        ),
         "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
         "signals": _signals(streams, cols, frame_),
@@ -186,7 +195,7 @@ def build_facts(
     assert set(tables) == set(TABLE_SCHEMAS)
     facts = Facts(tables, streams, records, gaps, by_exchange, all_exchanges, connections)
     if lazy_events:
-        facts.events_plan, facts.event_rows = plan, cols.events.height
+        facts.events_plan, facts.event_rows = plan, cols.height
     else:
         facts.event_rows = tables["events"].height
     return facts
@@ -285,11 +294,11 @@ def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]
         wanted = pl.DataFrame(
             list(pairs), schema={"id_field": pl.String, "data": pl.String}, orient="row"
         )
-        found = (
-            cols.events.filter(pl.col("kind") == "data")
-            .join(wanted, on=["id_field", "data"], how="semi")
-            .unique(["id_field", "data"], keep="first", maintain_order=True)
-        )
+        read = ("kind", "id_field", "data")
+        found = pl.concat(
+            part.filter(pl.col("kind") == "data").join(wanted, on=["id_field", "data"], how="semi")
+            for part in cols.parts(read)
+        ).unique(["id_field", "data"], keep="first", maintain_order=True)
         return set(found.select("conn_id", "ex_index").unique().iter_rows())
 
     return holders

@@ -9,6 +9,7 @@ with a producer order to check) and the resumes are judged record by record
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,12 +17,13 @@ import numpy as np
 import orjson
 import polars as pl
 
+from sse_forensics.evidence.pieces import EventPieces
 from sse_forensics.evidence.store import compact, with_scalars
 from sse_forensics.evidence.tables import single_response
+from sse_forensics.facts.event_slices import Jumps, Order, Tally
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import StreamRecord
-from sse_forensics.facts.signals import STREAM_GAP
 from sse_forensics.facts.streams import opened_by
 from sse_forensics.facts.tables import EVIDENCE, TABLE_SCHEMAS
 from sse_forensics.provenance import Origin
@@ -114,24 +116,116 @@ class StreamCounts:
     first_outlier_at: Origin | None = None
 
 
+# The raw event columns the one pass over the keyed events reads (:func:`_judged`).
+_PASS_COLUMNS = (
+    "conn_id", "ex_index", "id_field", "kind", "event",
+    "first_src", "first_num", "first_ts", "first_kind",
+)  # fmt: skip
+
+
+# What signal_rows and answered_by_root read of the events they filter.
+_FILTERED_COLUMNS = (
+    "sig_valid", "sig_first", "sig_last", "position", "rpc_kind", "rpc_id", "rpc_more",
+)  # fmt: skip
+_SIGNAL = (pl.col("kind") == "signal") & pl.col("sig_valid").is_not_null()
+_ANSWER = pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """A partition's events left in their pieces, in stream time order (each exchange one
+    run, the runs in rank order): each slice read is given its stream's ``rank`` and
+    ``session``, and its ID keys when asked (issue 16)."""
+
+    pieces: EventPieces
+    ranks: pl.DataFrame  # conn_id, ex_index, rank, session
+    codecs: dict[Key, IdCodec]
+
+    def slices(
+        self, size: int, keys: bool, columns: Sequence[str]
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        raw = list(dict.fromkeys(c for c in columns if c not in ("rank", "session")))
+        for offset, part in self.pieces.slices(size, raw):
+            ranked = part.join(
+                self.ranks, on=["conn_id", "ex_index"], how="left", maintain_order="left"
+            )
+            yield offset, event_keys(ranked, self.codecs) if keys else ranked
+
+
 @dataclass(slots=True)
 class EventColumns:
     """What :func:`event_columns` computes for one partition."""
 
-    events: pl.DataFrame  # the partition's stream events, keyed, in stream time order
+    # The partition's stream events, keyed, in stream time order; None when they are read
+    # slice by slice from their pieces (``streamed``).
+    events: pl.DataFrame | None
     counts: dict[Key, StreamCounts]
     to_judge: set[Key]  # streams whose events need judging one by one (live gaps)
+    flags: pl.DataFrame  # row, id_order, prev_row: IDs that repeat or go back (event_slices.Order)
+    height: int
+    streamed: _Streamed | None = None
+    # Read from the pieces: the events signal_rows and answered_by_root filter, found in
+    # the one pass (:func:`_judged`) rather than in a pass each.
+    signal_events: pl.DataFrame | None = None
+    answer_events: pl.DataFrame | None = None
+
+    def slices(
+        self, size: int, keys: bool = True, columns: Sequence[str] = _PASS_COLUMNS
+    ) -> Iterator[tuple[int, pl.DataFrame]]:
+        """``(offset, rows)``, ``size`` rows at a time in stream time order, with ``rank`` and
+        ``session`` (and the ID keys, if ``keys``): slices of the held frame (all its
+        columns), or ``columns`` read from the pieces."""
+        if self.streamed is not None:
+            yield from self.streamed.slices(size, keys, [*columns, "conn_id", "ex_index"])
+            return
+        assert self.events is not None
+        for k in range(0, self.events.height, size):
+            yield k, self.events.slice(k, size)
+
+    def parts(self, columns: Sequence[str], keys: bool = False) -> Iterator[pl.DataFrame]:
+        """The events with ``rank`` and ``session`` (and ID keys, if ``keys``) to filter:
+        the held frame whole, or ``columns`` of the pieces :data:`ORDER_SLICE` rows at a
+        time."""
+        if self.events is not None:
+            yield self.events
+            return
+        for _offset, part in self.slices(ORDER_SLICE, keys, columns):
+            yield part
+
+    def take(self, rows: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
+        """``columns`` of the events numbered ``rows`` (ascending) in stream time order."""
+        if self.streamed is not None:
+            return self.streamed.pieces.take(rows, columns)
+        assert self.events is not None
+        return self.events.select(columns).gather(rows)
+
+    def lazies(self) -> list[tuple[range, pl.LazyFrame]]:
+        """``(rows, query)``: every event in stream time order, as one query over the
+        held frame or one per :data:`ORDER_SLICE` rows of the pieces (each read when it
+        runs)."""
+        if self.streamed is not None:
+            return [
+                (range(offset, offset + n), lazy)
+                for offset, n, lazy in self.streamed.pieces.lazies(ORDER_SLICE)
+            ]
+        assert self.events is not None
+        return [(range(self.events.height), self.events.lazy())]
 
 
 def event_columns(
-    events: pl.DataFrame,
+    events: pl.DataFrame | EventPieces,
     frame: pl.DataFrame,
     codecs: dict[Key, IdCodec],
     logged: set[Key],
 ) -> EventColumns:
-    """``events``: the partition's evidence events; ``frame``: :func:`stream_frame`;
-    ``codecs``: each response's ID scheme; ``logged``: streams an event log describes
-    (producer order to check)."""
+    """``events``: the partition's evidence events (held, or left in their pieces);
+    ``frame``: :func:`stream_frame`; ``codecs``: each response's ID scheme; ``logged``:
+    streams an event log describes (producer order to check)."""
+    if isinstance(events, EventPieces):
+        streamed = _in_stream_order(events, frame, codecs)
+        if streamed is not None:
+            return _judged(None, events.height, streamed, codecs, logged)
+        events = events.frame()  # not in stream time order: read whole and sorted
     # The order (stream time, position) is found on the key columns; every column is then
     # gathered once (a partition of one long stream holds one copy of its events, not one
     # per step).
@@ -152,7 +246,6 @@ def event_columns(
                         pl.lit(session, pl.String).alias("session"),
                     ],
                 ),
-                frame,
                 codecs,
                 logged,
             )
@@ -179,12 +272,32 @@ def event_columns(
         ("rank", "session"),
     )
     del order, rows
-    return _keyed_columns(stream_events, frame, codecs, logged)
+    return _keyed_columns(stream_events, codecs, logged)
+
+
+def _in_stream_order(
+    pieces: EventPieces, frame: pl.DataFrame, codecs: dict[Key, IdCodec]
+) -> _Streamed | None:
+    """``pieces`` to be read slice by slice, when their rows are already in stream time
+    order (every exchange one run of rising positions, the runs in ``rank`` order, each
+    a stream of ``frame``); else None."""
+    runs = pieces.runs()
+    if runs is None:
+        return None
+    ranks = runs.select("conn_id", "ex_index").join(
+        frame.select("conn_id", "ex_index", "rank", pl.col("session_id").alias("session")),
+        on=["conn_id", "ex_index"],
+        how="left",
+        maintain_order="left",
+    )
+    rank = ranks.get_column("rank")
+    if rank.null_count() or not bool((rank.diff().drop_nulls() > 0).all()):
+        return None
+    return _Streamed(pieces, ranks, codecs)
 
 
 def _keyed_columns(
     stream_events: pl.DataFrame,
-    frame: pl.DataFrame,
     codecs: dict[Key, IdCodec],
     logged: set[Key],
 ) -> EventColumns:
@@ -192,8 +305,41 @@ def _keyed_columns(
     their ``rank`` and ``session``."""
     # Key columns holding one value throughout come back scalar (``front.event_keys``).
     keyed = event_keys(stream_events, codecs)
-    counts_df = _stream_counts(keyed)
-    counts = {
+    return _judged(keyed, keyed.height, None, codecs, logged)
+
+
+def _judged(
+    keyed: pl.DataFrame | None,
+    height: int,
+    streamed: _Streamed | None,
+    codecs: dict[Key, IdCodec],
+    logged: set[Key],
+) -> EventColumns:
+    """The counts, the streams to judge and the ID order of the keyed events (held, or read
+    from ``streamed``), in one pass over them :data:`ORDER_SLICE` events at a time."""
+    cols = EventColumns(keyed, {}, set(), pl.DataFrame(), height, streamed)
+    tally, jumps, order = Tally(), Jumps(), Order()
+    size = ORDER_SLICE
+    signals: list[pl.DataFrame] = []
+    answers: list[pl.DataFrame] = []
+    for offset, part in cols.slices(size, columns=(*_PASS_COLUMNS, *_FILTERED_COLUMNS)):
+        tally.feed(part)
+        jumps.feed(part)
+        order.feed(part, offset)
+        if streamed is not None:
+            signals.append(part.filter(_SIGNAL))
+            answers.append(part.filter(_ANSWER))
+    if streamed is not None and height:
+        cols.signal_events, cols.answer_events = pl.concat(signals), pl.concat(answers)
+    if height:
+        cols.counts = _counts(tally.result())
+    cols.to_judge = jumps.found | {k for k in logged if k in codecs and not codecs[k].arithmetic}
+    cols.flags = order.result(lambda: cols.slices(size, False, ("id_field", "kind")))
+    return cols
+
+
+def _counts(counts_df: pl.DataFrame) -> dict[Key, StreamCounts]:
+    return {
         (c, i): StreamCounts(
             n,
             d,
@@ -205,8 +351,6 @@ def _keyed_columns(
         )
         for c, i, n, d, f, la, o, oid, src, num, ts, kind in counts_df.iter_rows()
     }
-    to_judge = _to_judge(keyed, frame, codecs, logged)
-    return EventColumns(keyed, counts, to_judge)
 
 
 # Events counted at a time by _stream_counts (slices of the keyed frame, no copy).
@@ -214,113 +358,13 @@ COUNT_SLICE = 1 << 19
 
 
 def _stream_counts(keyed: pl.DataFrame, size: int | None = None) -> pl.DataFrame:
-    """Per stream (``conn_id, ex_index``): its events (``n``), data events, first and last
-    ID carried, the outliers (IDs that do not fit an arithmetic scheme) and where the first
-    one was seen; counted ``size`` events at a time (default :data:`COUNT_SLICE`) and added
-    up (issue 16: the filtered columns of one slice are held, not of a stream of millions)."""
+    """Per stream (``conn_id, ex_index``): :class:`.event_slices.Tally` of ``keyed``,
+    counted ``size`` events at a time (default :data:`COUNT_SLICE`)."""
     size = size or COUNT_SLICE
-    carries = pl.col("id_field").fill_null("") != ""
-    outlier = (
-        carries & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
-    )
-    origin = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
-    parts = [
-        keyed.slice(k, size)
-        .group_by("conn_id", "ex_index", maintain_order=True)
-        .agg(
-            pl.len().alias("n"),
-            (pl.col("kind") == "data").sum().alias("data"),
-            pl.col("id_field").filter(carries).first().alias("first_id"),
-            pl.col("id_field").filter(carries).last().alias("last_id"),
-            outlier.sum().alias("outliers"),
-            pl.col("id_field").filter(outlier).first().alias("o_id"),
-            pl.col("first_src").filter(outlier).first().alias("o_src"),
-            pl.col("first_num").filter(outlier).first().alias("o_num"),
-            pl.col("first_ts").filter(outlier).first().alias("o_ts"),
-            pl.col("first_kind").filter(outlier).first().alias("o_kind"),
-        )
-        for k in range(0, max(keyed.height, 1), size)
-    ]
-    if len(parts) == 1:
-        return parts[0]
-    found = pl.col("outliers") > 0
-    return (
-        pl.concat(parts, how="vertical_relaxed")
-        .group_by("conn_id", "ex_index", maintain_order=True)
-        .agg(
-            pl.col("n").sum(),
-            pl.col("data").sum(),
-            pl.col("first_id").drop_nulls().first(),
-            pl.col("last_id").drop_nulls().last(),
-            pl.col("outliers").sum(),
-            *(pl.col(c).filter(found).first() for c in origin),
-        )
-    )
-
-
-def _to_judge(
-    keyed: pl.DataFrame,
-    frame: pl.DataFrame,
-    codecs: dict[Key, IdCodec],
-    logged: set[Key],
-    size: int | None = None,
-) -> set[Key]:
-    """Streams :func:`~.gaps.live_gaps` could find a gap in: a counter that jumps past its
-    high-water mark within a run of one prefix (``gaps._advances``), a ``stream-gap``
-    signal, or opaque IDs with an event log's producer order. Judged ``size`` events at a
-    time (default :data:`ORDER_SLICE`), the run in progress handed on from slice to slice
-    (its stream, prefix and high-water mark): a stream of ten million events holds one
-    slice's narrow columns (issue 16)."""
-    size = size or ORDER_SLICE
-    out: set[Key] = set()
-    carried: pl.DataFrame | None = None  # the run in progress: its last row, seq = its max
-    for k in range(0, keyed.height, size):
-        part = keyed.slice(k, size)
-        numbered = _numbered(part)
-        out.update(
-            part.select("conn_id", "ex_index", "kind", "event")
-            .filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
-            .select("conn_id", "ex_index")
-            .unique()
-            .iter_rows()
-        )
-        if not numbered.height:
-            continue
-        if carried is not None:
-            numbered = pl.concat([carried, numbered], how="vertical_relaxed")
-        numbered = numbered.with_columns(_RUN_STARTS.fill_null(True).cum_sum().alias("run"))
-        high = pl.col("seq").cum_max().shift(1).over("run")
-        jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
-        out.update(jumps.iter_rows())
-        carried = numbered.filter(pl.col("run") == pl.col("run").last()).select(
-            pl.col("rank", "conn_id", "ex_index", "prefix").last(), pl.col("seq").max()
-        )
-    out.update(k for k in logged if k in codecs and not codecs[k].arithmetic)
-    return out
-
-
-# A run of counters starts where the stream (``rank``) or the prefix changes: ``keyed``
-# holds each stream's events together (rank, position order), so runs are numbered over the
-# frame (no window per stream; one group per run).
-_RUN_STARTS = (pl.col("rank") != pl.col("rank").shift(1)) | (
-    pl.col("prefix") != pl.col("prefix").shift(1)
-)
-
-
-def _numbered(part: pl.DataFrame) -> pl.DataFrame:
-    """``rank, conn_id, ex_index, prefix, seq`` of the events of ``part`` whose counter
-    :func:`_to_judge` follows (an ID with a key, not a signal). The few columns read are
-    selected before any filter: a filter copies every column it keeps."""
-    return (
-        part.lazy()
-        .filter(
-            (pl.col("id_field").fill_null("") != "")
-            & (pl.col("kind") != "signal")
-            & pl.col("seq").is_not_null()
-        )
-        .select("rank", "conn_id", "ex_index", "prefix", "seq")
-        .collect()
-    )
+    tally = Tally()
+    for k in range(0, max(keyed.height, 1), size):
+        tally.feed(keyed.slice(k, size))
+    return tally.result()
 
 
 def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
@@ -332,9 +376,13 @@ def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("ex_index").alias("root_index"),
         "session_id",
     )
+    carried = (pl.col("id_field").fill_null("") != "") & pl.col("seq").is_not_null()
+    took = pl.concat(
+        part.filter(carried).select("conn_id", "ex_index", "prefix", "seq").unique()
+        for part in cols.parts(("id_field",), keys=True)
+    )
     return (
-        cols.events.filter((pl.col("id_field").fill_null("") != "") & pl.col("seq").is_not_null())
-        .join(
+        took.join(
             frame.select("conn_id", "ex_index", "root_conn", "root_index"),
             on=["conn_id", "ex_index"],
             how="inner",
@@ -359,143 +407,51 @@ def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
     )
 
 
-# Events judged for ID order at a time (:func:`_order_flags`): a stream of ten million
-# events holds one slice's narrow columns, not the whole stream's (issue 16).
+# Events judged at a time by the one pass over a partition's keyed events (:func:`_judged`):
+# a stream of ten million events holds one slice's narrow columns, not the whole stream's
+# (issue 16).
 ORDER_SLICE = 1 << 19
-
-_CONSIDERED = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
-
-
-def _considered(events: pl.DataFrame, offset: int, length: int) -> pl.DataFrame:
-    """``row, rank, id_field, prefix, seq`` of the events of one slice whose ID order is
-    judged (an ID, not a signal); ``row`` counts over the whole frame."""
-    return (
-        events.slice(offset, length)
-        .lazy()
-        .with_row_index("row", offset=offset)
-        .filter(_CONSIDERED)
-        .select("row", "rank", "id_field", "prefix", "seq")
-        .collect()
-    )
-
-
-def _first_rows(events: pl.DataFrame, size: int) -> pl.DataFrame:
-    """``row, first``: for each judged event whose (stream, ID) was seen before in its stream
-    (``rank``), the ``row`` of the first such event. Only the rows whose (stream, ID) hash
-    repeats are grouped exactly; the hashes are found repeated by sorting them (one hash per
-    event, no table of ten million distinct IDs), slice by slice."""
-    key = pl.struct("rank", "id_field").hash(seed=0)
-    hashes = pl.concat(
-        [
-            _considered(events, k, size).select(key.alias("h")).get_column("h")
-            for k in range(0, events.height, size)
-        ]
-        or [pl.Series("h", [], pl.UInt64)]
-    ).sort()
-    repeated = hashes.filter(hashes == hashes.shift(1)).unique()
-    del hashes
-    schema = {"row": pl.UInt32, "first": pl.UInt32}
-    if not repeated.len():
-        return pl.DataFrame(schema=schema)
-    wanted = repeated.implode()
-    sub = pl.concat(
-        [
-            _considered(events, k, size).filter(key.is_in(wanted)).select("row", "rank", "id_field")
-            for k in range(0, events.height, size)
-        ]
-    )
-    return (
-        sub.select("row", pl.col("row").first().over("rank", "id_field").alias("first"))
-        .filter(pl.col("first") != pl.col("row"))
-        .select(pl.col(n).cast(t) for n, t in schema.items())
-    )
 
 
 def _order_flags(events: pl.DataFrame, size: int) -> pl.DataFrame:
-    """``row, id_order, prev_row`` of the events whose ID repeats or goes backwards within
-    their stream (:func:`events_plan`), judged ``size`` events at a time: each slice carries
-    the previous judged event over from the one before."""
-    firsts = _first_rows(events, size)
-    same = pl.col("rank") == pl.col("rank").shift(1)
-    keyed_pair = pl.col("seq").is_not_null() & pl.col("p_seq").is_not_null()
-    same_prefix = pl.col("prefix") == pl.col("p_prefix")
-    back = keyed_pair & same_prefix & (pl.col("seq") <= pl.col("p_seq"))
-    repeat_or_back = (
-        pl.when(pl.col("seq") == pl.col("p_seq"))
-        .then(pl.lit("repeat"))
-        .otherwise(pl.lit("backwards"))
-    )
-    seen_before = pl.col("p_row").is_not_null() & pl.col("first_row").is_not_null()
-    flags = [pl.DataFrame(schema={"row": pl.UInt32, "id_order": pl.String, "prev_row": pl.UInt32})]
-    carried: pl.DataFrame | None = None  # the last judged event of the slices before
+    """``row, id_order, prev_row`` of the events of ``events`` (keyed, in stream time
+    order) whose ID repeats or goes backwards within their stream (:class:`.event_slices.Order`),
+    judged ``size`` events at a time."""
+    order = Order()
     for k in range(0, events.height, size):
-        c = _considered(events, k, size)
-        if not c.height:
-            continue
-        last = c.tail(1)
-        if carried is not None:
-            c = pl.concat([carried, c], how="vertical_relaxed")
-        c = c.with_columns(
-            pl.when(same).then(pl.col("prefix").shift(1)).alias("p_prefix"),
-            pl.when(same).then(pl.col("seq").shift(1)).alias("p_seq"),
-            pl.when(same).then(pl.col("row").shift(1)).alias("p_row"),
-        )
-        if carried is not None:
-            c = c.slice(1)
-        carried = last
-        if firsts.height:
-            c = c.join(
-                firsts.rename({"first": "first_row"}), on="row", how="left", maintain_order="left"
-            )
-        else:
-            c = c.with_columns(pl.lit(None, pl.UInt32).alias("first_row"))
-        flags.append(
-            c.select(
-                "row",
-                pl.when(back)
-                .then(repeat_or_back)
-                .when(~keyed_pair & seen_before)
-                .then(pl.lit("repeat"))
-                .alias("id_order"),
-                pl.when(back)
-                .then(pl.col("p_row"))
-                .when(~keyed_pair & seen_before)
-                .then(pl.col("first_row"))
-                .alias("prev_row"),
-            ).filter(pl.col("id_order").is_not_null())
-        )
-    return pl.concat(flags, how="vertical_relaxed")
+        order.feed(events.slice(k, size), k)
+    return order.result(lambda: ((k, events.slice(k, size)) for k in range(0, events.height, size)))
 
 
 def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     """The ``events`` fact table (:func:`events_plan`), materialised."""
-    return events_plan(cols, frame).collect()
+    return pl.concat([part.collect() for part in events_plan(cols, frame)])
 
 
-def events_plan(
-    cols: EventColumns, frame: pl.DataFrame, slice_size: int | None = None
-) -> pl.LazyFrame:
-    """The ``events`` fact table as a lazy query: one row per SSE event, with whether its ID
-    repeats or goes backwards within the response (``id_order``; WHATWG IDs are a cursor: a
-    client resuming from a repeated or older ID asks for events again).
+def events_plan(cols: EventColumns, frame: pl.DataFrame) -> list[pl.LazyFrame]:
+    """The ``events`` fact table as lazy queries, its rows in order: one row per SSE event,
+    with whether its ID repeats or goes backwards within the response (``id_order``; WHATWG
+    IDs are a cursor: a client resuming from a repeated or older ID asks for events again).
 
-    The order is judged on a few narrow columns, ``slice_size`` events at a time
-    (:func:`_order_flags`); the wide rows (each stream's columns beside each event) exist
-    only when the query runs, so a rule's filter over a partition of one stream of millions
-    of events can run streamed (``engine="streaming"``) instead of holding the whole table
-    (issue 16: memory bounded, not per event)."""
-    flagged = _order_flags(cols.events, slice_size or ORDER_SLICE)
+    The order is judged on a few narrow columns, a slice at a time (:func:`_judged`); the
+    wide rows (each stream's columns beside each event) exist only when a query runs, so a
+    rule's filter over a partition of one stream of millions of events holds one query's
+    rows at a time: one query over the held events (run streamed, ``engine="streaming"``),
+    or one per slice of the pieces they were left in (issue 16: memory bounded, not per
+    event)."""
+    flagged = cols.flags
     # The evidence of the few out-of-order events, cited the way every finding cites.
     prev_rows = flagged.get_column("prev_row").drop_nulls().unique().sort()
+    cited = ("id_field", "first_src", "first_num", "first_ts", "first_kind")
     prev = (
-        cols.events.select(
+        cols.take(prev_rows, cited)
+        .select(
             pl.col("id_field").alias("previous_id"),
             pl.col("first_src").alias("p_src"),
             pl.col("first_num").alias("p_num"),
             pl.col("first_ts").alias("p_ts"),
             pl.col("first_kind").alias("p_kind"),
         )
-        .gather(prev_rows)
         .hstack([prev_rows])
     )
     flagged = flagged.join(prev, on="prev_row", how="left", maintain_order="left")
@@ -512,17 +468,31 @@ def events_plan(
         )
         .otherwise(pl.lit([], dtype=EVIDENCE))
     )
-    out = (
-        cols.events.lazy()
-        .with_row_index("row")
-        .join(flagged.lazy(), on="row", how="left", maintain_order="left")
-        .with_columns(pl.col("id_order").fill_null("ok"))
-        .join(
-            frame.drop("rank", "root_conn", "root_index").lazy(),
-            on=["conn_id", "ex_index"],
-            how="left",
-            maintain_order="left",
-        )
+    return [_plan(lazy, rows, flagged, evidence_col, frame) for rows, lazy in cols.lazies()]
+
+
+def _plan(
+    events: pl.LazyFrame,
+    rows: range,
+    flagged: pl.DataFrame,
+    evidence_col: pl.Expr,
+    frame: pl.DataFrame,
+) -> pl.LazyFrame:
+    """:func:`events_plan`'s query over ``events``, the table's ``rows``. Where none of
+    them is flagged, the flags' columns are constants, not joined on a row number (a join
+    of ten million rows to none costs as much as reading them)."""
+    numbered = events.with_row_index("row", offset=rows.start)
+    mine = flagged.filter(pl.col("row").is_between(rows.start, rows.stop - 1))
+    if mine.height:
+        marked = numbered.join(mine.lazy(), on="row", how="left", maintain_order="left")
+    else:
+        nulls = (pl.lit(None, t).alias(c) for c, t in flagged.schema.items() if c != "row")
+        marked = numbered.with_columns(*nulls)
+    out = marked.with_columns(pl.col("id_order").fill_null("ok")).join(
+        frame.drop("rank", "root_conn", "root_index").lazy(),
+        on=["conn_id", "ex_index"],
+        how="left",
+        maintain_order="left",
     )
     return out.select(
         pl.col("session_id"),
@@ -562,7 +532,9 @@ def events_plan(
 
 def signal_rows(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     """The signal events (``signals`` table rows other than 410 and no-store)."""
-    sig = cols.events.filter((pl.col("kind") == "signal") & pl.col("sig_valid").is_not_null())
+    sig = cols.signal_events
+    if sig is None:
+        sig = pl.concat(part.filter(_SIGNAL) for part in cols.parts(_FILTERED_COLUMNS))
     return sig.join(
         frame.select("conn_id", "ex_index", "session_id", "stream", "response_stream"),
         on=["conn_id", "ex_index"],
@@ -586,9 +558,10 @@ def signal_rows(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
 def answered_by_root(cols: EventColumns, frame: pl.DataFrame) -> dict[Key, set[str | None]]:
     """JSON-RPC ids answered (response or error) on each logical stream, by its root's
     exchange."""
-    answers = cols.events.filter(
-        pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
-    ).join(
+    answers = cols.answer_events
+    if answers is None:
+        answers = pl.concat(part.filter(_ANSWER) for part in cols.parts(_FILTERED_COLUMNS))
+    answers = answers.join(
         frame.select("conn_id", "ex_index", "root_conn", "root_index"),
         on=["conn_id", "ex_index"],
         how="inner",

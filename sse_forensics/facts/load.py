@@ -13,7 +13,8 @@ import numpy as np
 import orjson
 import polars as pl
 
-from sse_forensics.evidence.tables import single_response
+from sse_forensics.evidence.pieces import EventPieces
+from sse_forensics.evidence.tables import EventColumns, single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
 from sse_forensics.facts.model import ExchangeRecord, RpcCall
 from sse_forensics.facts.signals import SignalPayload
@@ -213,14 +214,23 @@ class EventSource:
     event in (exchange, position) order is all that is kept beside them (issue 16: a
     stream of ten million events must not cost a sorted copy of every column)."""
 
-    def __init__(self, events: pl.DataFrame) -> None:
-        self.events = events.select(_EVENT_COLUMNS)
+    def __init__(self, events: pl.DataFrame | EventPieces) -> None:
         self.order: np.ndarray | None = None
         # Rows read ahead by prefetch, by exchange, until their records are built.
         self._fetched: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+        self.pieces: EventPieces | None = None
+        if isinstance(events, EventPieces):  # each exchange's rows one run: read on demand
+            self.pieces, self.events = events, EventColumns.frame().select(_EVENT_COLUMNS)
+            runs = events.runs()
+            assert runs is not None, "pieces are opened only when each exchange is one run"
+            self.spans: dict[tuple[int, int], tuple[int, int]] = {
+                (c, i): (a, n) for c, i, a, n in runs.iter_rows()
+            }
+            return
+        self.events = events.select(_EVENT_COLUMNS)
         one = single_response(events)
         if one is not None:  # one response in position order: the rows as they are
-            self.spans: dict[tuple[int, int], tuple[int, int]] = {one: (0, events.height)}
+            self.spans = {one: (0, events.height)}
             return
         keys = (
             events.select("conn_id", "ex_index", "position")
@@ -247,6 +257,8 @@ class EventSource:
         """The exchange's rows in position order: a zero-copy slice when they sit in one
         ascending run of the table (as ingest writes each response's events), else a
         gather (a polars gather costs ~0.5 ms a call whatever its size)."""
+        if self.pieces is not None:
+            return self.pieces.slice(start, n, _EVENT_COLUMNS)
         if self.order is None:
             return self.events.slice(start, n)
         rows = self.order[start : start + n]
@@ -268,7 +280,11 @@ class EventSource:
         if not wanted:
             return
         spans = [self.spans[k] for k in wanted]
-        rows = self.events[np.concatenate([self._index(*span) for span in spans])].iter_rows()
+        if self.pieces is not None:
+            read = pl.concat([self._rows(*span) for span in spans])
+        else:
+            read = self.events[np.concatenate([self._index(*span) for span in spans])]
+        rows = read.iter_rows()
         for key, (_start, n) in zip(wanted, spans, strict=True):
             self._fetched[key] = list(islice(rows, n))
 
@@ -337,7 +353,9 @@ def prefetch_events(records: Iterable[ExchangeRecord]) -> None:
         source.prefetch(keys)
 
 
-def load_exchanges(exchanges: pl.DataFrame, events: pl.DataFrame) -> list[ExchangeRecord]:
+def load_exchanges(
+    exchanges: pl.DataFrame, events: pl.DataFrame | EventPieces
+) -> list[ExchangeRecord]:
     """The exchanges in (connection, index) order; their events are read on first use."""
     source = EventSource(events)
     # The columns read, and the trailing bytes' length, not the bytes: every column sorted

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 from support.scripts import load_script
 
-from sse_forensics.evidence import store, tables
-from sse_forensics.facts import columns, front
+from sse_forensics.evidence import pieces, store, tables
+from sse_forensics.facts import build, columns, front
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 
@@ -152,6 +152,36 @@ def test_small_slices_over_several_partitions(
     _small_slices(monkeypatch, 2)
     jsonl, _tables = _scan(capture, buckets=3)
     assert jsonl == whole[0]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+@pytest.mark.parametrize("buckets", [None, 3])
+def test_events_judged_from_their_pieces(
+    capture: str,
+    whole: tuple[bytes, dict[str, pl.DataFrame]],
+    monkeypatch: pytest.MonkeyPatch,
+    size: int,
+    buckets: int | None,
+) -> None:
+    """A partition past ``STREAM_ROWS`` events is judged from its spilled files, read a
+    slice at a time (never held whole): the findings and tables of a whole read."""
+    _small_slices(monkeypatch, size)
+    monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+    opened: list[bool] = []
+    event_columns = columns.event_columns
+
+    def spy(events: Any, *args: Any) -> columns.EventColumns:
+        got = event_columns(events, *args)
+        opened.append(got.streamed is not None)
+        return got
+
+    monkeypatch.setattr(build, "event_columns", spy)
+    jsonl, tables = _scan(capture, buckets)
+    assert any(opened)  # some partition was judged from its pieces
+    assert jsonl == whole[0]
+    for name in _COMPARED:
+        if buckets is None:
+            assert tables[name].equals(whole[1][name]), name
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
