@@ -262,3 +262,51 @@ def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int, monkeypatch) ->
     assert whole.height == events.filter(has_id).height
     # Files grouped up to chunk_rows rows (or one file each), the held batch on its own.
     assert len(chunks) == {1: 6, 25: 6, 60: 3, 1000: 2}[chunk_rows]
+
+
+def _pointers(column: pl.Series) -> list[int]:
+    """Where each chunk of an integer ``column`` without nulls holds its values."""
+    return [c.to_numpy().__array_interface__["data"][0] for c in column.get_chunks()]
+
+
+@pytest.mark.parametrize("key_slice", [64, 100, 1000])
+def test_event_keys_go_beside_chunked_events_without_copying_them(
+    key_slice: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: ``event_keys`` of events read back in chunks (longer and shorter than a
+    key slice) gives the keys computed on the whole, cut where the events are, a
+    key column that holds one value stored once, and the events' own columns as they were
+    (a frame of ten million events was copied whole: +222 MB)."""
+    lengths = [150, 70, 200]
+    frames = []
+    at = 0
+    for n in lengths:
+        frames.append(
+            compact(
+                pl.DataFrame(
+                    {
+                        "conn_id": [3] * n,
+                        "ex_index": [0] * n,
+                        "position": list(range(at, at + n)),
+                        "id_field": [str(k % 97) for k in range(at, at + n)],
+                    },
+                    schema={
+                        "conn_id": pl.Int64,
+                        "ex_index": pl.Int64,
+                        "position": pl.Int64,
+                        "id_field": pl.String,
+                    },
+                )
+            )
+        )
+        at += n
+    events = pl.concat(frames, rechunk=False)
+    codecs = {(3, 0): IdCodec("int")}
+    whole = front.event_keys(events.rechunk(), codecs)
+    monkeypatch.setattr(front, "KEY_SLICE", key_slice)
+    got = front.event_keys(events, codecs)
+    assert got.equals(whole)
+    assert got.get_column("seq").to_list() == [k % 97 for k in range(at)]
+    assert [c.len() for c in got.get_column("seq").get_chunks()] == [150, 70, 200]
+    assert _pointers(got.get_column("position")) == _pointers(events.get_column("position"))
+    assert store_module.stored_once(got, "prefix") and store_module.stored_once(got, "arithmetic")
