@@ -874,10 +874,13 @@ def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[in
 
 def _grouped(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
     """``keys`` (``root, prefix, first, last``: runs) with each root's group ``g`` (roots
-    without one left out), as ``g, root, prefix, first, last``."""
-    return keys.join(root_group, on="root", how="inner").select(
-        "g", "root", "prefix", "first", "last"
+    without one left out), as ``g, root, prefix, first, last``: looked up, not joined (a
+    join gathers every column of millions of runs)."""
+    g = pl.col("root").replace_strict(
+        root_group.get_column("root"), root_group.get_column("g"), default=None
     )
+    out = keys.select(g.alias("g"), "root", "prefix", "first", "last")
+    return out.filter(pl.col("g").is_not_null()) if out.get_column("g").null_count() else out
 
 
 @dataclass(frozen=True, slots=True)
@@ -1582,7 +1585,11 @@ def partition_keys(
     (:func:`_repeats`) and their :func:`server_tally`. The events are read chunk by chunk
     and each chunk's keys kept as runs only (issue 16: one stream of ten million IDs
     counting up holds a few rows)."""
-    parts = [runs_of(keys) for keys in (_chunk_keys(frame, ask) for frame in events) if keys.height]
+    parts = [
+        compact(runs_of(keys))
+        for keys in (_chunk_keys(frame, ask) for frame in events)
+        if keys.height
+    ]
     if not parts:
         return None
     keys = normalised(pl.concat(parts) if len(parts) > 1 else parts[0])

@@ -43,14 +43,23 @@ def runs_of(keys: pl.DataFrame) -> pl.DataFrame:
 
 
 def normalised(runs: pl.DataFrame, by: Sequence[str] = ("root", "prefix")) -> pl.DataFrame:
-    """``runs`` (``*by, first, last``) merged per ``by`` where they overlap or touch, sorted
-    by ``by`` and ``first``: every value once, as the fewest runs."""
+    """``runs`` (``*by, first, last``) merged per ``by`` where they overlap or touch: every
+    value once, as the fewest runs; sorted by ``by`` and ``first``, or in their order when
+    each key's runs already rise apart."""
     key = list(by)
     if not runs.height:
         return runs.select(*key, "first", "last")
+    first = pl.col("first")
+    # As they are when each key's runs already rise apart, row by row (values that never
+    # count up one by one: no sorted copy of millions of them).
+    before = pl.col("last").shift(1)
+    if not all(constant_value(runs.get_column(c))[0] for c in key):
+        before = before.over(key)  # the key's run before, in row order
+    apart = before.is_null() | ((first > before) & ~_follows(first, before))
+    if runs.select(apart.all()).item():
+        return runs.select(*key, "first", "last")
     ordered = runs.select(*key, "first", "last").sort([*key, "first"])
     reach = pl.col("last").cum_max().shift(1).over(key)  # the furthest run before
-    first = pl.col("first")
     starts = reach.is_null() | ((first > reach) & ~_follows(first, reach))
     return (
         ordered.with_columns(starts.cum_sum().alias("_run"))
@@ -77,7 +86,7 @@ def shares(runs: pl.DataFrame) -> pl.DataFrame:
     lengths summed before each)."""
     group = ["g", "prefix"]
     n = runs.group_by(["g", "root"]).agg(_lengths(pl.col("first"), pl.col("last")).sum().alias("n"))
-    ordered = runs.sort([*group, "first"])
+    ordered = _near_others(runs).sort([*group, "first"])
     reach = pl.col("last").cum_max().shift(1).over(group).alias("_reach")
     twice = (
         ordered.with_columns(reach)
@@ -126,6 +135,49 @@ def shares(runs: pl.DataFrame) -> pl.DataFrame:
     )
     counted = per_run.group_by(["g", "root"]).agg(pl.col("s").sum().alias("shared"))
     return n.join(counted, on=["g", "root"], how="left").with_columns(pl.col("shared").fill_null(0))
+
+
+def _near_others(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs of ``runs`` (``g, root, prefix, first, last``) within the span of the other
+    roots of their group: only those can share a value (a root alone in its group, or a
+    stream of millions of values beside a few, is not sorted nor searched whole)."""
+    bounds = runs.group_by(["g", "root"]).agg(
+        pl.col("first").min().alias("lo"), pl.col("last").max().alias("hi")
+    )
+    if bounds.height == bounds.get_column("g").n_unique():  # every root alone
+        return runs.clear()
+
+    def two(column: str, descending: bool) -> pl.DataFrame:
+        return (
+            bounds.sort(column, descending=descending)
+            .group_by("g", maintain_order=True)
+            .agg(pl.col("root").head(2).alias(f"{column}_r"), pl.col(column).head(2))
+        )
+
+    def other(column: str) -> pl.Expr:
+        """The least ``lo`` (greatest ``hi``) of another root of the group: the group's,
+        unless it is this root's own, then the next one (none when alone)."""
+        mine = pl.col(f"{column}_r").list.get(0) == pl.col("root")
+        values = pl.col(f"{column}_v")
+        return (
+            pl.when(mine)
+            .then(values.list.get(1, null_on_oob=True))
+            .otherwise(values.list.get(0))
+            .alias(column)
+        )
+
+    spans = (
+        bounds.select("g", "root")
+        .join(two("lo", False).rename({"lo": "lo_v"}), on="g")
+        .join(two("hi", True).rename({"hi": "hi_v"}), on="g")
+        .select("root", other("lo"), other("hi"))
+        .drop_nulls()
+    )
+    roots = spans.get_column("root")
+    lo = pl.col("root").replace_strict(roots, spans.get_column("lo"), default=None)
+    hi = pl.col("root").replace_strict(roots, spans.get_column("hi"), default=None)
+    near = (pl.col("last") >= lo) & (pl.col("first") <= hi)
+    return runs.filter(near.fill_null(False))
 
 
 def expanded(runs: pl.DataFrame) -> pl.DataFrame:

@@ -66,7 +66,7 @@ def test_runs_merge_across_chunks_to_the_distinct_values(
     rows = [(1, "", q) for q in seqs]
     for chunks in _cuts(rows):
         merged = _runs(chunks)
-        assert merged.select("first", "last").rows() == want, chunks
+        assert sorted(merged.select("first", "last").rows()) == want, chunks
         assert _values(merged) == {(1, "", q) for q in seqs}
 
 
@@ -82,7 +82,7 @@ def test_runs_keep_roots_and_prefixes_apart() -> None:
     ]
     for chunks in _cuts(rows):
         merged = _runs(chunks)
-        assert merged.rows() == [
+        assert sorted(merged.rows()) == [
             (1, "", 6, 6),
             (1, "a_", 1, 4),
             (1, "b_", 4, 5),
@@ -229,7 +229,7 @@ def test_partition_keys_cut_into_chunks_give_the_runs_of_the_whole() -> None:
         assert got is not None
         keys, _, _ = got
         assert isinstance(keys, pl.DataFrame)
-        assert keys.select("root", "prefix", "first", "last").rows() == want, cut
+        assert sorted(keys.select("root", "prefix", "first", "last").rows()) == want, cut
         judged = front.partition_keys(iter(chunks), alone)
         assert judged is not None
         _, repeats, tally = judged
@@ -238,3 +238,25 @@ def test_partition_keys_cut_into_chunks_give_the_runs_of_the_whole() -> None:
         shares = front._server_shares([tally]).sort("root")
         # One server: root 3's 1..3 are root 0's too; root 2's prefixes are its own.
         assert shares.select("root", "n", "shared").rows() == [(0, 9, 3), (2, 5, 0), (3, 3, 3)]
+
+
+def test_only_runs_near_another_root_are_searched() -> None:
+    """A stream of values that never count up one by one (every value a run) beside a
+    short stream of its group: only the runs within the other roots' span are sorted and
+    searched, a root alone in its group not at all, and the counts are still exact."""
+    big = [(0, 1, "", 2 * k, 2 * k) for k in range(1000)]
+    small = [(0, 2, "", k, k) for k in range(5, 10)]
+    alone = [(1, 3, "", k, k) for k in range(50)]
+    schema = {"g": pl.Int64, "root": pl.UInt32, "prefix": pl.String, "first": pl.Int64}
+    frame = pl.DataFrame(
+        [(*r[:4], r[4]) for r in (*big, *small, *alone)],
+        schema={**schema, "last": pl.Int64},
+        orient="row",
+    )
+    near = runs._near_others(frame)
+    assert sorted(near.select("root", "first").rows()) == [
+        *((1, q) for q in (6, 8)),
+        *((2, q) for q in range(5, 10)),
+    ]
+    got = runs.shares(frame).sort("root").rows()
+    assert got == [(0, 1, 1000, 2), (0, 2, 5, 2), (1, 3, 50, 0)]
