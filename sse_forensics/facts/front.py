@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import polars as pl
 
 from sse_forensics.evidence.store import (
-    aligned,
     bucket_expr,
     buckets_of,
+    chunk_counts,
     compact,
     constant_value,
-    with_scalars,
 )
 from sse_forensics.evidence.tables import single_response, split_by
 from sse_forensics.facts.config import AnalysisConfig
@@ -47,6 +46,7 @@ from sse_forensics.facts.ids import (
     OUTLIER_SHARE,
     IdCodec,
 )
+from sse_forensics.facts.runs import expanded, normalised, runs_of, shares
 from sse_forensics.facts.taken import CounterGroup
 from sse_forensics.ingest.logs.files import rotation_key
 from sse_forensics.limits import DEFAULT_LIMITS
@@ -463,33 +463,70 @@ def event_keys(events: pl.DataFrame, codecs: Mapping[Key, IdCodec]) -> pl.DataFr
     scheme, patterns = codec_frame(codecs)
     # The id_digits cap every codec of a scan shares (AnalysisConfig.limits).
     max_digits = next((c.max_digits for c in codecs.values()), DEFAULT_LIMITS.id_digits)
-    # Computed slice by slice (KEY_SLICE events), each key column stored once when it holds
-    # one value throughout (one stream of int IDs: its prefix and scheme), so a partition of
-    # one stream of millions of events holds no full-length transient beside ``events``.
-    parts = [
-        compact(_slice_keys(events.slice(k, KEY_SLICE), scheme, patterns, max_digits))
-        for k in range(0, max(events.height, 1), KEY_SLICE)
-    ]
-    return _beside(events, parts)
+    # Computed slice by slice (at most KEY_SLICE events, cut where ``events`` is cut into
+    # chunks, so the keys go beside them as they are), each key column stored once when it
+    # holds one value throughout (one stream of int IDs: its prefix and scheme), so a
+    # partition of one stream of millions of events holds no full-length transient beside
+    # ``events``, nor a second copy of its keys.
+    pieces: list[list[pl.DataFrame]] = []  # per chunk of ``events``, its slices' keys
+    same: dict[str, set[tuple[bool, object]]] = {}  # per key column: each slice's constant
+    at = 0
+    for length in _chunk_lengths(events):
+        pieces.append([])
+        for k in range(at, at + max(length, 1), KEY_SLICE):
+            keys = _slice_keys(
+                events.slice(k, min(KEY_SLICE, at + length - k)), scheme, patterns, max_digits
+            )
+            for name in keys.columns:  # asked while the slice's columns are series
+                same.setdefault(name, set()).add(constant_value(keys.get_column(name)))
+            pieces[-1].append(compact(keys))
+        at += length
+    return _beside(events, pieces, same)
+
+
+def _chunk_lengths(events: pl.DataFrame) -> list[int]:
+    """The rows of each chunk of ``events``' most-cut column (``evidence.store.aligned``)."""
+    counts = chunk_counts(events)
+    most = max(counts, default=1)
+    if most <= 1:
+        return [events.height]
+    column = events.get_column(events.columns[counts.index(most)])
+    return [c.len() for c in column.get_chunks()]
 
 
 KEY_SLICE = 1 << 19
 
 
-def _beside(events: pl.DataFrame, parts: list[pl.DataFrame]) -> pl.DataFrame:
-    """``events`` with the columns of ``parts`` (its rows' keys, slice by slice) beside
-    them: a column that holds one value throughout as one scalar (``evidence.store.compact``)."""
-    scalars: list[pl.Expr] = []
-    series: list[pl.Series] = []
-    for name in parts[0].columns:
-        checks = [constant_value(p.get_column(name)) for p in parts]
-        values = {value for _same, value in checks}
-        if all(same for same, _value in checks) and len(values) == 1:
-            scalars.append(pl.lit(values.pop(), dtype=parts[0].schema[name]).alias(name))
+def _beside(
+    events: pl.DataFrame,
+    pieces: list[list[pl.DataFrame]],
+    same: dict[str, set[tuple[bool, object]]],
+) -> pl.DataFrame:
+    """``events`` with the key columns of ``pieces`` (per chunk of ``events``, its slices'
+    keys, let go chunk by chunk) beside them, cut as ``events`` is: a column every slice of
+    which holds one and the same value (``same``) as one scalar (``evidence.store.compact``).
+    One ``select``
+    puts them in place: a frame made by ``evidence.store.with_scalars`` and then reordered
+    was copied whole, every column of ``events`` included (polars 2.1: +222 MB for ten
+    million events)."""
+    schema = pieces[0][0].schema
+    placed: list[pl.Expr] = []
+    varying: dict[str, list[pl.Series]] = {}
+    for name, dtype in schema.items():
+        checks = same[name]
+        if len(checks) == 1 and next(iter(checks))[0]:
+            placed.append(pl.lit(next(iter(checks))[1], dtype=dtype).alias(name))
         else:
-            series.append(pl.concat([p.get_column(name) for p in parts]))
-    out = with_scalars(events.hstack(aligned(series, events)) if series else events, scalars)
-    return out.select(*events.columns, *parts[0].columns)
+            varying[name] = []
+            placed.append(pl.col(name))
+    for n in range(len(pieces)):  # a chunk's slices let go once put together
+        chunk, pieces[n] = pieces[n], []
+        for name, chunks in varying.items():
+            chunks.append(pl.concat([p.get_column(name) for p in chunk]).rechunk())
+        del chunk
+    series = [pl.concat(chunks, rechunk=False) for chunks in varying.values()]
+    out = events.hstack(series) if series else events
+    return out.select(*events.columns, *placed)
 
 
 def _slice_keys(
@@ -836,187 +873,54 @@ def _group_codes(roots: pl.DataFrame, group: str) -> tuple[pl.DataFrame, dict[in
 
 
 def _grouped(keys: pl.DataFrame, root_group: pl.DataFrame) -> pl.DataFrame:
-    """``keys`` (``root, prefix, seq``) with each root's group ``g`` (roots without one
-    left out)."""
-    return keys.join(root_group, on="root", how="inner")
-
-
-def _value_hash() -> pl.Expr:
-    return pl.struct("g", "prefix", "seq").hash(seed=0)
-
-
-def _short_hash() -> pl.Expr:
-    """:func:`_value_hash` cut to 32 bits: what :func:`_shared_values` holds of every value
-    (a collision only makes a candidate, compared exactly)."""
-    return (_value_hash() // (1 << 32)).cast(pl.UInt32)
-
-
-def _shared_values(parts: Callable[[], Iterable[pl.DataFrame]]) -> pl.DataFrame:
-    """``g, prefix, seq`` of the values more than one root of their group carries, over
-    the frames ``parts()`` gives (:func:`_grouped` keys; a root is in one part only, and
-    its values are distinct; read twice, one part at a time). Values are told apart by a
-    hash first; only those whose hash repeats are compared exactly, so millions of values
-    one root alone carries cost one 4-byte hash each, not a table of counts nor the values
-    themselves (issues 9 and 16: the scan's keys are never held at once)."""
-    hashes = pl.concat(
-        [p.select(_short_hash().alias("h")) for p in parts()],
-        rechunk=True,
+    """``keys`` (``root, prefix, first, last``: runs) with each root's group ``g`` (roots
+    without one left out), as ``g, root, prefix, first, last``: looked up, not joined (a
+    join gathers every column of millions of runs)."""
+    g = pl.col("root").replace_strict(
+        root_group.get_column("root"), root_group.get_column("g"), default=None
     )
-    repeated = hashes.filter(pl.col("h").is_duplicated()).get_column("h").unique()
-    del hashes
-    schema = {"g": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-    if not repeated.len():
-        return pl.DataFrame(schema=schema)
-    wanted = repeated.implode()
-    # Counted part by part, the counts summed as they come (once they outnumber the sum so
-    # far): per-stream counters repeat 1, 2, 3… in every root, so nearly every value is a
-    # candidate, but the distinct ones are few (the 8x log set: a table of every key of
-    # the scan, 170 MB, where the distinct values take a few).
-    holders = pl.DataFrame(schema={**schema, "holders": pl.UInt32})
-    pending: list[pl.DataFrame] = []
-    rows = 0
-    for p in parts():
-        counted = _holders(p.filter(_short_hash().is_in(wanted)).select(list(schema)))
-        pending.append(counted)
-        rows += counted.height
-        if rows > max(holders.height, _HOLDERS_MERGE):
-            holders, pending, rows = _holders(pl.concat([holders, *pending])), [], 0
-    if pending:
-        holders = _holders(pl.concat([holders, *pending]))
-    return holders.filter(pl.col("holders") > 1).select(list(schema))
-
-
-# Values counted before their counts are summed, at least (:func:`_shared_values`).
-_HOLDERS_MERGE = 1 << 16
-
-
-def _holders(values: pl.DataFrame) -> pl.DataFrame:
-    """``g, prefix, seq, holders``: the roots holding each value of ``values``, rows of
-    values (each counting one root) or of counts (``holders``) already summed."""
-    key = ["g", "prefix", "seq"]
-    count = pl.col("holders").sum() if "holders" in values.columns else pl.len()
-    return values.group_by(key).agg(count.cast(pl.UInt32).alias("holders"))
-
-
-def _per_root(grouped: pl.DataFrame, shared: pl.DataFrame) -> pl.DataFrame:
-    """``g, root, n, shared``: each root's values, and how many of them another root of its
-    group carries too (``shared``: :func:`_shared_values` over every root of the group)."""
-    counts = grouped.group_by(["g", "root"]).agg(pl.len().alias("n"))
-    if shared.height:
-        wanted = shared.select(_value_hash()).to_series().implode()
-        hits = (
-            grouped.filter(_value_hash().is_in(wanted))
-            .join(shared, on=["g", "prefix", "seq"], how="semi")
-            .group_by(["g", "root"])
-            .agg(pl.len().alias("shared"))
-        )
-        counts = counts.join(hits, on=["g", "root"], how="left")
-    else:
-        counts = counts.with_columns(pl.lit(None, pl.UInt32).alias("shared"))
-    return counts.with_columns(pl.col("shared").fill_null(0))
-
-
-_VALUE = ["g", "prefix", "seq"]
+    out = keys.select(g.alias("g"), "root", "prefix", "first", "last")
+    return out.filter(pl.col("g").is_not_null()) if out.get_column("g").null_count() else out
 
 
 @dataclass(frozen=True, slots=True)
 class ServerTally:
-    """One task's keys by value under its root's server (``g``), as the per-server counter
-    judgement merges them (:func:`_server_shares`): the values more than one of its rows
-    hash alike (``many``: ``g, prefix, seq, holders, root``, the roots carrying each and the
-    first of them), exact; the others, each carried by one root (``one``: ``g, prefix, seq,
-    root``), with their :func:`_short_hash` (``hashes``); and per root (``per_root``:
-    ``g, root, n, shared``) its values and how many of them another root of the task
-    carries."""
+    """One task's counter runs under its roots' servers (``g, root, prefix, first, last``,
+    normalised per root and prefix; packed by :func:`_packed` or not), as the per-server
+    counter judgement merges them (:func:`_server_shares`: a root is in one task)."""
 
-    many: pl.DataFrame
-    one: bytes | pl.DataFrame
-    hashes: pl.Series
-    per_root: pl.DataFrame
+    runs: bytes | pl.DataFrame
 
 
 def server_tally(keys: pl.DataFrame, root_group: pl.DataFrame, pack: bool) -> ServerTally:
-    """:class:`ServerTally` of one task's ``keys`` (``root, prefix, seq``, distinct), its
-    roots' servers ``root_group`` (:func:`_group_codes`); ``one`` packed (:func:`_packed`)
-    with ``pack``. Values told apart by hash first (:func:`_shared_values`): a stream whose
-    values never repeat is tallied without a table of them."""
-    grouped = _grouped(keys, root_group).select("g", "root", "prefix", "seq")
-    hashes = grouped.select(_short_hash()).to_series()
-    alike = hashes.is_duplicated()
-    rows = grouped.filter(alike)
-    many = rows.group_by(_VALUE).agg(pl.len().alias("holders"), pl.col("root").first())
-    one = grouped.filter(~alike).select(*_VALUE, "root")
-    held = many.filter(pl.col("holders") > 1).select(_VALUE)
-    hits = (
-        rows.join(held, on=_VALUE, how="semi").group_by(["g", "root"]).agg(pl.len().alias("shared"))
-    )
-    per_root = (
-        grouped.group_by(["g", "root"])
-        .agg(pl.len().alias("n"))
-        .join(hits, on=["g", "root"], how="left")
-        .with_columns(pl.col("shared").fill_null(0))
-    )
-    return ServerTally(many, _packed(one) if pack else one, hashes.filter(~alike), per_root)
+    """:class:`ServerTally` of one task's ``keys`` (runs, normalised), its roots' servers
+    ``root_group`` (:func:`_group_codes`); packed with ``pack``."""
+    grouped = _grouped(keys, root_group)
+    return ServerTally(_packed(grouped) if pack else grouped)
 
 
 def _server_shares(tallies: list[ServerTally]) -> pl.DataFrame:
-    """:func:`_per_root`'s ``g, root, n, shared`` over every task's roots (``tallies``; a
-    root is in one task). A value one root of a task carries is shared when another task
-    carries it too: only the values whose hash another task's value has are compared,
-    exactly — a task's ``one`` read back only when one of its hashes is among them."""
-    per_root = pl.concat([t.per_root for t in tallies])
-    many_hashes = [t.many.select(_short_hash()).to_series() for t in tallies]
-    hashes = pl.concat([*many_hashes, *(t.hashes for t in tallies)], rechunk=True)
-    repeated = hashes.filter(hashes.is_duplicated()).unique()
-    del hashes
-    if not repeated.len():
-        return per_root
-    wanted = repeated.implode()
-    found = []
-    for t, h in zip(tallies, many_hashes, strict=True):
-        found.append(t.many.filter(h.is_in(wanted)))
-        if t.hashes.is_in(wanted).any():
-            one = _unpacked(t.one).filter(t.hashes.is_in(wanted))
-            found.append(one.with_columns(pl.lit(1, pl.UInt32).alias("holders")))
-    candidates = pl.concat(found, how="diagonal")
-    shared = (
-        candidates.group_by(_VALUE)
-        .agg(pl.col("holders").sum().alias("total"))
-        .filter(pl.col("total") > 1)
-        .select(_VALUE)
-    )
-    more = (
-        candidates.filter(pl.col("holders") == 1)
-        .join(shared, on=_VALUE, how="semi")
-        .group_by(["g", "root"])
-        .agg(pl.len().alias("more"))
-    )
-    return (
-        per_root.join(more, on=["g", "root"], how="left")
-        .with_columns(pl.col("shared") + pl.col("more").fill_null(0))
-        .drop("more")
-    )
+    """``g, root, n, shared`` (:func:`facts.runs.shares`) over every task's roots."""
+    return shares(pl.concat([_unpacked(t.runs) for t in tallies]))
 
 
 def _server_values(tallies: list[ServerTally], groups: list[int]) -> pl.DataFrame:
     """``g, prefix, seq``: the distinct values of the groups ``groups`` over ``tallies``."""
     wanted = pl.col("g").is_in(groups)
-    found = [
-        part.filter(wanted).select(_VALUE) for t in tallies for part in (t.many, _unpacked(t.one))
-    ]
-    return pl.concat(found)
+    found = [_unpacked(t.runs).filter(wanted) for t in tallies]
+    return expanded(normalised(pl.concat(found), ("g", "prefix")))
 
 
 def _repeats(keys: pl.DataFrame, codes: tuple[pl.DataFrame, dict[int, str]]) -> dict[Any, bool]:
     """Per group (server or session): do most roots carry mostly values other roots of
     the group carry too (per-stream counters, each starting again)? Streams with fewer than
     :data:`MIN_VALUES_TO_JUDGE` values are left out (``facts.streams.counter_scopes``).
-    ``keys``: ``root, prefix, seq``; ``codes``: :func:`_group_codes`."""
+    ``keys``: runs (``root, prefix, first, last``, normalised); ``codes``:
+    :func:`_group_codes`."""
     if not keys.height:
         return {}
     root_group, names = codes
-    grouped = _grouped(keys, root_group)
-    return _judge_groups(_per_root(grouped, _shared_values(lambda: [grouped])), names)
+    return _judge_groups(shares(_grouped(keys, root_group)), names)
 
 
 def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bool]:
@@ -1032,46 +936,6 @@ def _judge_groups(per_root: pl.DataFrame, names: dict[int, str]) -> dict[Any, bo
     }
 
 
-def _distinct(keys: pl.DataFrame) -> pl.DataFrame:
-    """``keys`` (``root, prefix, seq``) without repeats: as they are when no two rows hash
-    alike (a stream whose IDs never repeat: one hash per row, no table of the rows), else
-    by polars' exact ``unique``. One root counting up (:func:`_counting_up`) is distinct
-    as it is, told without a hash per row."""
-    if _counting_up(keys):
-        return keys
-    hashes = keys.select(pl.struct("root", "prefix", "seq").hash(seed=0).alias("h"))
-    if hashes.get_column("h").is_unique().all():
-        return keys
-    return keys.unique()
-
-
-def _counting_up(keys: pl.DataFrame) -> bool:
-    """Whether ``keys`` hold one root and one prefix throughout and their ``seq`` strictly
-    increases row by row (one stream counting up), read :data:`KEY_SLICE` rows at a time:
-    the struct and hash of every row (and their table) are never made."""
-    if not keys.height:
-        return False
-    one = keys.select(
-        (pl.col("root").min() == pl.col("root").max()).alias("root"),
-        (pl.col("prefix").min() == pl.col("prefix").max()).alias("prefix"),
-        (pl.col("root").null_count() + pl.col("prefix").null_count()).alias("nulls"),
-    ).row(0)
-    if not (one[0] and one[1]) or one[2]:
-        return False
-    seq = keys.get_column("seq")
-    if seq.null_count():
-        return False
-    last = None
-    for k in range(0, seq.len(), KEY_SLICE):
-        part = seq.slice(k, KEY_SLICE)
-        if last is not None and part[0] <= last:
-            return False
-        if part.len() > 1 and not (part.diff().slice(1) > 0).all():
-            return False
-        last = part[-1]
-    return True
-
-
 def _packed(df: pl.DataFrame) -> bytes:
     """``df`` compressed in memory (Parquet): the keys of a whole scan, one task's read
     back at a time."""
@@ -1085,10 +949,10 @@ def _unpacked(part: bytes | pl.DataFrame) -> pl.DataFrame:
 
 
 def _task_keys(parts: list[bytes | pl.DataFrame]) -> pl.DataFrame:
-    """One task's keys, distinct (each part already is: one part needs no other pass)."""
+    """One task's runs, normalised (each part already is: one part needs no other pass)."""
     if len(parts) == 1:
         return _unpacked(parts[0])
-    return pl.concat([_unpacked(p) for p in parts]).unique()
+    return normalised(pl.concat([_unpacked(p) for p in parts]))
 
 
 class FrontSource(Protocol):
@@ -1458,7 +1322,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         partition_keys, ["conn_id", "ex_index", "id_field"], _HAS_ID, key_asks, chunked=True
     )
     session_repeats: dict[Any, bool] = {}
-    tallies: dict[int, ServerTally] = {}  # each task's keys by server value
+    tallies: dict[int, ServerTally] = {}  # each task's runs by server
     for part, (keys, repeats, tally) in keys_of:
         if tally is not None:  # a task of its own: judged and tallied in its task
             session_repeats.update(repeats or {})
@@ -1466,9 +1330,9 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
         elif keys is not None:
             key_parts.setdefault(task_of[part], []).append(keys)
     del key_asks, keys_of
-    # (root, prefix, seq), task by task: a root and every stream it roots are judged in one
-    # task, and a root's session and server are the root's own (root_info). Per session
-    # within the task; per server over every task (holders summed, then each task's roots).
+    # Runs (root, prefix, first, last), task by task: a root and every stream it roots are
+    # judged in one task, and a root's session and server are the root's own (root_info).
+    # Per session within the task; per server over every task's runs.
     for task, parts in key_parts.items():  # tasks of several partitions: judged here
         keys = _task_keys(parts)
         session_repeats.update(_repeats(keys, session_codes))
@@ -1713,18 +1577,22 @@ class KeysAsk:
 def partition_keys(
     events: Iterator[pl.DataFrame], ask: KeysAsk
 ) -> tuple[bytes | pl.DataFrame | None, dict[Any, bool] | None, ServerTally | None] | None:
-    """One partition's distinct counter keys (``root, prefix, seq``): each ID-carrying
-    event's key under its response's codec (:func:`event_keys`), by root; or, when the
-    partition is a task of its own (``ask.sessions``, ``ask.servers``: its roots' session
-    and server codes), what its keys tell the merge instead: whether each of its sessions'
-    counters repeat (:func:`_repeats`) and their :func:`server_tally`. The events are read
-    chunk by chunk and only their keys kept, each chunk's key columns that hold one value
-    stored once (issue 16: one stream of ten million events holds its ``seq``, not its
-    IDs)."""
-    parts = [_chunk_keys(frame, ask) for frame in events]
+    """One partition's counter keys as runs (``root, prefix, first, last``, normalised:
+    :mod:`facts.runs`): each ID-carrying event's key under its response's codec
+    (:func:`event_keys`), by root; or, when the partition is a task of its own
+    (``ask.sessions``, ``ask.servers``: its roots' session and server codes), what its keys
+    tell the merge instead: whether each of its sessions' counters repeat
+    (:func:`_repeats`) and their :func:`server_tally`. The events are read chunk by chunk
+    and each chunk's keys kept as runs only (issue 16: one stream of ten million IDs
+    counting up holds a few rows)."""
+    parts = [
+        compact(runs_of(keys))
+        for keys in (_chunk_keys(frame, ask) for frame in events)
+        if keys.height
+    ]
     if not parts:
         return None
-    keys = _distinct(pl.concat(parts) if len(parts) > 1 else parts[0])
+    keys = normalised(pl.concat(parts) if len(parts) > 1 else parts[0])
     del parts
     if ask.sessions is not None and ask.servers is not None:
         return None, _repeats(keys, ask.sessions), server_tally(keys, ask.servers, ask.pack)

@@ -1,16 +1,13 @@
 """The narrow representations issue 16 needs for one stream of millions of events keep every
 value and every judgement: the row-by-row integer keys agree with the codec, events read
 back from the store (categoricals, constant columns stored once) hold the values written,
-the hashed search for shared counter values agrees with counting, and the ``events`` table
-left a lazy query gives the findings the materialised one gives."""
+and the ``events`` table left a lazy query gives the findings the materialised one gives
+(the counter keys as runs: ``test_counter_runs``)."""
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections import Counter
-from collections.abc import Callable, Iterator
-from typing import Any
 
 import polars as pl
 import pytest
@@ -120,142 +117,6 @@ def test_split_by_one_group_and_many() -> None:
     assert parts[2].get_column("v").to_list() == [1, 3]
 
 
-def _naive_per_root(parts: list[pl.DataFrame]) -> dict[tuple[int, int], tuple[int, int]]:
-    """(g, root) → (values, values another root of g carries), by counting."""
-    rows = [r for p in parts for r in p.select("g", "root", "prefix", "seq").iter_rows()]
-    holders = Counter((g, prefix, seq) for g, _root, prefix, seq in rows)
-    out: dict[tuple[int, int], tuple[int, int]] = {}
-    for g, root, prefix, seq in rows:
-        n, shared = out.get((g, root), (0, 0))
-        out[(g, root)] = (n + 1, shared + (holders[(g, prefix, seq)] > 1))
-    return out
-
-
-def _random_tasks(
-    seed: int, tasks: int, seq: Callable[[random.Random, int, int], int]
-) -> tuple[list[pl.DataFrame], int]:
-    """Each task's distinct ``root, prefix, seq`` keys (2-5 roots of 1-40 values, roots
-    numbered from 1 across the tasks; ``seq(rng, task, root)`` draws a value), and the
-    number of roots."""
-    rng = random.Random(seed)
-    out: list[pl.DataFrame] = []
-    root = 0
-    for task in range(tasks):
-        keys = set()
-        for _ in range(rng.randint(2, 5)):
-            root += 1
-            prefix = rng.choice(["", "a_", "b_"])
-            for _ in range(rng.randint(1, 40)):
-                keys.add((root, prefix, seq(rng, task, root)))
-        schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-        out.append(pl.DataFrame(sorted(keys), schema=schema, orient="row"))
-    return out, root
-
-
-def test_shared_values_agree_with_counting() -> None:
-    tasks, roots = _random_tasks(9, 3, lambda rng, _task, _root: rng.randint(0, 30))
-    groups = pl.DataFrame(
-        {"root": list(range(1, roots + 1)), "g": [r % 3 for r in range(1, roots + 1)]}
-    )
-    parts = [front._grouped(keys, groups) for keys in tasks]
-    reads = []
-
-    def each_part() -> Iterator[pl.DataFrame]:  # one part at a time, as a scan's tasks
-        reads.append(1)
-        yield from parts
-
-    shared = front._shared_values(each_part)
-    assert len(reads) == 2  # hashes, then the candidates: no part kept between the passes
-    got = {
-        (g, r): (n, s)
-        for p in parts
-        for g, r, n, s in front._per_root(p, shared).select("g", "root", "n", "shared").iter_rows()
-    }
-    assert got == _naive_per_root(parts)
-    assert any(s for _n, s in got.values()) and any(not s for _n, s in got.values())
-
-
-def test_server_shares_agree_with_counting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The per-server judgement merged from the tasks' tallies (each value once per task,
-    with its holders) counts what counting every root's values gives, and reads back the
-    values one root of a task carries only for the tasks holding a hash another task's
-    value has: here not those of the last task, whose values no other root carries."""
-    tasks, root = _random_tasks(  # the last task's values: its own roots' only
-        11,
-        4,
-        lambda rng, task, root: (
-            rng.randint(0, 30) if task < 3 else 1000 * root + rng.randint(0, 999)
-        ),
-    )
-    groups = pl.DataFrame({"root": list(range(1, root + 1)), "g": [r % 3 for r in range(root)]})
-    tallies = [front.server_tally(keys, groups, pack=True) for keys in tasks]
-    assert all(t.many.height < keys.height for t, keys in zip(tallies, tasks[:3], strict=False))
-    packed = [t.one for t in tallies]
-    read: list[int] = []
-    unpacked = front._unpacked
-
-    def recorded(part: bytes | pl.DataFrame) -> pl.DataFrame:
-        read.append(next(k for k, p in enumerate(packed) if p is part))
-        return unpacked(part)
-
-    monkeypatch.setattr(front, "_unpacked", recorded)
-    shares = front._server_shares(tallies)
-    got = {(g, r): (n, s) for g, r, n, s in shares.select("g", "root", "n", "shared").iter_rows()}
-    assert got == _naive_per_root([front._grouped(t, groups) for t in tasks])
-    assert any(s for _n, s in got.values()) and any(not s for _n, s in got.values())
-    assert 3 not in read and len(read) == len(set(read))  # the fourth task's not at all
-    values = front._server_values(tallies, [0, 2]).unique()
-    naive = {
-        (g, p, q)
-        for t in tasks
-        for g, p, q in front._grouped(t, groups).select("g", "prefix", "seq").iter_rows()
-        if g in (0, 2)
-    }
-    assert set(values.iter_rows()) == naive and values.height == len(naive)
-
-
-def test_shared_values_hold_the_distinct_values_not_every_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Per-stream counters (every root 1, 2, 3…) make every value a candidate: they are
-    counted part by part, so no table of every candidate is built (issue 9: 170 MB on the
-    8x log set), and the counts summed across parts still find what counting finds."""
-    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-    parts = []
-    for task in range(20):
-        rows = [(task * 5 + r, "", seq) for r in range(5) for seq in range(50)]
-        keys = pl.DataFrame(rows, schema=schema, orient="row")
-        parts.append(keys.with_columns(pl.lit(1, pl.Int64).alias("g")))
-    parts.append(
-        pl.DataFrame([(999, "", 1000)], schema=schema, orient="row").with_columns(
-            pl.lit(1, pl.Int64).alias("g")
-        )
-    )
-    largest = [0]
-    concat = pl.concat
-
-    def spied(frames: Any, *args: Any, **kwargs: Any) -> Any:
-        out = concat(frames, *args, **kwargs)
-        if isinstance(out, pl.DataFrame) and "seq" in out.columns:
-            largest[0] = max(largest[0], out.height)
-        return out
-
-    monkeypatch.setattr(pl, "concat", spied)
-    shared = front._shared_values(lambda: iter(parts))
-    assert sorted(shared.get_column("seq").to_list()) == list(range(50))
-    assert largest[0] <= 20 * 50  # each part's distinct values, never its 250 keys
-    got = {
-        (g, r): (n, s)
-        for p in parts
-        for g, r, n, s in front._per_root(p, shared).select("g", "root", "n", "shared").iter_rows()
-    }
-    assert got == _naive_per_root(parts)
-    # The counts summed part by part as they come: the same values.
-    monkeypatch.setattr(front, "_HOLDERS_MERGE", 0)
-    again = front._shared_values(lambda: iter(parts))
-    assert sorted(again.rows()) == sorted(shared.rows())
-
-
 @pytest.mark.parametrize(
     "sample", ["non-monotonic-id.pcap", "prefixed-live-jump.pcap", "replay-duplicate.pcap"]
 )
@@ -267,42 +128,6 @@ def test_lazy_events_table_gives_the_same_findings(sample: str) -> None:
     assert lazy.stats.events == eager.stats.events == eager.tables["events"].height
     if sample == "non-monotonic-id.pcap":  # the rule over the events table fired
         assert any(f.rule == "non-monotonic-id" for f in lazy.findings)
-
-
-def test_distinct_keys_drop_repeats_only() -> None:
-    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-    fresh = pl.DataFrame(
-        [(1, "", 1), (1, "", 2), (2, "", 1), (1, "a_", 1)], schema=schema, orient="row"
-    )
-    assert front._distinct(fresh).equals(fresh)
-    repeated = pl.concat([fresh, fresh.head(2)])
-    assert sorted(front._distinct(repeated).rows()) == sorted(fresh.rows())
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 1000])
-def test_one_root_counting_up_is_distinct_as_it_is(
-    size: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One root whose seq only rises is taken as it is (no hash per row), read
-    ``KEY_SLICE`` rows at a time: a repeat or a step back anywhere, a slice's first row
-    included, sends it to the exact path."""
-    monkeypatch.setattr(front, "KEY_SLICE", size)
-    schema = {"root": pl.Int64, "prefix": pl.String, "seq": pl.Int64}
-
-    def keys(seqs: list[int], root: int = 1) -> pl.DataFrame:
-        return compact(pl.DataFrame({"root": root, "prefix": "", "seq": seqs}, schema=schema))
-
-    rising = keys([1, 2, 3, 5, 8, 9])
-    assert front._counting_up(rising) and front._distinct(rising).equals(rising)
-    for at in range(1, 6):  # a repeat of the row before, at every position
-        seqs = [1, 2, 3, 5, 8, 9]
-        seqs.insert(at, seqs[at - 1])
-        repeated = keys(seqs)
-        assert not front._counting_up(repeated), at
-        assert sorted(front._distinct(repeated).rows()) == sorted(rising.rows()), at
-    assert not front._counting_up(keys([1, 2, 3, 2, 4, 5]))  # back, then on
-    two = pl.concat([keys([1, 2, 3]), keys([1, 2, 3], root=2)])
-    assert not front._counting_up(two) and front._distinct(two).equals(two)
 
 
 def _naive_order(rows: list[tuple[int, str | None, str, str | None, int | None]]) -> dict:
@@ -437,3 +262,51 @@ def test_bucket_chunks_give_the_bucket_in_order(chunk_rows: int, monkeypatch) ->
     assert whole.height == events.filter(has_id).height
     # Files grouped up to chunk_rows rows (or one file each), the held batch on its own.
     assert len(chunks) == {1: 6, 25: 6, 60: 3, 1000: 2}[chunk_rows]
+
+
+def _pointers(column: pl.Series) -> list[int]:
+    """Where each chunk of an integer ``column`` without nulls holds its values."""
+    return [c.to_numpy().__array_interface__["data"][0] for c in column.get_chunks()]
+
+
+@pytest.mark.parametrize("key_slice", [64, 100, 1000])
+def test_event_keys_go_beside_chunked_events_without_copying_them(
+    key_slice: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: ``event_keys`` of events read back in chunks (longer and shorter than a
+    key slice) gives the keys computed on the whole, cut where the events are, a
+    key column that holds one value stored once, and the events' own columns as they were
+    (a frame of ten million events was copied whole: +222 MB)."""
+    lengths = [150, 70, 200]
+    frames = []
+    at = 0
+    for n in lengths:
+        frames.append(
+            compact(
+                pl.DataFrame(
+                    {
+                        "conn_id": [3] * n,
+                        "ex_index": [0] * n,
+                        "position": list(range(at, at + n)),
+                        "id_field": [str(k % 97) for k in range(at, at + n)],
+                    },
+                    schema={
+                        "conn_id": pl.Int64,
+                        "ex_index": pl.Int64,
+                        "position": pl.Int64,
+                        "id_field": pl.String,
+                    },
+                )
+            )
+        )
+        at += n
+    events = pl.concat(frames, rechunk=False)
+    codecs = {(3, 0): IdCodec("int")}
+    whole = front.event_keys(events.rechunk(), codecs)
+    monkeypatch.setattr(front, "KEY_SLICE", key_slice)
+    got = front.event_keys(events, codecs)
+    assert got.equals(whole)
+    assert got.get_column("seq").to_list() == [k % 97 for k in range(at)]
+    assert [c.len() for c in got.get_column("seq").get_chunks()] == [150, 70, 200]
+    assert _pointers(got.get_column("position")) == _pointers(events.get_column("position"))
+    assert store_module.stored_once(got, "prefix") and store_module.stored_once(got, "arithmetic")
