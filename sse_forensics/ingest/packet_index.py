@@ -573,15 +573,23 @@ class _Bytes:
         (positions come in file order), so a gather over a multi-GB capture maps a window,
         not the file."""
         if len(pos) <= _GATHER_ROWS:
-            return self._rows(pos, width)
+            out = self._rows(pos, width)
+            self._drop(pos, width)
+            return out
         out = np.empty((len(pos), width), dtype=np.uint8)
         for lo in range(0, len(pos), _GATHER_ROWS):
             part = pos[lo : lo + _GATHER_ROWS]
             out[lo : lo + len(part)] = self._rows(part, width)
-            first, last = int(part.min()), int(part.max())
+            self._drop(part, width)
+        return out
+
+    def _drop(self, pos: np.ndarray, width: int) -> None:
+        """Release the pages a gather at ``pos`` mapped, when they are a window of the file
+        (positions in file order; a gather of a decode window, too: issue 9)."""
+        if len(pos):
+            first, last = int(pos.min()), int(pos.max())
             if last - first <= 4 * _RELEASE_SPAN:  # file order: drop what was mapped
                 _release(self.buf, first, last + width)
-        return out
 
     def _rows(self, pos: np.ndarray, width: int) -> np.ndarray:
         limit = self.size - width
@@ -1280,10 +1288,12 @@ def _decode(
     return _Decoded(cols, addresses, errors, int(np.count_nonzero(fallback)))
 
 
-DECODE_WINDOW = 1 << 18
+DECODE_WINDOW = 1 << 16
 """Frames decoded at once. The decode's temporaries (frame heads, offsets, masks: a few
 hundred bytes per frame) are held for one window, not for the whole file (issue 9: a
-capture of ten million frames must not cost gigabytes while it is indexed)."""
+capture of ten million frames must not cost gigabytes while it is indexed; at 2**18 a
+window's were ~110 MB, the index pass's peak over the index, at 2**16 ~30 MB, and the
+pass is no slower)."""
 # Frame columns the decode computes with as int64 (they are stored narrower).
 _WIDE = ("frame", "caplen", "wirelen", "data_offset", "linktype", "interface")
 

@@ -545,6 +545,23 @@ def test_flows_grouped_in_chunks(tmp_path: Path, monkeypatch) -> None:
         assert on_fast is None or result.fast == on_fast
 
 
+def test_payload_sizes_in_slices(tmp_path: Path, monkeypatch) -> None:
+    """Each group's payload bytes summed a slice of rows at a time (``SIZE_ROWS``, read at
+    call time; slices that cut groups) equal the sum over the whole group."""
+    from sse_forensics.ingest.packet_index import index_capture
+    from sse_forensics.reassembly.fast import capture, tcp
+
+    path = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(path, 3000, 9)
+    for p in [str(path), str(SAMPLES / "crafted-capture-loss.pcap")]:
+        with index_capture(p) as index:
+            groups = tcp.group_flows(index)
+            want = [int(index.payload_len[groups.group_rows(g)].sum()) for g in range(len(groups))]
+            for rows in (1 << 20, 1, 13, 100):
+                monkeypatch.setattr(capture, "SIZE_ROWS", rows)
+                assert capture._payload_sizes(index, groups).tolist() == want, (p, rows)
+
+
 def test_flows_classified_in_slices(tmp_path: Path, monkeypatch) -> None:
     """Groups classified a slice of rows at a time (issue 16: the classification's
     temporaries are bounded) give the same check, and the same rows end to end."""

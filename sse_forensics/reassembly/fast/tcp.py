@@ -71,7 +71,7 @@ class FlowGroups:
     """The TCP rows of a capture grouped by 4-tuple (either direction), groups in order of
     their first row (the order of ``ConnectionTracker``'s flow table), rows ascending."""
 
-    rows: np.ndarray  # int64, all TCP rows, grouped
+    rows: np.ndarray  # all TCP rows, grouped (int32; int64 past 2**31 frames)
     starts: np.ndarray  # int64 [G + 1]: group g is rows[starts[g]:starts[g + 1]]
     first_row: np.ndarray  # int64 [G]
 
@@ -118,7 +118,8 @@ def group_flows(index: PacketIndex) -> FlowGroups:
     starts = np.zeros(len(order) + 1, dtype=np.int64)
     np.cumsum(per_flow[order].astype(np.int64), out=starts[1:])
     fill = starts[:-1].copy()  # the next free place in each group's span
-    grouped = np.empty(int(starts[-1]), dtype=np.int64)
+    # Row numbers as int32 below 2**31 frames (issue 9: held for the whole reassembly).
+    grouped = np.empty(int(starts[-1]), dtype=np.int32 if n_frames < 1 << 31 else np.int64)
     for lo in range(0, n_frames, chunk):
         rows, key = _flow_keys(index, lo, min(n_frames, lo + chunk), endpoints)
         if not len(key):
@@ -273,7 +274,12 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
     grouped indexes shifted, "none" values (-1, a slice's row count) made the whole's."""
 
     def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(c, name) for _lo, c in parts])
+        """Column ``name`` of all slices, each slice's let go once copied (issue 9: the
+        per-row columns are not held twice at once)."""
+        out = np.concatenate([getattr(c, name) for _lo, c in parts])
+        for _lo, c in parts:
+            setattr(c, name, out[:0])
+        return out
 
     final = np.concatenate([np.where(c.final >= 0, c.final + lo, -1) for lo, c in parts])
     ends = [lo for lo, _c in parts[1:]] + [n]
