@@ -528,6 +528,20 @@ def narrowest(col: np.ndarray) -> np.ndarray:
     return col.astype(np.int64, copy=False)
 
 
+def held_once(col: np.ndarray) -> np.ndarray:
+    """``col`` as a read-only view of its one value when every element is equal (an integer
+    or bool column): the same values in no memory per element (issue 9: a capture of one
+    file, one link type, one window and no options has some ten bytes a frame of such
+    columns, 115 MB in a 5 GB capture)."""
+    if len(col) < 2 or col.dtype.kind not in "biu" or col.strides == (0,):
+        return col
+    if col.dtype.kind == "b":
+        same = bool(col.all()) or not bool(col.any())
+    else:
+        same = col.min() == col.max()
+    return np.broadcast_to(col[:1].copy(), col.shape) if same else col
+
+
 def _holding(value: int) -> type:
     """The smallest unsigned dtype (int64 past 32 bits) that holds 0..``value``."""
     for dtype in _WIDTHS[:3]:
@@ -573,15 +587,23 @@ class _Bytes:
         (positions come in file order), so a gather over a multi-GB capture maps a window,
         not the file."""
         if len(pos) <= _GATHER_ROWS:
-            return self._rows(pos, width)
+            out = self._rows(pos, width)
+            self._drop(pos, width)
+            return out
         out = np.empty((len(pos), width), dtype=np.uint8)
         for lo in range(0, len(pos), _GATHER_ROWS):
             part = pos[lo : lo + _GATHER_ROWS]
             out[lo : lo + len(part)] = self._rows(part, width)
-            first, last = int(part.min()), int(part.max())
+            self._drop(part, width)
+        return out
+
+    def _drop(self, pos: np.ndarray, width: int) -> None:
+        """Release the pages a gather at ``pos`` mapped, when they are a window of the file
+        (positions in file order; a gather of a decode window, too: issue 9)."""
+        if len(pos):
+            first, last = int(pos.min()), int(pos.max())
             if last - first <= 4 * _RELEASE_SPAN:  # file order: drop what was mapped
                 _release(self.buf, first, last + width)
-        return out
 
     def _rows(self, pos: np.ndarray, width: int) -> np.ndarray:
         limit = self.size - width
@@ -1280,10 +1302,12 @@ def _decode(
     return _Decoded(cols, addresses, errors, int(np.count_nonzero(fallback)))
 
 
-DECODE_WINDOW = 1 << 18
+DECODE_WINDOW = 1 << 16
 """Frames decoded at once. The decode's temporaries (frame heads, offsets, masks: a few
 hundred bytes per frame) are held for one window, not for the whole file (issue 9: a
-capture of ten million frames must not cost gigabytes while it is indexed)."""
+capture of ten million frames must not cost gigabytes while it is indexed; at 2**18 a
+window's were ~110 MB, the index pass's peak over the index, at 2**16 ~30 MB, and the
+pass is no slower)."""
 # Frame columns the decode computes with as int64 (they are stored narrower).
 _WIDE = ("frame", "caplen", "wirelen", "data_offset", "linktype", "interface")
 
@@ -1585,6 +1609,8 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
     for name in _NARROWED:
         cols[name] = narrowest(cols[name])
+    for name, col in cols.items():
+        cols[name] = held_once(col)
     return PacketIndex(
         sources=[f.path for f in files],
         addresses=addresses,

@@ -565,6 +565,35 @@ def test_windowed_gathers_and_released_pages_change_nothing(
         assert_same([str(path)])
 
 
+def test_every_gather_lets_its_pages_go(generated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each gather of the index pass releases the pages it mapped, a window shorter than
+    ``_GATHER_ROWS`` too (issue 9: a capture decoded in such windows stayed mapped whole)."""
+    from sse_forensics.ingest import packet_index
+
+    monkeypatch.setattr(packet_index, "DECODE_WINDOW", 50)
+    events: list[tuple[str, int, int]] = []
+    gather, release = packet_index._Bytes._rows, packet_index._release
+
+    def spy_gather(self, pos: np.ndarray, width: int) -> np.ndarray:
+        if len(pos):
+            events.append(("gather", int(pos.min()), int(pos.max()) + width))
+        return gather(self, pos, width)
+
+    def spy_release(buf, lo: int, hi: int) -> None:
+        events.append(("release", lo, hi))
+        release(buf, lo, hi)
+
+    monkeypatch.setattr(packet_index._Bytes, "_rows", spy_gather)
+    monkeypatch.setattr(packet_index, "_release", spy_release)
+    index_capture(str(generated)).close()
+    gathers = [k for k, e in enumerate(events) if e[0] == "gather"]
+    assert len(gathers) > 10
+    for k in gathers:
+        _, lo, hi = events[k]
+        kind, r_lo, r_hi = events[k + 1]
+        assert kind == "release" and r_lo <= lo and hi <= r_hi, events[k : k + 2]
+
+
 def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
     """``gather`` (pread, the fast path's payload join) returns the bytes ``payload`` does."""
     with index_capture(str(generated)) as index:
@@ -573,6 +602,19 @@ def test_gather_reads_payloads_like_the_accessor(generated: Path) -> None:
         assert joined == b"".join(index.payload(int(i)) for i in rows)
         assert index.fds and index.fds[0] is not None
     assert index.fds == []
+
+
+def test_columns_of_one_value_held_once(generated: Path) -> None:
+    """A column whose every value is one value is a read-only view of it (no memory per
+    frame: issue 9), with the values it had; the other columns are arrays of their own."""
+    with index_capture(str(generated)) as index:
+        flat = {"file", "linktype", "interface", "is_tcp", "ip_version", "options_len"}
+        for name in flat:
+            col = getattr(index, name)
+            assert col.strides == (0,) and not col.flags.writeable, name
+            assert len(col) == len(index) and len(np.unique(col)) == 1, name
+        assert index.frame.strides != (0,) and index.seq.strides != (0,)
+        assert index.frame.tolist() == list(range(1, len(index) + 1))
 
 
 @pytest.mark.parametrize(

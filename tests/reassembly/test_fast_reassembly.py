@@ -527,6 +527,41 @@ def test_ring_buffer_split_inside_connections(tmp_path: Path) -> None:
     assert result.fast == 50
 
 
+def test_flows_grouped_in_chunks(tmp_path: Path, monkeypatch) -> None:
+    """Flows grouped a chunk of frames at a time (issue 9: ``GROUP_ROWS``, read at call
+    time), every connection's rows cut across many chunks: the exact path's connections,
+    errors and rows, unsharded and in two shards, and the same connections on the fast path
+    (rows out of order there would send them to the exact one)."""
+    from sse_forensics.ingest.packet_index import index_capture
+    from sse_forensics.reassembly.fast import tcp
+
+    path = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(path, 3000, 9)
+    monkeypatch.setattr(tcp, "GROUP_ROWS", 37)
+    for p, on_fast in ((str(path), 50), (str(SAMPLES / "crafted-capture-loss.pcap"), None)):
+        with index_capture(p) as index:
+            assert len(tcp.group_flows(index).rows) > 37  # more than one chunk
+        result = assert_equivalent([p])
+        assert on_fast is None or result.fast == on_fast
+
+
+def test_payload_sizes_in_slices(tmp_path: Path, monkeypatch) -> None:
+    """Each group's payload bytes summed a slice of rows at a time (``SIZE_ROWS``, read at
+    call time; slices that cut groups) equal the sum over the whole group."""
+    from sse_forensics.ingest.packet_index import index_capture
+    from sse_forensics.reassembly.fast import capture, tcp
+
+    path = tmp_path / "mcp.pcap"
+    make_capture_module().write_capture(path, 3000, 9)
+    for p in [str(path), str(SAMPLES / "crafted-capture-loss.pcap")]:
+        with index_capture(p) as index:
+            groups = tcp.group_flows(index)
+            want = [int(index.payload_len[groups.group_rows(g)].sum()) for g in range(len(groups))]
+            for rows in (1 << 20, 1, 13, 100):
+                monkeypatch.setattr(capture, "SIZE_ROWS", rows)
+                assert capture._payload_sizes(index, groups).tolist() == want, (p, rows)
+
+
 def test_flows_classified_in_slices(tmp_path: Path, monkeypatch) -> None:
     """Groups classified a slice of rows at a time (issue 16: the classification's
     temporaries are bounded) give the same check, and the same rows end to end."""

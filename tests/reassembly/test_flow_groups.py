@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from sse_forensics.reassembly.fast import tcp
 from sse_forensics.reassembly.fast.tcp import group_flows
 
 
@@ -33,8 +34,14 @@ def _expected(index: _Index) -> list[list[int]]:
     return list(groups.values())  # insertion order: by first row
 
 
+@pytest.mark.parametrize("chunk", [1 << 18, 1, 7, 333])
 @pytest.mark.parametrize("endpoints", [50, 40_000])
-def test_rows_grouped_by_connection_in_first_row_order(endpoints: int) -> None:
+def test_rows_grouped_by_connection_in_first_row_order(
+    endpoints: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole, and in chunks of frames (``GROUP_ROWS``, read at call time) that cut every
+    flow's rows many times: the same groups, rows in order across the chunks' borders."""
+    monkeypatch.setattr(tcp, "GROUP_ROWS", chunk)
     rng = np.random.default_rng(7)
     rows = 5_000
     flows = rng.integers(0, endpoints, size=(300, 2))

@@ -252,9 +252,16 @@ def reassemble_fast(
     # the group of the row of its first frame (rows of one file are in frame order).
     file_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # file: its rows, their frames
     source_no = {path: k for k, path in enumerate(index.sources)}
-    # the group of each TCP row (int32: held per frame for the whole reassembly)
-    row_group = np.zeros(len(index), dtype=np.int32 if len(groups) < 1 << 31 else np.int64)
-    row_group[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
+    row_groups: list[np.ndarray] = []  # the group of each TCP row, made when first asked
+
+    def group_of(row: int) -> int:
+        """The group of TCP row ``row`` (a table of one int32 per frame, made only for a
+        connection of the exact path: issue 9, a capture of candidates needs none)."""
+        if not row_groups:
+            table = np.zeros(len(index), dtype=np.int32 if len(groups) < 1 << 31 else np.int64)
+            table[groups.rows] = np.repeat(np.arange(len(groups)), np.diff(groups.starts))
+            row_groups.append(table)
+        return int(row_groups[0][row])
 
     def flow_position(conn: Connection) -> int:
         f = source_no[conn.first.source]
@@ -264,7 +271,7 @@ def reassemble_fast(
             known = file_rows[f] = (rows, index.frame[rows])
         rows, frames = known
         at = int(np.searchsorted(frames, conn.first.number))
-        return int(groups.first_row[row_group[int(rows[at])]])
+        return int(groups.first_row[group_of(int(rows[at]))])
 
     # 2. The exact path for the groups that are not candidates. (Rows of decision kept as
     # 8-byte doubles: a flood decides a connection per SYN.)
@@ -278,7 +285,7 @@ def reassemble_fast(
             if row == END:
                 g = int(np.searchsorted(groups.first_row, flow_position(conn)))
             else:
-                g = int(row_group[int(row)])
+                g = group_of(int(row))
             fallbacks[check.reason[g] or "?"] += 1
         return conn_id
 
@@ -318,11 +325,7 @@ def reassemble_fast(
         tls_keys=tls_keys,
     )
     mine = np.flatnonzero(cand_ids % parts == part)
-    sizes = (
-        np.add.reduceat(index.payload_len[groups.rows].astype(np.int64), groups.starts[:-1])
-        if len(groups)
-        else np.zeros(0, dtype=np.int64)
-    )
+    sizes = _payload_sizes(index, groups)
     batch: list[tuple[int, int]] = []
     batch_bytes = 0
     for i in mine.tolist():
@@ -420,6 +423,24 @@ def combine(parts: list[FastReassembly]) -> FastReassembly:
         keylog_errors=first.keylog_errors,
         timings=timings,
     )
+
+
+SIZE_ROWS = 1 << 20
+"""Grouped rows whose payload lengths :func:`_payload_sizes` widens at once."""
+
+
+def _payload_sizes(index: PacketIndex, groups: FlowGroups) -> np.ndarray:
+    """Payload bytes per group (int64), summed a slice of :data:`SIZE_ROWS` grouped rows at
+    a time (issue 9: widened whole, the lengths cost 8 bytes a packet at once)."""
+    sizes = np.zeros(len(groups), dtype=np.int64)
+    starts = groups.starts
+    for lo in range(0, len(groups.rows), SIZE_ROWS):
+        hi = min(len(groups.rows), lo + SIZE_ROWS)
+        part = index.payload_len[groups.rows[lo:hi]].astype(np.int64)
+        g0 = int(np.searchsorted(starts, lo, side="right")) - 1  # the group holding row lo
+        g1 = int(np.searchsorted(starts, hi, side="left"))  # groups starting before hi
+        sizes[g0:g1] += np.add.reduceat(part, np.maximum(starts[g0:g1], lo) - lo)
+    return sizes
 
 
 # -- the fast path proper --------------------------------------------------------------------

@@ -71,7 +71,7 @@ class FlowGroups:
     """The TCP rows of a capture grouped by 4-tuple (either direction), groups in order of
     their first row (the order of ``ConnectionTracker``'s flow table), rows ascending."""
 
-    rows: np.ndarray  # int64, all TCP rows, grouped
+    rows: np.ndarray  # all TCP rows, grouped (int32; int64 past 2**31 frames)
     starts: np.ndarray  # int64 [G + 1]: group g is rows[starts[g]:starts[g + 1]]
     first_row: np.ndarray  # int64 [G]
 
@@ -82,46 +82,94 @@ class FlowGroups:
         return self.rows[self.starts[g] : self.starts[g + 1]]
 
 
+GROUP_ROWS = 1 << 18
+"""Frames whose flow keys are computed at once (read at call time): the grouping's
+temporaries (some ten values per TCP row) are held for one chunk, not for the capture
+(issue 9: over the whole capture they were the peak of a 5 GB capture's scan)."""
+
+
 def group_flows(index: PacketIndex) -> FlowGroups:
-    tcp_rows = np.flatnonzero(index.is_tcp).astype(np.int64)
-    n = len(tcp_rows)
-    if not n:
+    """The TCP rows of ``index`` grouped by 4-tuple, in two passes over chunks of
+    :data:`GROUP_ROWS` frames: the first finds each flow key, its first row and its row
+    count; the second places each chunk's rows after those of earlier chunks in their
+    group's span (rows ascending in a group, groups in order of their first row)."""
+    chunk = max(1, GROUP_ROWS)
+    n_frames = len(index.is_tcp)
+    endpoints = _endpoints(index, chunk)
+    keys, firsts, counts = [], [], []
+    for lo in range(0, n_frames, chunk):
+        rows, key = _flow_keys(index, lo, min(n_frames, lo + chunk), endpoints)
+        if len(key):
+            unique, first, count = np.unique(key, return_index=True, return_counts=True)
+            keys.append(unique)
+            firsts.append(rows[first])
+            counts.append(count)
+    if not keys:
         empty = np.zeros(0, dtype=np.int64)
         return FlowGroups(empty, np.zeros(1, dtype=np.int64), empty)
-    # Each temporary below is one int64 per TCP row: each is let go once used, in place
-    # where it can be (issue 9: held together they were ~85 B a packet over the index,
-    # the peak of a 5 GB capture's scan, 1.6 GB).
-    a = (index.src[tcp_rows].astype(np.int64) << 16) | index.sport[tcp_rows].astype(np.int64)
-    b = (index.dst[tcp_rows].astype(np.int64) << 16) | index.dport[tcp_rows].astype(np.int64)
-    lo = np.minimum(a, b)
-    hi = np.maximum(a, b, out=a)
-    del a, b
-    if int(hi.max()) < 1 << 31:  # addresses below 2**15: the pair fits one int64
-        lo <<= 31
-        lo |= hi
-        key = lo
-        del lo, hi
-    else:
-        endpoints, inverse = np.unique(np.concatenate([lo, hi]), return_inverse=True)
-        del lo, hi
-        inverse = inverse.reshape(-1).astype(np.int64)
-        key = inverse[:n] * len(endpoints) + inverse[n:]
-        del inverse
-    first_idx, key_group = np.unique(key, return_index=True, return_inverse=True)[1:]
-    del key
-    rank = np.empty(len(first_idx), dtype=np.int64)
-    rank[np.argsort(first_idx, kind="stable")] = np.arange(len(first_idx))
-    group = rank[key_group.reshape(-1)]
-    del key_group
-    if len(first_idx) <= 1 << 16:  # numpy sorts 16-bit keys by radix
-        group = group.astype(np.uint16)
-    order = np.argsort(group, kind="stable")
-    rows = tcp_rows[order]
-    del order, tcp_rows
-    counts = np.bincount(group, minlength=len(first_idx)).astype(np.int64)
-    starts = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    return FlowGroups(rows, starts, rows[starts[:-1]])
+    all_keys = np.concatenate(keys)
+    flow_keys, at, where = np.unique(all_keys, return_index=True, return_inverse=True)
+    first_row = np.concatenate(firsts)[at]  # chunks in row order: the first chunk's first
+    per_flow = np.bincount(where.reshape(-1), np.concatenate(counts), len(flow_keys))
+    del keys, firsts, counts, all_keys, at, where
+    order = np.argsort(first_row, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    starts = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(per_flow[order].astype(np.int64), out=starts[1:])
+    fill = starts[:-1].copy()  # the next free place in each group's span
+    # Row numbers as int32 below 2**31 frames (issue 9: held for the whole reassembly).
+    grouped = np.empty(int(starts[-1]), dtype=np.int32 if n_frames < 1 << 31 else np.int64)
+    for lo in range(0, n_frames, chunk):
+        rows, key = _flow_keys(index, lo, min(n_frames, lo + chunk), endpoints)
+        if not len(key):
+            continue
+        group = rank[np.searchsorted(flow_keys, key)]
+        by_group = np.argsort(group, kind="stable")
+        group = group[by_group]
+        head = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        size = np.diff(np.r_[head, len(group)])
+        place = fill[group] + np.arange(len(group)) - np.repeat(head, size)
+        grouped[place] = rows[by_group]
+        fill[group[head]] += size
+    return FlowGroups(grouped, starts, first_row[order])
+
+
+def _flow_keys(
+    index: PacketIndex, lo: int, hi: int, endpoints: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The TCP rows of frames ``lo:hi`` and their flow keys (int64): equal keys, one
+    4-tuple in either direction. Without ``endpoints`` an address index below 2**15 and a
+    port make an endpoint below 2**31, and the pair one int64; else the pair is the two
+    endpoints' places in ``endpoints``."""
+    rows = lo + np.flatnonzero(index.is_tcp[lo:hi])
+    a = (index.src[rows].astype(np.int64) << 16) | index.sport[rows].astype(np.int64)
+    b = (index.dst[rows].astype(np.int64) << 16) | index.dport[rows].astype(np.int64)
+    low = np.minimum(a, b)
+    high = np.maximum(a, b, out=a)
+    if endpoints is None:
+        low <<= 31
+        low |= high
+        return rows, low
+    low = np.searchsorted(endpoints, low)
+    low *= len(endpoints)
+    low += np.searchsorted(endpoints, high)
+    return rows, low
+
+
+def _endpoints(index: PacketIndex, chunk: int) -> np.ndarray | None:
+    """Every endpoint (address index << 16 | port) of a TCP row, sorted and once each; None
+    when every address index is below 2**15 (the pair then fits one int64; rows without
+    TCP hold -1 there)."""
+    if not len(index.src) or max(int(index.src.max()), int(index.dst.max())) < 1 << 15:
+        return None
+    parts = []
+    for lo in range(0, len(index.is_tcp), chunk):
+        rows = lo + np.flatnonzero(index.is_tcp[lo : lo + chunk])
+        for addr, port in ((index.src, index.sport), (index.dst, index.dport)):
+            parts.append(np.unique((addr[rows].astype(np.int64) << 16) | port[rows]))
+    ends = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+    return ends
 
 
 def _group_cummax(values: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -226,7 +274,12 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
     grouped indexes shifted, "none" values (-1, a slice's row count) made the whole's."""
 
     def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(c, name) for _lo, c in parts])
+        """Column ``name`` of all slices, each slice's let go once copied (issue 9: the
+        per-row columns are not held twice at once)."""
+        out = np.concatenate([getattr(c, name) for _lo, c in parts])
+        for _lo, c in parts:
+            setattr(c, name, out[:0])
+        return out
 
     final = np.concatenate([np.where(c.final >= 0, c.final + lo, -1) for lo, c in parts])
     ends = [lo for lo, _c in parts[1:]] + [n]
