@@ -36,6 +36,7 @@ SERIES = {
     "syn-flood": ("syn-flood", 100_000),
     "syn-plus-one": ("syn-plus-one", 100_000),
     "events": ("events", 250_000),
+    "events-gap": ("events-gap", 250_000),
     "streams-midstream": ("streams-midstream", 5_000),
 }
 ORDINARY = ("missing-stream-gap", "silent_corruption", "8", "12")

@@ -253,9 +253,10 @@ def evicted_jump(w: PcapWriter) -> None:
     b.close()
 
 
-def long_stream(w: PcapWriter, n: int, chunked: bool = True) -> None:
+def long_stream(w: PcapWriter, n: int, chunked: bool = True, gap: bool = False) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
-    (not ``chunked``) a close-delimited body."""
+    (not ``chunked``) a close-delimited body; with ``gap``, its IDs jump by 5 halfway
+    (a second silent gap, in the long stream itself)."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -274,7 +275,7 @@ def long_stream(w: PcapWriter, n: int, chunked: bool = True) -> None:
             flow.send(True, ACK)
 
     for e in range(1, n + 1):
-        ev = b"id: %d\ndata: {}\n\n" % e
+        ev = b"id: %d\ndata: {}\n\n" % (e + 5 * (gap and e > n // 2))
         buf.append(ev)
         size += len(ev)
         if size >= MSS - 48:
@@ -401,6 +402,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "streams-midstream": lambda w, n: concurrent_streams(w, n, handshake=False),
     "events": lambda w, n: long_stream(w, n),
     "events-close": lambda w, n: long_stream(w, n, chunked=False),
+    "events-gap": lambda w, n: long_stream(w, n, gap=True),
     "big-event": lambda w, n: big_event(w, n),
     "gzip-bomb": lambda w, n: bomb(w, "gzip", n),
     "br-bomb": lambda w, n: bomb(w, "br", n),
