@@ -5,9 +5,13 @@ them first and their imports overlap its own (:func:`early_workers`)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import glob
 import multiprocessing
 import os
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor
 
 # A capture smaller than this is reassembled in this process: starting workers costs more.
@@ -21,9 +25,30 @@ one thread each: their tasks are small and many, and polars' threads would only 
 worker, 28.8 with two)."""
 
 
+# prctl(2) option: the signal this process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGTERM when the scan's process dies (killed, or by the
+    kernel's out-of-memory killer) instead of finishing, or waiting for, a task nobody will
+    read: a worker's task queue never reads end-of-file, since every worker holds its
+    writing end too. A no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # the parent died before the signal was asked for
+
+
 def _start_worker() -> None:
-    """A worker process's start: the analyzer imported (as it starts, not at its first
-    task), memory returned as the parent's is."""
+    """A worker process's start: tied to the scan's process (:func:`_die_with_parent`),
+    the analyzer imported (as it starts, not at its first task), memory returned as the
+    parent's is."""
+    _die_with_parent()
     import sse_forensics.pipeline  # noqa: F401
     from sse_forensics.memory import return_freed_memory
 
