@@ -253,10 +253,13 @@ def evicted_jump(w: PcapWriter) -> None:
     b.close()
 
 
-def long_stream(w: PcapWriter, n: int, chunked: bool = True, gap: bool = False) -> None:
+def long_stream(
+    w: PcapWriter, n: int, chunked: bool = True, gap: bool = False, step: int = 1
+) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
     (not ``chunked``) a close-delimited body; with ``gap``, its IDs jump by 5 halfway
-    (a second silent gap, in the long stream itself)."""
+    (a second silent gap, in the long stream itself); IDs ``step`` apart (2: every one
+    a jump)."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -275,7 +278,7 @@ def long_stream(w: PcapWriter, n: int, chunked: bool = True, gap: bool = False) 
             flow.send(True, ACK)
 
     for e in range(1, n + 1):
-        ev = b"id: %d\ndata: {}\n\n" % (e + 5 * (gap and e > n // 2))
+        ev = b"id: %d\ndata: {}\n\n" % (e * step + 5 * (gap and e > n // 2))
         buf.append(ev)
         size += len(ev)
         if size >= MSS - 48:
@@ -403,6 +406,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events": lambda w, n: long_stream(w, n),
     "events-close": lambda w, n: long_stream(w, n, chunked=False),
     "events-gap": lambda w, n: long_stream(w, n, gap=True),
+    "events-every-jump": lambda w, n: long_stream(w, n, step=2),
     "big-event": lambda w, n: big_event(w, n),
     "gzip-bomb": lambda w, n: bomb(w, "gzip", n),
     "br-bomb": lambda w, n: bomb(w, "br", n),

@@ -15,6 +15,7 @@ and "What counts as what").
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
@@ -302,6 +303,24 @@ def _advances(numbered: list[EventRecord]) -> list[tuple[EventRecord, EventRecor
     return out
 
 
+def _rising(positions: list[int]) -> list[int] | None:
+    """``positions`` when they rise (an event's position is its index in its stream), for
+    :func:`bisect_right`; None otherwise (then walked)."""
+    return positions if all(x < y for x, y in pairwise(positions)) else None
+
+
+def _next_after(stream: StreamRecord, data_at: list[int] | None, position: int) -> int:
+    """The position of the first data event of ``stream`` past ``position`` (the stream's
+    length when none): bisected in ``data_at``, its data events' rising positions."""
+    if data_at is None:
+        return next(
+            (e.position for e in stream.events if e.position > position and e.kind == "data"),
+            len(stream.events),
+        )
+    k = bisect_right(data_at, position)
+    return data_at[k] if k < len(data_at) else len(stream.events)
+
+
 def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[GapRecord]:
     """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
     signals that no observed jump explains (the only evidence with opaque IDs)."""
@@ -316,14 +335,16 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
     taken = taken.with_extra(
         e.key for e in stream.events if e.kind == "signal" and e.key is not None
     )
+    # Each jump's next data event and the signals after it, found by bisection over their
+    # rising positions rather than by a walk from the stream's start per jump (a stream
+    # whose every ID jumps cost time in the square of its events: issue 16).
+    data_at = _rising([e.position for e in stream.events if e.kind == "data"])
+    signals_at = _rising([sig.position for sig in signals])
     for a, b in _advances(numbered):
         rng = _missing(a.counter, b.counter, taken)
         if rng.count == 0:
             continue
-        next_data = next(
-            (e.position for e in stream.events if e.position > a.position and e.kind == "data"),
-            len(stream.events),
-        )
+        next_data = _next_after(stream, data_at, a.position)
         first, last = _render(codec, rng, a.id_field)
         gap = GapRecord(
             "live",
@@ -337,7 +358,9 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
             keys=rng,
             holes=_holes_between(stream, a.sse.end, b.sse.start),
         )
-        for sig in signals:
+        start = bisect_right(signals_at, a.position) if signals_at is not None else 0
+        for k in range(start, len(signals)):
+            sig = signals[k]
             if sig.position > a.position and _signal_covers(sig, rng, codec, taken):
                 gap.signal, gap.signal_event = STREAM_GAP, sig
                 gap.signal_late = sig.position > next_data
