@@ -37,6 +37,7 @@ SERIES = {
     "syn-plus-one": ("syn-plus-one", 100_000),
     "events": ("events", 250_000),
     "events-gap": ("events-gap", 250_000),
+    "events-every-jump": ("events-every-jump", 5_000),
     "streams-midstream": ("streams-midstream", 5_000),
 }
 ORDINARY = ("missing-stream-gap", "silent_corruption", "8", "12")
