@@ -48,6 +48,28 @@ def test_logs_cost_grows_linearly(tmp_path: Path) -> None:
     assert large / small <= MAX_GROWTH, (small, large)
 
 
+class _Lines:
+    """Lines run in the files whose path starts with ``prefix`` while :meth:`traced` runs
+    (lines, not calls: a comprehension over every stream is one call but a line each)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix, self.count = prefix, 0
+
+    def _line(self, frame, event, arg):
+        self.count += event == "line"
+        return self._line
+
+    def _call(self, frame, event, arg):
+        return self._line if frame.f_code.co_filename.startswith(self.prefix) else None
+
+    def traced(self, fn, *args):
+        sys.settrace(self._call)
+        try:
+            return fn(*args)
+        finally:
+            sys.settrace(None)
+
+
 def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
     """Lines of sse_forensics run by the scan's cross-session pass and by handing each task
     its share (``pipeline.cross_session_front``, ``Front.split``), over the
@@ -55,31 +77,14 @@ def _front_lines(paths: list[str], logs: LogOptions, buckets: int) -> int:
     the whole scan's streams is one call but a line per stream. The tasks are not judged
     (their findings play no part in the count; judging the partitions cost 3/4 of the
     test's time)."""
-    package = str(Path(pipeline.__file__).parent)
-    lines = 0
-
-    def local(frame, event, arg):
-        nonlocal lines
-        lines += event == "line"
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code.co_filename.startswith(package) else None
-
-    def traced(fn, *args):
-        sys.settrace(tracer)
-        try:
-            return fn(*args)
-        finally:
-            sys.settrace(None)
-
+    lines = _Lines(str(Path(pipeline.__file__).parent))
     config = AnalysisConfig()
     with EvidenceStore(buckets) as store:
         pipeline.ingest(paths, store, config, logs)
-        front = traced(pipeline.cross_session_front, store, config)
-        traced(front.split)  # as analyze_store hands each task its share
+        front = lines.traced(pipeline.cross_session_front, store, config)
+        lines.traced(front.split)  # as analyze_store hands each task its share
     assert front.links and len(front.tasks) > 1  # resumes linked; tasks to hand shares to
-    return lines
+    return lines.count
 
 
 def test_cross_session_pass_grows_linearly_with_the_partitions(tmp_path: Path) -> None:
@@ -155,24 +160,10 @@ def test_events_in_one_stream_cost_grows_linearly(tmp_path: Path) -> None:
 def _gap_lines(path: str) -> int:
     """Lines of ``facts/gaps.py`` run by a scan of ``path``, a generator's steps included
     (cProfile counts a walk inside a comprehension as one call)."""
-    target = gaps.__file__
-    lines = 0
-
-    def local(frame, event, arg):
-        nonlocal lines
-        lines += event == "line"
-        return local
-
-    def calls(frame, event, arg):
-        return local if frame.f_code.co_filename == target else None
-
-    sys.settrace(calls)
-    try:
-        result = scan_paths([path])
-    finally:
-        sys.settrace(None)
+    lines = _Lines(gaps.__file__)
+    result = lines.traced(scan_paths, [path])
     assert result.findings
-    return lines
+    return lines.count
 
 
 def test_a_stream_whose_every_id_jumps_costs_linear_work(tmp_path: Path) -> None:
