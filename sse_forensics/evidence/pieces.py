@@ -20,6 +20,8 @@ from sse_forensics.evidence.store import (
     align_chunks,
     narrow_events,
     read_files,
+    read_table,
+    task_connections,
 )
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
@@ -163,10 +165,6 @@ class EventPieces:
         return runs.with_columns((ends - pl.col("start")).alias("n"))
 
 
-def _frames(files: Sequence[Path], batches: Sequence[pl.DataFrame], table: type) -> pl.DataFrame:
-    return concat([*(_read_table(p, table) for p in files), *batches], table)
-
-
 def open_task(
     store: EvidenceStore, buckets: list[int]
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | EventPieces]:
@@ -179,14 +177,8 @@ def open_task(
     pieces = EventPieces(held)
     if pieces.height <= STREAM_ROWS or pieces.runs() is None:
         return store.load_task(buckets)
-    conns = concat(
-        [_frames(*store.sources(b, "connections"), ConnectionColumns) for b in buckets],
-        ConnectionColumns,
-    ).unique("conn_id", keep="first", maintain_order=True)
-    exchanges = concat(
-        [_frames(*store.sources(b, "exchanges"), ExchangeColumns) for b in buckets],
-        ExchangeColumns,
-    )
+    conns = task_connections([store.load_table(b, ConnectionColumns) for b in buckets])
+    exchanges = concat([store.load_table(b, ExchangeColumns) for b in buckets], ExchangeColumns)
     return conns, exchanges, pieces
 
 
@@ -198,7 +190,5 @@ def open_files(
     pieces = EventPieces(list(files[EventColumns.name]))
     if pieces.height <= STREAM_ROWS or pieces.runs() is None:
         return read_files(files)
-    conns = _frames(files[ConnectionColumns.name], [], ConnectionColumns).unique(
-        "conn_id", keep="first", maintain_order=True
-    )
-    return conns, _frames(files[ExchangeColumns.name], [], ExchangeColumns), pieces
+    conns = task_connections([read_table(files[ConnectionColumns.name], ConnectionColumns)])
+    return conns, read_table(files[ExchangeColumns.name], ExchangeColumns), pieces

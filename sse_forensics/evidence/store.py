@@ -297,22 +297,30 @@ def _narrowed(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataF
     return [compact(narrow_events(f.lazy()).collect()) for f in frames]
 
 
+def task_connections(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """The connections of a task's buckets together: a connection whose sessions fall in
+    several buckets is in each, kept once (its first row)."""
+    return concat(frames, ConnectionColumns).unique("conn_id", keep="first", maintain_order=True)
+
+
 def join_buckets(
     loaded: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]],
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    conns = concat([c for c, _, _ in loaded], ConnectionColumns).unique(
-        "conn_id", keep="first", maintain_order=True
-    )
     return (
-        conns,
+        task_connections([c for c, _, _ in loaded]),
         concat([x for _, x, _ in loaded], ExchangeColumns),
         align_chunks(concat([e for _, _, e in loaded], EventColumns)),
     )
 
 
+def read_table(paths: Sequence[Path], table: type[Columns]) -> pl.DataFrame:
+    """``table``'s rows in the spilled files ``paths``, in order."""
+    return concat([_read_table(p, table) for p in paths], table)
+
+
 def read_files(files: dict[str, list[Path]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """A task's tables from its Parquet files (see :meth:`EvidenceStore.task_files`)."""
-    tables = [concat([_read_table(p, t) for p in files[t.name]], t) for t in EVIDENCE_TABLES]
+    tables = [read_table(files[t.name], t) for t in EVIDENCE_TABLES]
     return join_buckets([(tables[0], tables[1], tables[2])])
 
 
@@ -451,13 +459,15 @@ class EvidenceStore:
     # -- reading ------------------------------------------------------------------------
 
     def load(self, bucket: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        part = self._parts[bucket]
-        out = []
-        for table in EVIDENCE_TABLES:
-            frames = [_read_table(p, table) for p in part.files[table.name]]
-            frames.extend(_narrowed(part.batches[table.name], table))
-            out.append(concat(frames, table))
+        out = [self.load_table(bucket, table) for table in EVIDENCE_TABLES]
         return out[0], out[1], out[2]
+
+    def load_table(self, bucket: int, table: type[Columns]) -> pl.DataFrame:
+        """One bucket's rows of ``table``: its spilled files, then its held batches."""
+        part = self._parts[bucket]
+        frames = [_read_table(p, table) for p in part.files[table.name]]
+        frames.extend(_narrowed(part.batches[table.name], table))
+        return concat(frames, table)
 
     def columns(
         self,

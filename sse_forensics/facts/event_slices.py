@@ -17,7 +17,9 @@ Key = tuple[int, int]
 Slices = Callable[[], Iterator[tuple[int, pl.DataFrame]]]
 
 _CARRIES = pl.col("id_field").fill_null("") != ""
-_OUTLIER = _CARRIES & (pl.col("kind") != "signal") & pl.col("arithmetic") & pl.col("seq").is_null()
+# The events whose ID order is judged: an ID, not a signal.
+CONSIDERED = _CARRIES & (pl.col("kind") != "signal")
+_OUTLIER = CONSIDERED & pl.col("arithmetic") & pl.col("seq").is_null()
 _ORIGIN = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
 
 
@@ -77,11 +79,7 @@ def _numbered(part: pl.DataFrame) -> pl.DataFrame:
     selected before any filter: a filter copies every column it keeps."""
     return (
         part.lazy()
-        .filter(
-            (pl.col("id_field").fill_null("") != "")
-            & (pl.col("kind") != "signal")
-            & pl.col("seq").is_not_null()
-        )
+        .filter(CONSIDERED & pl.col("seq").is_not_null())
         .select("rank", "conn_id", "ex_index", "prefix", "seq")
         .collect()
     )
@@ -119,7 +117,6 @@ class Jumps:
         )
 
 
-CONSIDERED = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
 ORDER_SCHEMA = {"row": pl.UInt32, "id_order": pl.String, "prev_row": pl.UInt32}
 
 
