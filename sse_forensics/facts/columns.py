@@ -353,20 +353,6 @@ def _counts(counts_df: pl.DataFrame) -> dict[Key, StreamCounts]:
     }
 
 
-# Events counted at a time by _stream_counts (slices of the keyed frame, no copy).
-COUNT_SLICE = 1 << 19
-
-
-def _stream_counts(keyed: pl.DataFrame, size: int | None = None) -> pl.DataFrame:
-    """Per stream (``conn_id, ex_index``): :class:`.event_slices.Tally` of ``keyed``,
-    counted ``size`` events at a time (default :data:`COUNT_SLICE`)."""
-    size = size or COUNT_SLICE
-    tally = Tally()
-    for k in range(0, max(keyed.height, 1), size):
-        tally.feed(keyed.slice(k, size))
-    return tally.result()
-
-
 def keyed_roots(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
     """``session_id, root_conn, root_index, prefix, seq`` of every keyed ID-carrying event
     (signals included), distinct: what each logical stream's counter took, under the
@@ -411,16 +397,6 @@ def _cite(prefix: str, what: pl.Expr) -> pl.Expr:
 # a stream of ten million events holds one slice's narrow columns, not the whole stream's
 # (issue 16).
 ORDER_SLICE = 1 << 19
-
-
-def _order_flags(events: pl.DataFrame, size: int) -> pl.DataFrame:
-    """``row, id_order, prev_row`` of the events of ``events`` (keyed, in stream time
-    order) whose ID repeats or goes backwards within their stream (:class:`.event_slices.Order`),
-    judged ``size`` events at a time."""
-    order = Order()
-    for k in range(0, events.height, size):
-        order.feed(events.slice(k, size), k)
-    return order.result(lambda: ((k, events.slice(k, size)) for k in range(0, events.height, size)))
 
 
 def events_table(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:

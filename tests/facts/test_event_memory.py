@@ -22,10 +22,27 @@ from sse_forensics.evidence.tables import (
     ExchangeColumns,
     split_by,
 )
-from sse_forensics.facts import columns, front
+from sse_forensics.facts import front
+from sse_forensics.facts.event_slices import Order, Tally
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
+
+
+def _stream_counts(keyed: pl.DataFrame, size: int) -> pl.DataFrame:
+    """Per stream: :class:`Tally` of ``keyed`` fed ``size`` events at a time."""
+    tally = Tally()
+    for k in range(0, max(keyed.height, 1), size):
+        tally.feed(keyed.slice(k, size))
+    return tally.result()
+
+
+def _order_flags(events: pl.DataFrame, size: int) -> pl.DataFrame:
+    """``row, id_order, prev_row`` of :class:`Order` fed ``events`` ``size`` at a time."""
+    order = Order()
+    for k in range(0, events.height, size):
+        order.feed(events.slice(k, size), k)
+    return order.result(lambda: ((k, events.slice(k, size)) for k in range(0, events.height, size)))
 
 
 @pytest.mark.parametrize("max_digits", [19, 3])
@@ -173,7 +190,7 @@ def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
         "seq": pl.Int64,
     }
     events = pl.DataFrame(rows, schema=schema, orient="row")
-    got = {r: (o, p) for r, o, p in columns._order_flags(events, size).iter_rows()}
+    got = {r: (o, p) for r, o, p in _order_flags(events, size).iter_rows()}
     want = _naive_order(rows)
     assert got == want
     assert {o for o, _ in want.values()} == {"repeat", "backwards"}
@@ -237,8 +254,8 @@ def test_stream_counts_in_slices_agree_with_the_whole(size: int) -> None:
         "first_kind": pl.String,
     }
     keyed = pl.DataFrame(rows, schema=schema, orient="row")
-    whole = columns._stream_counts(keyed, keyed.height)
-    got = columns._stream_counts(keyed, size)
+    whole = _stream_counts(keyed, keyed.height)
+    got = _stream_counts(keyed, size)
     assert got.cast(whole.schema).rows() == whole.rows()
     assert whole.get_column("outliers").sum() > 0
 

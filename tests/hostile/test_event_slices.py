@@ -83,7 +83,6 @@ def _small_slices(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
     the cross-session pass reads it back in chunks of ``size`` rows)."""
     for module, name in (
         (columns, "ORDER_SLICE"),
-        (columns, "COUNT_SLICE"),
         (front, "KEY_SLICE"),
         (store, "CHUNK_ROWS"),
         (tables, "ORDER_CHECK_ROWS"),
