@@ -5,21 +5,23 @@ as tasks, on any :class:`concurrent.futures.Executor` (a cluster's: :mod:`.clien
    :data:`~sse_forensics.ingest.logs.ranges.RANGE_BYTES`, cut at line ends — reads it and
    routes its rows to session-hash partitions
    (:class:`~sse_forensics.evidence.log_partitions.LogRouter`), written as Parquet under the
-   scratch directory. It returns the partition files, the statistics and errors, and which
-   session each stream is first named in it (one row per stream). A range's lines are
-   numbered from the newlines before it: a quick task per range counts them, and a range
-   is read once those before it are counted. The client puts a file's ranges back
-   together in line order: its statistics summed, its error samples the file's first.
-2. The client keeps, per stream, the first name in reading order (what a local scan's
-   :class:`~sse_forensics.ingest.logs.StreamSessions` learns); **one task per stream
-   partition** with records read before their session was named attaches them.
-3. **One task per session partition** returns its event-log groups' place in the scan's
-   order; the client numbers them (one row per group) — then tasks over runs of
-   consecutive session partitions (two per worker) write their evidence rows (the store's
-   partition files) and route the access lines no stream took by client.
-4. The same for client addresses, numbered on the client from their first lines (which
-   the tasks of steps 1 and 3 return: one row per client address), then two tasks per
-   worker over runs of client partitions for their rows.
+   scratch directory, with the session each stream is first named in (``named``, by
+   stream) and each client address's first line (``firsts``, by client). It returns the
+   partition files, the statistics and errors. A range's lines are numbered from the
+   newlines before it: a quick task per range counts them, and a range is read once those
+   before it are counted. The client puts a file's ranges back together in line order:
+   its statistics summed, its error samples the file's first.
+2. **One task per stream partition** with records read before their session was named
+   attaches them (the first name of each stream in reading order, from ``named``).
+3. **One task per session partition** writes its event-log groups and returns their
+   places in the scan's order as numbers; the client numbers them all
+   (:mod:`~sse_forensics.evidence.log_numbers`: a few numbers per group, no string) —
+   then tasks over runs of consecutive session partitions (two per worker) write their
+   evidence rows (the store's partition files) and route the access lines no stream took
+   by client (their clients' first lines to ``firsts``).
+4. The same for client addresses: one task per client partition returns its clients'
+   first lines (numbers only), the client numbers them, then two tasks per worker over
+   runs of client partitions write their rows.
 
 Local worker processes (``--jobs N`` on a large input) run the same plan. The client adopts
 the evidence files in the order a local scan writes them, so the store,
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.evidence import log_numbers as N
 from sse_forensics.evidence.log_partitions import (
     SPILL_SHARE,
     ClientFirsts,
@@ -55,15 +58,12 @@ from sse_forensics.evidence.log_partitions import (
     client_rows,
     group_order,
     merge_client_files,
-    number_clients,
-    number_groups,
     session_rows,
 )
 from sse_forensics.evidence.store import DEFAULT_MEMORY_BUDGET, EvidenceStore
-from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.inputs import input_size, sniff_path
-from sse_forensics.ingest.logs import StreamSessions, iter_log_batches
+from sse_forensics.ingest.logs import iter_log_batches
 from sse_forensics.ingest.logs.files import compressed
 from sse_forensics.ingest.logs.formats import compile_format
 from sse_forensics.ingest.logs.jsonmap import LogMap, load_log_map
@@ -81,7 +81,6 @@ StoreFiles = list[tuple[int, str, Path]]
 
 # A task's rows held in memory before it writes them (a local scan's share for logs).
 SPILL_BUDGET = DEFAULT_MEMORY_BUDGET // SPILL_SHARE
-_BUCKET = "__bucket"
 
 
 @dataclass(slots=True)
@@ -95,8 +94,6 @@ class FileRead:
     errors: list[ReadError] = field(default_factory=list)
     access_rows: int = 0
     event_rows: int = 0
-    named: pl.DataFrame | None = None  # (stream, __session): first name in this file
-    clients: pl.DataFrame | None = None  # each client's first line standing alone
     refused: tuple[str, str] | None = None
     detected: bool = False
 
@@ -109,8 +106,16 @@ class PartRows:
     rows: dict[str, int]
     exchanges: int
     connections: int
-    unmatched: SpillFiles = field(default_factory=dict)
-    clients: pl.DataFrame | None = None  # first lines of the clients of ``unmatched``
+    unmatched: SpillFiles = field(default_factory=dict)  # and their clients' ``firsts``
+
+
+@dataclass(slots=True)
+class GroupRead:
+    """What step 3a's task returns: its partition's groups' places, no string (their keys
+    in its ``groups`` files)."""
+
+    keys: N.GroupKeys
+    files: SpillFiles
 
 
 # -- the tasks (on a worker) ---------------------------------------------------------------
@@ -162,82 +167,91 @@ def read_log_file(
         return FileRead(refused=(exc.source, exc.reason))
     finally:
         batches.close()
+    spill.add("firsts", router.clients.table(), pl.col("client"))
     return FileRead(
-        _own(spill, "events", "waiting", "access", "unmatched"),
+        _own(spill, "events", "waiting", "access", "unmatched", "named", "firsts"),
         batches.files,
         router.errors,
         router.access_rows,
         router.event_rows,
-        router.sessions.known,
-        router.clients.table(),
     )
 
 
-def attach_partition(
-    files: SpillFiles, bucket: int, known: pl.DataFrame, buckets: int, scratch: str
-) -> SpillFiles:
-    """Step 2: the waiting records of one stream partition, sessions named from ``known``
-    (that partition's streams), to the session partitions."""
+def attach_partition(files: SpillFiles, bucket: int, buckets: int, scratch: str) -> SpillFiles:
+    """Step 2: the waiting records of one stream partition, sessions named from its
+    ``named`` files (:func:`~sse_forensics.evidence.log_numbers.named_sessions`), to the
+    session partitions."""
     spill = _spill(buckets, scratch, files)
-    sessions = StreamSessions()
-    sessions.known = known
-    attach_waiting(spill, sessions, bucket)
+    attach_waiting(spill, N.named_sessions(spill, bucket), bucket)
     return _own(spill, "events")
 
 
-def group_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str) -> pl.DataFrame:
-    """Step 3a: :func:`~sse_forensics.evidence.log_partitions.group_order`."""
-    return group_order(_spill(buckets, scratch, files), bucket)
+def group_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str) -> GroupRead:
+    """Step 3a: :func:`~sse_forensics.evidence.log_partitions.group_order`, the groups
+    written to ``groups`` and their places returned (:func:`.log_numbers.group_keys`)."""
+    spill = _spill(buckets, scratch, files)
+    keys = N.group_keys(spill, bucket, group_order(spill, bucket))
+    return GroupRead(keys, _own(spill, "groups"))
 
 
 def session_partition(
     files: SpillFiles,
     group: list[int],
-    group_ids: dict[int, pl.DataFrame],
+    conn_ids: dict[int, pl.Series | None],
     buckets: int,
     scratch: str,
     store_dir: str,
 ) -> PartRows:
     """Step 3b: the evidence rows of the session partitions ``group`` (their groups'
-    numbers in ``group_ids``), one after the other (written under ``store_dir``: the
-    client adopts them), and their access lines no stream took (one file per client
-    partition for all of them)."""
+    numbers in ``conn_ids``, in the order of their ``groups``), one after the other
+    (written under ``store_dir``: the client adopts them), and their access lines no
+    stream took (one file per client partition for all of them) with their clients'
+    first lines (``firsts``)."""
     spill = _spill(buckets, scratch, files)
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     firsts = ClientFirsts()
     exchanges = connections = 0
     for bucket in group:
-        added = session_rows(spill, bucket, group_ids[bucket], store, firsts)
+        ids = N.group_ids(spill, bucket, conn_ids[bucket])
+        added = session_rows(spill, bucket, ids, store, firsts)
         exchanges += added[0]
         connections += added[1]
+    spill.add("firsts", firsts.table(), pl.col("client"))
     return PartRows(
         store.files(),
         dict(store.rows),
         exchanges,
         connections,
-        _own(spill, "unmatched"),
-        firsts.table(),
+        _own(spill, "unmatched", "firsts"),
     )
+
+
+def client_order_task(files: SpillFiles, bucket: int, buckets: int, scratch: str) -> pl.DataFrame:
+    """Step 4a: one client partition's first lines, no address
+    (:func:`~sse_forensics.evidence.log_numbers.client_keys`)."""
+    return N.client_keys(_spill(buckets, scratch, files), bucket)
 
 
 def client_partition(
     files: SpillFiles,
     group: list[int],
-    client_ids: dict[int, pl.DataFrame],
+    numbers: dict[int, pl.DataFrame],
     config: AnalysisConfig,
     buckets: int,
     scratch: str,
     store_dir: str,
 ) -> PartRows:
-    """Step 4: the access pseudo-connections of the client partitions ``group`` (their
-    numbers in ``client_ids``), in partition order, written under ``store_dir``: their
+    """Step 4b: the access pseudo-connections of the client partitions ``group`` (their
+    first lines' numbers in ``numbers``: :func:`.log_numbers.client_ids`), in partition
+    order, written under ``store_dir``: their
     rows fall into every session partition, which keeps at most
     :data:`~sse_forensics.evidence.log_partitions.CLIENT_FILES` files of them."""
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     spill = _spill(buckets, scratch, files)
     exchanges = connections = 0
     for bucket in group:
-        added = client_rows(spill, bucket, client_ids[bucket], config, store)
+        ids = N.client_ids(spill, bucket, numbers[bucket])
+        added = client_rows(spill, bucket, ids, config, store)
         exchanges += added[0]
         connections += added[1]
     store.spill()
@@ -283,13 +297,11 @@ def ingest_logs_on(
         files = [r.files for r in read]
         files.extend(_attach(executor, read, buckets, scratch))
         unmatched = [r.files for r in read]
-        firsts = ClientFirsts()
-        firsts.extend(r.clients for r in read if r.clients is not None)
         next_id = _sessions(
-            executor, files, store, scratch, first_conn_id, out, unmatched, firsts, 2 * workers
+            executor, files, store, scratch, first_conn_id, out, unmatched, 2 * workers
         )
         out.next_conn_id = _clients(
-            executor, unmatched, firsts, store, scratch, next_id, config, out, 2 * workers
+            executor, unmatched, store, scratch, next_id, config, out, 2 * workers
         )
         stats = [s for r in read for s in r.stats]
         out.stats = log_stats(
@@ -308,31 +320,28 @@ def _sessions(
     first_id: int,
     out: LogIngest,
     unmatched: list[SpillFiles],
-    firsts: ClientFirsts,
     tasks: int,
 ) -> int:
-    """Step 3: the event-log groups numbered from ``first_id``, then the session
-    partitions' rows into ``store`` (their unmatched access lines appended to
-    ``unmatched``, their clients' first lines to ``firsts``): ``tasks`` tasks, each a
-    run of consecutive partitions (adopted in order, their rows are a local scan's; fewer
-    tasks, fewer small files of unmatched lines). Returns the next free id."""
+    """Step 3: the event-log groups numbered from ``first_id`` (one task per partition
+    for their places, numbered here: :func:`.log_numbers.number_keys`), then the session
+    partitions' rows into ``store`` (their unmatched access lines and their clients'
+    first lines appended to ``unmatched``): ``tasks`` tasks, each a run of consecutive
+    partitions (adopted in order, their rows are a local scan's; fewer tasks, fewer small
+    files of unmatched lines). Returns the next free id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
-    group_ids = _number(
-        executor,
-        group_order_task,
-        _tables(files, "events"),
-        buckets,
-        scratch,
-        lambda orders: number_groups(orders, first_id),
-    )
-    parts = _by_bucket(group_ids)
-    by_bucket = _tables(files, "events", "access")
+    events = sorted(_tables(files, "events").items())
+    orders = {b: executor.submit(group_order_task, f, b, buckets, scratch) for b, f in events}
+    keys = {b: f.result() for b, f in orders.items()}
+    conn_ids = N.number_keys({b: k.keys for b, k in keys.items()}, first_id)
+    groups = sum(k.keys.order.height for k in keys.values())
+    by_bucket = _tables([*files, *(k.files for k in keys.values())], "events", "access", "groups")
+    del keys
     futures = [
         executor.submit(
             session_partition,
             {k: v for b in run for k, v in by_bucket[b].items()},
             run,
-            {b: parts.get(b, group_ids.head(0)) for b in run},
+            {b: conn_ids.pop(b, None) for b in run},
             buckets,
             scratch,
             store_dir,
@@ -341,14 +350,12 @@ def _sessions(
     ]
     parts_rows = _adopt(store, futures, out)
     unmatched.extend(part.unmatched for part in parts_rows)
-    firsts.extend(part.clients for part in parts_rows if part.clients is not None)
-    return first_id + group_ids.height
+    return first_id + groups
 
 
 def _clients(
     executor: Executor,
     unmatched: list[SpillFiles],
-    firsts: ClientFirsts,
     store: EvidenceStore,
     scratch: str,
     first_id: int,
@@ -356,24 +363,26 @@ def _clients(
     out: LogIngest,
     tasks: int,
 ) -> int:
-    """Step 4: the client addresses numbered from ``first_id`` (their first lines in
-    ``firsts``), then the client partitions' rows into ``store``: ``tasks`` tasks, each
-    a run of consecutive partitions (adopted in order, their rows are a local scan's).
-    Returns the next free id."""
+    """Step 4: the client addresses numbered from ``first_id`` (one task per partition
+    for their first lines, numbered here: :func:`.log_numbers.number_lines`), then the
+    client partitions' rows into ``store``: ``tasks`` tasks, each a run of consecutive
+    partitions (adopted in order, their rows are a local scan's). Returns the next free
+    id."""
     buckets, store_dir = store.buckets, str(store.scratch_dir())
-    files = _tables(unmatched, "unmatched")
-    client_ids = number_clients([firsts.table()], first_id)
-    if client_ids.height:
-        bucket = Spill(buckets, Path(scratch), SPILL_BUDGET).bucket_of(pl.col("client"))
-        client_ids = client_ids.with_columns(bucket.alias(_BUCKET))
-    parts = _by_bucket(client_ids)
+    files = _tables(unmatched, "unmatched", "firsts")
     runs = _runs(sorted(files), tasks)
+    orders = {
+        b: executor.submit(client_order_task, files[b], b, buckets, scratch) for b in sorted(files)
+    }
+    numbers = N.number_lines({b: f.result() for b, f in orders.items()}, first_id)
+    clients = sum(df.height for df in numbers.values())
+    empty = pl.DataFrame(schema={"file_no": pl.Int64, "line": pl.Int64, "conn_id": pl.Int64})
     futures = [
         executor.submit(
             client_partition,
             {k: v for b in run for k, v in files[b].items()},
             run,
-            {b: parts.get(b, client_ids.head(0)) for b in run},
+            {b: numbers.pop(b, empty) for b in run},
             config,
             buckets,
             scratch,
@@ -382,7 +391,7 @@ def _clients(
         for run in runs
     ]
     _adopt(store, futures, out)
-    return first_id + client_ids.height
+    return first_id + clients
 
 
 def _runs(items: list[int], n: int) -> list[list[int]]:
@@ -477,8 +486,6 @@ def _joined(ranges: list[FileRead]) -> FileRead:
         if out.refused is None:
             out.refused, out.detected = r.refused, r.detected
     out.errors = samples[:MAX_SAMPLES_PER_FILE] + ([own] if own is not None else [])
-    named = [r.named for r in ranges if r.named is not None and r.named.height]
-    out.named = pl.concat(named) if named else None
     return out
 
 
@@ -539,17 +546,9 @@ def _attach(
     waiting = _tables([r.files for r in read], "waiting")
     if not waiting:
         return []
-    sessions = StreamSessions()
-    for r in read:
-        if r.named is not None and r.named.height:
-            sessions.learn(r.named.rename({"__session": "session"}))
-    bucket = Spill(buckets, Path(scratch), SPILL_BUDGET).bucket_of(pl.col("stream"))
-    known = _by_bucket(sessions.known.with_columns(bucket.alias(_BUCKET)))
-    empty = sessions.known.head(0)
+    named = _tables([r.files for r in read], "named")  # in reading order
     futures = [
-        executor.submit(
-            attach_partition, f, b, known.get(b, empty).select(empty.columns), buckets, scratch
-        )
+        executor.submit(attach_partition, {**f, **named.get(b, {})}, b, buckets, scratch)
         for b, f in sorted(waiting.items())
     ]
     return [f.result() for f in futures]
@@ -563,29 +562,6 @@ def _tables(files: Iterable[SpillFiles], *tables: str) -> dict[int, SpillFiles]:
             if table in tables and paths:
                 out.setdefault(bucket, {}).setdefault((table, bucket), []).extend(paths)
     return out
-
-
-def _number(
-    executor: Executor,
-    task: Callable[[SpillFiles, int, int, str], pl.DataFrame],
-    files: dict[int, SpillFiles],
-    buckets: int,
-    scratch: str,
-    number: Callable[[list[pl.DataFrame]], pl.DataFrame],
-) -> pl.DataFrame:
-    """One ``task`` per partition of ``files`` for its keys' order; all of them numbered
-    on the client by ``number``, each row tagged with its partition."""
-    futures = {b: executor.submit(task, f, b, buckets, scratch) for b, f in sorted(files.items())}
-    orders = {b: f.result() for b, f in futures.items()}
-    return number(
-        [o.with_columns(pl.lit(b, pl.Int64).alias(_BUCKET)) for b, o in orders.items() if o.height]
-    )
-
-
-def _by_bucket(df: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    if not df.height:
-        return {}
-    return {int(b): part for b, part in split_by(df, _BUCKET).items()}
 
 
 def _adopt(store: EvidenceStore, futures: list[Future[PartRows]], out: LogIngest) -> list[PartRows]:

@@ -7,11 +7,13 @@ lines that stand alone), and pseudo-connections numbered in the order of the who
 So the log batches are routed, as they are read, into Parquet partitions (:class:`Spill`):
 
 1. event-log records by session (a record whose session is not known yet waits, by
-   stream, until the log has named it: :class:`~sse_forensics.ingest.logs.StreamSessions`),
-   access lines that may describe a stream by the session they name, the others by client
-   — each client address's first line kept as they pass (:class:`ClientFirsts`);
-2. per session partition, the event-log groups and their place in the scan's order; one
-   small table of all groups numbers their pseudo-connections;
+   stream, until the log has named it: each batch's first names of its streams go to
+   ``named``, :func:`.log_numbers.named_sessions`), access lines that may describe a
+   stream by the session they name, the others by client — each client address's first
+   line kept as they pass (:class:`ClientFirsts`);
+2. per session partition, the event-log groups (kept in the spill) and their place in the
+   scan's order as numbers; all of them numbered at once, a few numbers per group
+   (:mod:`.log_numbers`);
 3. per session partition, the rows (:func:`.from_logs.session_part`); the access lines no
    stream took join their client's partition (their first lines the client table);
 4. the client table numbers the access pseudo-connections (no read of the lines), then,
@@ -19,7 +21,9 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
    store's session partitions (:func:`merge_client_files` bounds the files they leave).
 
 Peak memory follows the largest partition (and the largest client address), not the input.
-The group and client tables hold one row per stream exchange and per client address.
+The numbering holds a few numbers per stream exchange (no string); the client table one
+row per client address (one process; the tasks of :mod:`sse_forensics.cluster.logs` leave
+it in the client partitions).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import polars as pl
 
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
+from sse_forensics.evidence import log_numbers as N
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import (
     SCRATCH_COMPRESSION,
@@ -269,30 +274,31 @@ def ingest_logs(
     started = time.perf_counter()
     buckets = store.buckets
     spill = Spill(buckets, store.scratch_dir(), spill_budget(store.memory_budget, buckets))
-    router = LogRouter(spill)
+    router = LogRouter(spill, attach=False)
     firsts = router.clients
     for batch in batches:
         router.add(batch)
     # Records read before their session was named: all names are known now.
     for b in range(buckets):
-        attach_waiting(spill, router.sessions, b)
+        attach_waiting(spill, N.named_sessions(spill, b), b)
         spill.drop("waiting", b)
+        spill.drop("named", b)
 
-    # Event-log groups numbered in the scan's order (one row per group).
-    group_ids = number_groups([group_order(spill, b) for b in range(buckets)], first_conn_id)
-    next_id = first_conn_id + group_ids.height
+    # Event-log groups numbered in the scan's order: their keys stay in the spill, the
+    # numbering holds a few numbers per group (log_numbers).
+    keys = {b: N.group_keys(spill, b, group_order(spill, b)) for b in range(buckets)}
+    conn_ids = N.number_keys(keys, first_conn_id)
+    next_id = first_conn_id + sum(k.order.height for k in keys.values())
+    del keys
     out = LogIngest(errors=router.errors)
-    # Each partition joins its own groups only, not the scan's (153 partitions x every
-    # group of the scan on the 1.2 GB --big log set).
-    group_parts = _by_bucket(spill, group_ids, _session_key())
     for b in range(buckets):
-        part_ids = group_parts.get(b, group_ids.head(0))
+        part_ids = N.group_ids(spill, b, conn_ids.pop(b, None))
+        spill.drop("groups", b)
         exchanges, connections = session_rows(spill, b, part_ids, store, firsts)
         spill.drop("events", b)
         spill.drop("access", b)
         out.exchanges += exchanges
         out.connections += connections
-    del group_ids
 
     # Access pseudo-connections, one per client address, numbered in the scan's order.
     client_ids = number_clients([firsts.table()], next_id)
@@ -342,8 +348,10 @@ class LogRouter:
     caller that reads one file of many gives its place).
 
     ``attach``: fill a record's null session from what ``sessions`` learned so far. A
-    router that sees one file of a set leaves them all waiting: an earlier file may name
-    the stream's session (:class:`StreamSessions` keeps the first name read)."""
+    router that does not leaves them all waiting, and each batch's first names of its
+    streams to the spill's ``named`` (by stream: :func:`.log_numbers.named_sessions`) —
+    a router that sees one file of a set must (an earlier file may name the stream's
+    session), and one that sees all holds no table of every stream."""
 
     spill: Spill
     sessions: StreamSessions = field(default_factory=StreamSessions)
@@ -360,9 +368,11 @@ class LogRouter:
         if batch.table == "events":
             rows = rows.select(F.EVENT_LOG_COLUMNS)
             self.event_rows += rows.height
-            self.sessions.learn(rows)
             if self.attach:
+                self.sessions.learn(rows)
                 rows = self.sessions.attach(rows)
+            else:
+                self.spill.add("named", N.first_names(rows), pl.col("stream"))
             known = rows.filter(pl.col("session").is_not_null())
             self.spill.add("events", known, _session_key())
             if known.height != rows.height:
@@ -395,12 +405,6 @@ def group_order(spill: Spill, bucket: int) -> pl.DataFrame:
     """Step 2a: one session partition's event-log groups with their place in the scan's
     order (:func:`.from_logs.group_order`)."""
     return own_strings(F.group_order(spill.load("events", bucket, RECORD_COLUMNS)))
-
-
-def number_groups(orders: list[pl.DataFrame], first_id: int) -> pl.DataFrame:
-    """Step 2b: the groups of every partition numbered in the scan's order, from
-    ``first_id`` (a ``conn_id`` column added; other columns kept)."""
-    return _numbered(orders, F.GROUP_ORDER, first_id)
 
 
 def _numbered(frames: list[pl.DataFrame], order: list[str], first_id: int) -> pl.DataFrame:
