@@ -1003,6 +1003,12 @@ _STREAM_COLUMNS: list[str | pl.Expr] = [
     pl.col("log_info").is_not_null().alias("log_stream"),
 ]
 _HAS_ID = pl.col("id_field").fill_null("") != ""
+# What the streams of the scan are read with: what :func:`_rank` orders them by, and
+# what the links and schemes read of them (not the request line, status, folds' columns).
+_RANKED_COLUMNS = [
+    "conn_id", "index", "session", "session_inferred", "last_event_id",
+    "req_src", "req_num", "req_ts", "req_kind", "resp_ts",
+]  # fmt: skip
 
 
 def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -1040,7 +1046,7 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     key_sessions = [logged.select("conn_id", "index", "session")]
     del logged, captured, ids
     streams = source.exchanges(
-        _STREAM_COLUMNS,
+        _RANKED_COLUMNS,
         pl.col("event_stream") | pl.col("last_event_id").is_not_null(),
     )
     if front.dropped:
@@ -1048,7 +1054,14 @@ def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
             list(front.dropped), schema={"conn_id": pl.Int64, "index": pl.Int64}, orient="row"
         )
         streams = streams.join(dropped, on=["conn_id", "index"], how="anti")
-    streams = _rank(streams).with_columns(pl.col("last_event_id").str.strip_chars().alias("leid"))
+    streams = _rank(streams).select(
+        "rank",
+        "conn_id",
+        "index",
+        "session",
+        "session_inferred",
+        pl.col("last_event_id").str.strip_chars().alias("leid"),
+    )
     rank_of = streams.select("conn_id", pl.col("index").alias("ex_index"), "rank")
     id_columns = ["conn_id", "ex_index", "session", "position", "id_field", "kind"]
 
