@@ -7,16 +7,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+import pytest
 from conftest import SAMPLES
 from support.log_samples import LOGS
+from support.log_sets import write_log_set
 
 from sse_forensics import pipeline
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import ExchangeColumns
 from sse_forensics.facts.config import AnalysisConfig
-from sse_forensics.facts.front import _fold_inputs
+from sse_forensics.facts.front import _fold_inputs, compute_front
+
+ACCESS_FORMAT = (
+    'nginx:$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+    '"$http_referer" "$http_user_agent" "$http_last_event_id" "$sent_http_mcp_session_id" '
+    "$request_time"
+)
+_STREAMS = pl.col("event_stream") | pl.col("last_event_id").is_not_null()
 
 SCENARIOS = ["backpressure-disconnect-resume", "clean-resume-int", "gap-signal-late"]
 
@@ -27,6 +37,7 @@ class _Reads(pipeline._StoreSource):
     that no filter narrowed."""
 
     unfiltered: list[int] = field(default_factory=list)
+    stream_columns: list[str] = field(default_factory=list)  # of the read of every stream
 
     def exchanges(
         self, columns: Sequence[str | pl.Expr], where: pl.Expr | None = None
@@ -34,6 +45,8 @@ class _Reads(pipeline._StoreSource):
         df = super().exchanges(columns, where)
         if where is None:
             self.unfiltered.append(df.height)
+        elif str(where) == str(_STREAMS):
+            self.stream_columns.extend(df.columns)
         return df
 
 
@@ -111,3 +124,31 @@ def test_session_readings_are_of_the_sessions_with_streams(tmp_path: Path) -> No
     assert every - with_streams == {"posted-only"}
     assert set(front.codecs) == with_streams
     assert set(front.scopes) <= with_streams
+
+
+def test_the_scans_streams_are_not_walked_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass walks in Python the linked streams only, never a table of every stream of
+    the scan (issue 9: a dict of each stream's key and of its session held two Python
+    objects per stream, 3.2 M streams on the --big log set), and reads the streams with
+    the columns their order and links need (not the request line: it is not held)."""
+    walked: list[tuple[list[str], int]] = []
+    iter_rows = pl.DataFrame.iter_rows
+
+    def noted(self: pl.DataFrame, *args: Any, **kwargs: Any) -> Any:
+        walked.append((self.columns, self.height))
+        return iter_rows(self, *args, **kwargs)
+
+    config = AnalysisConfig()
+    logs = pipeline.LogOptions(ACCESS_FORMAT)
+    with EvidenceStore(4) as store:
+        pipeline.ingest(write_log_set(tmp_path, 40), store, config, logs)
+        source = _Reads(store)
+        streams = store.columns(ExchangeColumns, ["conn_id"], _STREAMS).height
+        monkeypatch.setattr(pl.DataFrame, "iter_rows", noted)
+        front = compute_front(source, config)
+    assert front.links and 3 * len(front.links) < 2 * streams  # a third of them resumes
+    ranked = [height for columns, height in walked if "rank" in columns]
+    assert ranked and max(ranked) < streams, (ranked, streams)
+    assert not {"req_target", "req_method"} & set(source.stream_columns)
