@@ -55,6 +55,7 @@ from sse_forensics.evidence.log_partitions import (
     Spill,
     SpillFiles,
     attach_waiting,
+    client_budget,
     client_rows,
     group_order,
     merge_client_files,
@@ -249,11 +250,12 @@ def client_partition(
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     spill = _spill(buckets, scratch, files)
     exchanges = connections = 0
-    for bucket in group:
-        ids = N.client_ids(spill, bucket, numbers[bucket])
-        added = client_rows(spill, bucket, ids, config, store)
-        exchanges += added[0]
-        connections += added[1]
+    with store.holding(client_budget(store.memory_budget, buckets)):
+        for bucket in group:
+            ids = N.client_ids(spill, bucket, numbers[bucket])
+            added = client_rows(spill, bucket, ids, config, store)
+            exchanges += added[0]
+            connections += added[1]
     store.spill()
     merge_client_files(store, {})
     return PartRows(store.files(), dict(store.rows), exchanges, connections)

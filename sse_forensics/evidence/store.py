@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -358,6 +359,18 @@ class EvidenceStore:
             self._hold(bucket, table, df)
         if self._held > self.memory_budget:
             self.spill()
+
+    @contextmanager
+    def holding(self, budget: int) -> Iterator[None]:
+        """Hold up to ``budget`` bytes (at least the store's own budget) before a spill
+        while the block runs: for a step whose every spill writes a file to every
+        partition (:func:`~sse_forensics.evidence.log_partitions.client_rows`)."""
+        own = self.memory_budget
+        self.memory_budget = max(own, budget)
+        try:
+            yield
+        finally:
+            self.memory_budget = own
 
     def route(
         self,

@@ -9,7 +9,12 @@ from pathlib import Path
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from sse_forensics.evidence.log_partitions import CLIENT_FILES, merge_client_files
+from sse_forensics.evidence.log_partitions import (
+    CLIENT_FILES,
+    CLIENT_MAX,
+    client_budget,
+    merge_client_files,
+)
 from sse_forensics.evidence.store import EvidenceStore
 from sse_forensics.evidence.tables import (
     Columns,
@@ -61,4 +66,28 @@ def test_merged_files_read_back_as_added(tmp_path: Path) -> None:
     again = store.columns(ExchangeColumns, ["conn_id", "index", "session", "req_ts"])
     assert_frame_equal(again, queried)
     assert again["req_ts"].cast(pl.String).to_list() == queried["req_ts"].cast(pl.String).to_list()
+    store.close()
+
+
+def test_the_client_rows_step_holds_more_before_it_spills(tmp_path: Path) -> None:
+    """Step 4b's rows spill a file to every partition each time the store spills: while
+    it runs the store holds up to :func:`client_budget` (a MiB per partition, at most
+    CLIENT_MAX), then its own budget again, also after an error."""
+    assert client_budget(32 << 20, 4) == 32 << 20
+    assert client_budget(32 << 20, 153) == CLIENT_MAX
+    assert client_budget(1, 3) == 3 << 20
+    store = EvidenceStore(3, memory_budget=1, scratch=str(tmp_path))
+    with store.holding(client_budget(store.memory_budget, 3)):
+        for conn in range(CLIENT_FILES + 3):
+            store.add(_connections(conn), _exchanges(conn, ["s1", "s2"]), EventColumns.frame())
+        assert sum(store.file_counts().values()) == 0  # held, not spilled
+    assert store.memory_budget == 1
+    try:
+        with store.holding(1 << 30):
+            raise RuntimeError("a failing step")
+    except RuntimeError:
+        pass
+    assert store.memory_budget == 1
+    store.add(_connections(99), _exchanges(99, ["s1"]), EventColumns.frame())
+    assert sum(store.file_counts().values()) > 0  # its own budget: a spill per add
     store.close()
