@@ -205,3 +205,16 @@ def test_log_partitions_built_by_worker_processes_give_the_same_findings(
     assert findings_jsonl(pooled) == findings_jsonl(alone)
     assert pooled.tables["sessions"].equals(alone.tables["sessions"])
     assert pooled.stats == alone.stats
+
+
+def test_worker_processes_get_fewer_larger_partitions() -> None:
+    """--jobs N > 1 cuts the input into partitions of POOLED_PARTITION_BYTES (each costs
+    the workers a file per reading task and a task per step), one process into
+    PARTITION_BYTES (what bounds its memory); at least four per worker either way."""
+    from sse_forensics.pipeline import partition_count
+
+    mb = 1 << 20
+    assert partition_count(400 * mb, 1) == 50  # 8 MB each
+    assert partition_count(400 * mb, 2) == 25  # 16 MB each
+    assert partition_count(1 * mb, 1) == 1
+    assert partition_count(1 * mb, 2) == 8
