@@ -36,6 +36,9 @@ STREAM_ROWS = 1 << 20
 
 Piece = Path | pl.DataFrame
 
+# Rows of a piece read at once by EventPieces.take.
+TAKE_WINDOW = 1 << 16
+
 
 def _rows(piece: Piece) -> int:
     if isinstance(piece, pl.DataFrame):
@@ -84,14 +87,20 @@ class EventPieces:
         return pl.concat(parts) if parts else self.empty(names)
 
     def take(self, rows: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
-        """The rows numbered ``rows`` (ascending) of the table, a gather per piece."""
+        """The rows numbered ``rows`` (ascending) of the table: of each piece, only the
+        :data:`TAKE_WINDOW`-row windows that hold some are read, a gather each (a few
+        events of a stream of millions cost a few windows, not the stream)."""
         index = rows.to_numpy().astype(np.int64)
         parts, at = [], 0
         for piece, n in zip(self.pieces, self.lengths, strict=True):
             lo, hi = np.searchsorted(index, [at, at + n])
-            if lo < hi:
-                local = pl.Series(index[lo:hi] - at)
-                parts.append(self._read(piece, 0, n, columns).gather(local))
+            local = index[lo:hi] - at
+            for window in np.unique(local // TAKE_WINDOW):
+                first = int(window) * TAKE_WINDOW
+                a, b = np.searchsorted(local, [first, first + TAKE_WINDOW])
+                mine = local[a:b] - first
+                read = self._read(piece, first, min(TAKE_WINDOW, n - first), columns)
+                parts.append(read.gather(pl.Series(mine)))
             at += n
         return pl.concat(parts) if parts else self.empty(columns)
 

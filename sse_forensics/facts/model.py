@@ -240,6 +240,26 @@ class StreamRecord:
             self._events = out
         return self._events
 
+    @property
+    def events_built(self) -> bool:
+        """Its events are records already, or read as objects (:attr:`events` is cheap)."""
+        return self._events is not None or self.exchange._events is not None
+
+    def record(
+        self,
+        position: int,
+        sse: SSEEvent,
+        kind: EventKind,
+        rpc: list[RpcMessage] | None,
+        signal: SignalPayload | None,
+    ) -> EventRecord:
+        """Event ``position`` of this response as a record, as :attr:`events` builds it,
+        without building the others (``facts.windows``)."""
+        e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
+        if e.carries_id and self.codec is not None:
+            e.key = self.codec.key(e.id_field)
+        return e
+
     def release(self) -> None:
         """Drop the event records built for this stream: each points back at its stream,
         and the cycles would wait for the cyclic collector (pipeline.analyze_partition)."""
