@@ -60,7 +60,7 @@ from sse_forensics.facts.streams import (
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame, rows_frame
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.facts.unjudged import lost_holes, not_judged
-from sse_forensics.facts.windows import JumpViews
+from sse_forensics.facts.windows import JumpViews, read_whole
 from sse_forensics.limits import CapHit
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
@@ -133,15 +133,10 @@ def build_facts(
     cap = front.limits.gaps_per_stream
     cols = event_columns(events, frame_, codecs, logged, cap)
     # Streams judged on every event: opaque IDs with a producer order to check. The others
-    # are judged on the events around their jumps (facts.windows).
-    by_order = [
-        s
-        for s in streams
-        if (s.exchange.connection_id, s.exchange.index) in cols.to_judge
-        and not _codec(s).arithmetic
-        and s.exchange.has_log
-    ]
-    prefetch_events(s.exchange for s in by_order)
+    # are judged on the events around their jumps (facts.windows), short ones read whole.
+    judged = [s for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge]
+    by_order = [s for s in judged if not _codec(s).arithmetic and s.exchange.has_log]
+    prefetch_events(s.exchange for s in judged if s in by_order or read_whole(s))
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )

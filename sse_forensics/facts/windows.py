@@ -7,7 +7,8 @@ up in the ``kind`` column when a signal covering the jump asks for it. What
 :func:`.gaps.live_gaps` makes of them is what it makes of the whole stream.
 
 A stream whose events are objects already (a resumed logical stream's: the replay
-judgements walk them) is read from them."""
+judgements walk them), or that has fewer than :data:`WINDOWED_EVENTS`, is read from all
+of them."""
 
 from __future__ import annotations
 
@@ -34,6 +35,18 @@ def _grouped(
     return out
 
 
+# A stream of fewer events is read whole, in one gather with the other such streams of the
+# partition (``facts.build``): a gather per stream costs ~0.5 ms, more than a few thousand
+# events do as records.
+WINDOWED_EVENTS = 1 << 12
+
+
+def read_whole(stream: StreamRecord) -> bool:
+    """``stream`` is judged on all its events: they are objects already, or few."""
+    ex = stream.exchange
+    return stream.events_built or ex.source is None or ex.n_events < WINDOWED_EVENTS
+
+
 class JumpViews:
     """Per stream, its :class:`~.gaps.LiveView` from what the screen found (``pairs``:
     ``conn_id, ex_index, a_pos, b_pos``; ``signals``: ``conn_id, ex_index, position``)
@@ -49,15 +62,14 @@ class JumpViews:
     def view(self, stream: StreamRecord) -> LiveView:
         key = (stream.exchange.connection_id, stream.exchange.index)
         pairs = self.pairs.get(key, [])
-        ex = stream.exchange
-        if stream.events_built or ex.source is None:
+        source = stream.exchange.source
+        if source is None or read_whole(stream):
             full, events = full_view(stream), stream.events
             return LiveView(
                 [(events[a], events[b]) for a, b in pairs], full.signals, full.next_data
             )
         signals = [p for (p,) in self.signals.get(key, [])]
         at = _events_at(stream, sorted({p for pair in pairs for p in pair} | set(signals)))
-        source = ex.source
         return LiveView(
             [(at[a], at[b]) for a, b in pairs],
             [at[p] for p in signals],
@@ -75,11 +87,11 @@ class JumpViews:
 
 def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
     """The records of ``stream``'s events at ``positions`` (rising), and of no other."""
-    ex = stream.exchange
-    if stream.events_built or ex.source is None:
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
         events = stream.events
         return {p: events[p] for p in positions}
-    read = ex.source.events_at((ex.connection_id, ex.index), positions)
+    read = source.events_at((ex.connection_id, ex.index), positions)
     return {p: stream.record(p, *parts) for p, parts in zip(positions, read, strict=True)}
 
 

@@ -40,7 +40,7 @@ def every_jump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def one_jump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("windows") / "one-jump.pcap"
-    hostile.write(path, lambda w: hostile.long_stream(w, 4000, gap=True))
+    hostile.write(path, lambda w: hostile.long_stream(w, 6000, gap=True))
     return path
 
 
@@ -122,12 +122,14 @@ def test_the_cap_through_the_command_line(every_jump: Path) -> None:
 
 
 def _records_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each :class:`~.model.EventRecord` built from now on, counted."""
+    """Each :class:`~.model.EventRecord` of a stream of more than 1,000 events built from
+    now on, by position (a short stream is read whole: ``facts.windows.WINDOWED_EVENTS``)."""
     built: list[int] = []
     post_init = model.EventRecord.__post_init__
 
     def counted(self: model.EventRecord) -> None:
-        built.append(1)
+        if self.stream.exchange.n_events > 1000:
+            built.append(self.position)
         post_init(self)
 
     monkeypatch.setattr(model.EventRecord, "__post_init__", counted)
@@ -138,15 +140,28 @@ def _records_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_long_stream_with_one_jump_materialises_the_events_around_it(
     one_jump: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
 ) -> None:
-    """4,000 events, one jump by 5 halfway: the jump is judged (the same finding whether
+    """6,000 events, one jump by 5 halfway: the jump is judged (the same finding whether
     the partition's events are held or read from their pieces), and only the two events
-    of each jump are built as records (the ordinary stream's jump too), not the stream."""
+    of its jump are built as records, not the stream's 6,000."""
     whole = findings_jsonl(_scan(one_jump))
     if from_pieces:
         monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
     built = _records_built(monkeypatch)
     result = _scan(one_jump)
     assert findings_jsonl(result) == whole
-    jump = ("missing-stream-gap", "silent_corruption", "2001", "2005")
+    jump = ("missing-stream-gap", "silent_corruption", "3001", "3005")
     assert {ORDINARY, jump} <= _findings(result)
-    assert len(built) == 4
+    assert sorted(built) == [2999, 3000]  # IDs 3000 and 3006
+
+
+def test_the_events_around_a_jump_are_the_stream_records(one_jump: Path) -> None:
+    """The records built around a jump are those the stream's events hold once built (the
+    timeline places each gap by looking its events up among them, by identity)."""
+    result = scan_paths([str(one_jump)], keep_records=True)
+    assert result.facts is not None
+    found = [g for g in result.facts.gaps if g.before is not None and g.after is not None]
+    assert len(found) == 2
+    for g in found:
+        assert g.before is not None and g.after is not None
+        events = g.stream.events
+        assert events[g.before.position] is g.before and events[g.after.position] is g.after
