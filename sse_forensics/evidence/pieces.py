@@ -57,8 +57,7 @@ class EventPieces:
         self.lengths = [n for _p, n in counted if n]
         self.height = sum(self.lengths)
         self.columns = EventColumns.names()
-        self._runs: pl.DataFrame | None = None
-        self._ran = False
+        self._runs: tuple[pl.DataFrame | None] | None = None  # (runs(),) once found
 
     def _read(self, piece: Piece, offset: int, length: int, columns: Sequence[str]) -> pl.DataFrame:
         lazy = piece.lazy() if isinstance(piece, pl.DataFrame) else pl.scan_parquet(piece)
@@ -137,9 +136,9 @@ class EventPieces:
         the table in rising ``position`` (as ingest writes them), in table order; else
         None. Read ``size`` rows (default :data:`STREAM_ROWS`) of three columns at a time;
         found once."""
-        if not self._ran:
-            self._runs, self._ran = self._find_runs(size or STREAM_ROWS), True
-        return self._runs
+        if self._runs is None:
+            self._runs = (self._find_runs(size or STREAM_ROWS),)
+        return self._runs[0]
 
     def _find_runs(self, size: int) -> pl.DataFrame | None:
         keys = ("conn_id", "ex_index")
