@@ -49,6 +49,9 @@ class Limits:
     json_depth: int = 128
     # Decoded bytes of one compressed (gzip, zstd) log file.
     log_decoded_bytes: int = 64 * GiB
+    # ID jumps of one response judged one by one (each a live gap with its evidence); the
+    # jumps past them are counted. Real incidents show a handful per stream.
+    gaps_per_stream: int = 1000
 
 
 LIMIT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Limits))

@@ -49,7 +49,7 @@ from sse_forensics.ingest.inputs import (
 )
 from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
-from sse_forensics.limits import fold_caps
+from sse_forensics.limits import CapHit, fold_caps
 from sse_forensics.memory import return_freed_memory
 from sse_forensics.query_engine import engine_for
 from sse_forensics.reassembly.capture import Reassembly, reassemble
@@ -315,6 +315,7 @@ class PartitionResult:
     # Each ``sessions`` row's first exchange (``conn_id, index``; null without one): the
     # scan's order of the sessions (:func:`_session_order`).
     first_seen: pl.DataFrame | None = None
+    caps: list[CapHit] = field(default_factory=list)  # caps that fired while judging
 
 
 def analyze_partition(
@@ -372,6 +373,7 @@ def analyze_partition(
         findings, _ = evaluate(rules, facts.rule_tables(), provided)
         fact_tables, kept = facts.tables, facts if keep_records else None
         event_rows = facts.event_rows
+        caps = facts.caps
         if kept is None:  # freed here by reference counting, not walked by the collector
             for stream in facts.streams:
                 stream.release()
@@ -391,7 +393,7 @@ def analyze_partition(
         .join(firsts, on="session_id", how="left", maintain_order="left")
         .select("conn_id", "index")
     )
-    return PartitionResult(tables, findings, counts, kept, first_seen)
+    return PartitionResult(tables, findings, counts, kept, first_seen, caps)
 
 
 def _first_exchanges(exchanges: pl.DataFrame) -> pl.DataFrame:
@@ -804,7 +806,7 @@ def scan_paths(
         stats=stats,
         loss=reassembly.loss,
         log_stats=reassembly.log_stats,
-        errors=fold_caps(reassembly.errors),
+        errors=fold_caps([*reassembly.errors, *(hit for r in results for hit in r.caps)]),
         connections=reassembly.connections,
         tables=tables,
         findings=findings,

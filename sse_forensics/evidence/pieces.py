@@ -36,6 +36,9 @@ STREAM_ROWS = 1 << 20
 
 Piece = Path | pl.DataFrame
 
+# Rows of a piece read at once by EventPieces.take.
+TAKE_WINDOW = 1 << 16
+
 
 def _rows(piece: Piece) -> int:
     if isinstance(piece, pl.DataFrame):
@@ -54,8 +57,7 @@ class EventPieces:
         self.lengths = [n for _p, n in counted if n]
         self.height = sum(self.lengths)
         self.columns = EventColumns.names()
-        self._runs: pl.DataFrame | None = None
-        self._ran = False
+        self._runs: tuple[pl.DataFrame | None] | None = None  # (runs(),) once found
 
     def _read(self, piece: Piece, offset: int, length: int, columns: Sequence[str]) -> pl.DataFrame:
         lazy = piece.lazy() if isinstance(piece, pl.DataFrame) else pl.scan_parquet(piece)
@@ -84,14 +86,20 @@ class EventPieces:
         return pl.concat(parts) if parts else self.empty(names)
 
     def take(self, rows: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
-        """The rows numbered ``rows`` (ascending) of the table, a gather per piece."""
+        """The rows numbered ``rows`` (ascending) of the table: of each piece, only the
+        :data:`TAKE_WINDOW`-row windows that hold some are read, a gather each (a few
+        events of a stream of millions cost a few windows, not the stream)."""
         index = rows.to_numpy().astype(np.int64)
         parts, at = [], 0
         for piece, n in zip(self.pieces, self.lengths, strict=True):
             lo, hi = np.searchsorted(index, [at, at + n])
-            if lo < hi:
-                local = pl.Series(index[lo:hi] - at)
-                parts.append(self._read(piece, 0, n, columns).gather(local))
+            local = index[lo:hi] - at
+            for window in np.unique(local // TAKE_WINDOW):
+                first = int(window) * TAKE_WINDOW
+                a, b = np.searchsorted(local, [first, first + TAKE_WINDOW])
+                mine = local[a:b] - first
+                read = self._read(piece, first, min(TAKE_WINDOW, n - first), columns)
+                parts.append(read.gather(pl.Series(mine)))
             at += n
         return pl.concat(parts) if parts else self.empty(columns)
 
@@ -128,9 +136,9 @@ class EventPieces:
         the table in rising ``position`` (as ingest writes them), in table order; else
         None. Read ``size`` rows (default :data:`STREAM_ROWS`) of three columns at a time;
         found once."""
-        if not self._ran:
-            self._runs, self._ran = self._find_runs(size or STREAM_ROWS), True
-        return self._runs
+        if self._runs is None:
+            self._runs = (self._find_runs(size or STREAM_ROWS),)
+        return self._runs[0]
 
     def _find_runs(self, size: int) -> pl.DataFrame | None:
         keys = ("conn_id", "ex_index")

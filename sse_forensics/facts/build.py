@@ -60,6 +60,8 @@ from sse_forensics.facts.streams import (
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame, rows_frame
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.facts.unjudged import lost_holes, not_judged
+from sse_forensics.facts.windows import JumpViews, read_whole
+from sse_forensics.limits import CapHit
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 
@@ -86,6 +88,7 @@ class Facts:
     # empty) and its row count.
     events_plan: list[pl.LazyFrame] | None = None
     event_rows: int = 0
+    caps: list[CapHit] = field(default_factory=list)  # caps that fired while judging
 
     def rule_tables(self) -> dict[str, Table]:
         """The tables rules read: ``tables``, with the ``events`` query in place of its
@@ -127,10 +130,13 @@ def build_facts(
     requests = RequestIndex(collect_requests(exchanges, by_exchange), posts)
     frame_ = stream_frame(streams)
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.has_log}
-    cols = event_columns(events, frame_, codecs, logged)
-    prefetch_events(
-        s.exchange for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge
-    )
+    cap = front.limits.gaps_per_stream
+    cols = event_columns(events, frame_, codecs, logged, cap)
+    # Streams judged on every event: opaque IDs with a producer order to check. The others
+    # are judged on the events around their jumps (facts.windows), short ones read whole.
+    judged = [s for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge]
+    by_order = [s for s in judged if not _codec(s).arithmetic and s.exchange.has_log]
+    prefetch_events(s.exchange for s in judged if s in by_order or read_whole(s))
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
@@ -138,10 +144,14 @@ def build_facts(
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
+    views = JumpViews(cols.jump_pairs, cols.signal_at, cols.past_cap)
+    ordered = set(by_order)
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical)))
+        view = None if s in ordered else views.view(s)
+        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view))
+    caps = views.caps(streams, front.limits)
     for s in streams:
         if s.kind != "resume":
             continue
@@ -194,6 +204,7 @@ def build_facts(
     }
     assert set(tables) == set(TABLE_SCHEMAS)
     facts = Facts(tables, streams, records, gaps, by_exchange, all_exchanges, connections)
+    facts.caps = caps
     if lazy_events:
         facts.events_plan, facts.event_rows = plan, cols.height
     else:
@@ -387,8 +398,10 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
     """When the client left ``stream`` (its last written event), if the server's event log
     shows events produced for it afterwards that it never wrote nor evicted; else None."""
     log = stream.exchange.log
+    if log is None:  # before the events are read: a capture's long stream is never built
+        return None
     written = [e for e in stream.events if e.carries_id and e.kind == "data"]
-    if log is None or not written or written[-1].id_field not in log.emitted:
+    if not written or written[-1].id_field not in log.emitted:
         return None
     last = written[-1]
     after = log.emitted[log.emitted.index(last.id_field) + 1 :]

@@ -168,6 +168,12 @@ class EventColumns:
     # the one pass (:func:`_judged`) rather than in a pass each.
     signal_events: pl.DataFrame | None = None
     answer_events: pl.DataFrame | None = None
+    # What judging a stream's live gaps reads (event_slices.Jumps): its ID jumps under the
+    # gaps_per_stream cap (conn_id, ex_index, a_pos, b_pos), those past it counted (conn_id,
+    # ex_index, over, first), and the positions of its signal events.
+    jump_pairs: pl.DataFrame | None = None
+    past_cap: pl.DataFrame | None = None
+    signal_at: pl.DataFrame | None = None
 
     def slices(
         self, size: int, keys: bool = True, columns: Sequence[str] = _PASS_COLUMNS
@@ -217,14 +223,16 @@ def event_columns(
     frame: pl.DataFrame,
     codecs: dict[Key, IdCodec],
     logged: set[Key],
+    cap: int | None = None,
 ) -> EventColumns:
     """``events``: the partition's evidence events (held, or left in their pieces);
     ``frame``: :func:`stream_frame`; ``codecs``: each response's ID scheme; ``logged``:
-    streams an event log describes (producer order to check)."""
+    streams an event log describes (producer order to check); ``cap``: the ID jumps of a
+    stream kept as pairs (``gaps_per_stream``; :class:`.event_slices.Jumps`)."""
     if isinstance(events, EventPieces):
         streamed = _in_stream_order(events, frame, codecs)
         if streamed is not None:
-            return _judged(None, events.height, streamed, codecs, logged)
+            return _judged(None, events.height, streamed, codecs, logged, cap)
         events = events.frame()  # not in stream time order: read whole and sorted
     # The order (stream time, position) is found on the key columns; every column is then
     # gathered once (a partition of one long stream holds one copy of its events, not one
@@ -248,6 +256,7 @@ def event_columns(
                 ),
                 codecs,
                 logged,
+                cap,
             )
     order = (
         events.select("conn_id", "ex_index", "position")
@@ -272,7 +281,7 @@ def event_columns(
         ("rank", "session"),
     )
     del order, rows
-    return _keyed_columns(stream_events, codecs, logged)
+    return _keyed_columns(stream_events, codecs, logged, cap)
 
 
 def _in_stream_order(
@@ -300,12 +309,13 @@ def _keyed_columns(
     stream_events: pl.DataFrame,
     codecs: dict[Key, IdCodec],
     logged: set[Key],
+    cap: int | None = None,
 ) -> EventColumns:
     """:func:`event_columns` from the partition's stream events in stream time order, with
     their ``rank`` and ``session``."""
     # Key columns holding one value throughout come back scalar (``front.event_keys``).
     keyed = event_keys(stream_events, codecs)
-    return _judged(keyed, keyed.height, None, codecs, logged)
+    return _judged(keyed, keyed.height, None, codecs, logged, cap)
 
 
 def _judged(
@@ -314,11 +324,12 @@ def _judged(
     streamed: _Streamed | None,
     codecs: dict[Key, IdCodec],
     logged: set[Key],
+    cap: int | None = None,
 ) -> EventColumns:
     """The counts, the streams to judge and the ID order of the keyed events (held, or read
     from ``streamed``), in one pass over them :data:`ORDER_SLICE` events at a time."""
     cols = EventColumns(keyed, {}, set(), pl.DataFrame(), height, streamed)
-    tally, jumps, order = Tally(), Jumps(), Order()
+    tally, jumps, order = Tally(), Jumps(cap), Order()
     size = ORDER_SLICE
     signals: list[pl.DataFrame] = []
     answers: list[pl.DataFrame] = []
@@ -334,6 +345,8 @@ def _judged(
     if height:
         cols.counts = _counts(tally.result())
     cols.to_judge = jumps.found | {k for k in logged if k in codecs and not codecs[k].arithmetic}
+    cols.jump_pairs, cols.past_cap = jumps.jump_pairs(), jumps.past_cap()
+    cols.signal_at = jumps.signal_positions()
     cols.flags = order.result(lambda: cols.slices(size, False, ("id_field", "kind")))
     return cols
 

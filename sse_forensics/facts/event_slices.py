@@ -74,47 +74,127 @@ _RUN_STARTS = (pl.col("rank") != pl.col("rank").shift(1)) | (
 
 
 def _numbered(part: pl.DataFrame) -> pl.DataFrame:
-    """``rank, conn_id, ex_index, prefix, seq`` of the events of ``part`` whose counter
-    :class:`Jumps` follows (an ID with a key, not a signal). The few columns read are
-    selected before any filter: a filter copies every column it keeps."""
+    """``rank, conn_id, ex_index, prefix, seq, position`` of the events of ``part`` whose
+    counter :class:`Jumps` follows (an ID with a key, not a signal). The few columns read
+    are selected before any filter: a filter copies every column it keeps."""
     return (
         part.lazy()
         .filter(CONSIDERED & pl.col("seq").is_not_null())
-        .select("rank", "conn_id", "ex_index", "prefix", "seq")
+        .select("rank", "conn_id", "ex_index", "prefix", "seq", "position")
         .collect()
     )
+
+
+_KEYS = ("conn_id", "ex_index")
+PAIRS_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "a_pos": pl.Int64, "b_pos": pl.Int64}
+OVER_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "over": pl.UInt32, "first": pl.Int64}
+SIGNALS_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "position": pl.Int64}
 
 
 class Jumps:
     """Streams :func:`~.gaps.live_gaps` could find a gap in by their counters: one that
     jumps past its high-water mark within a run of one prefix (``gaps._advances``), or a
-    ``stream-gap`` signal. The run in progress (its stream, prefix and high-water mark) is
-    handed on from slice to slice."""
+    ``stream-gap`` signal. The run in progress (its stream, prefix, high-water mark and
+    where it was set) is handed on from slice to slice.
 
-    def __init__(self) -> None:
+    Each jump is also kept as the positions of its two events (``a_pos``: the high-water
+    event, ``b_pos``: the one past it), the first ``cap`` of each stream (the
+    ``gaps_per_stream`` cap, issue 16): the jumps past them are only counted (``over``,
+    with the first one's ``b_pos``), so a stream whose every ID jumps holds ``cap`` pairs,
+    not one per event. With the positions of the signal events, that is what judging a
+    stream's live gaps reads of it (:mod:`.windows`): nothing else of it is materialised."""
+
+    def __init__(self, cap: int | None = None) -> None:
         self.found: set[Key] = set()
-        self.carried: pl.DataFrame | None = None  # the run in progress: its last row, max seq
+        self.carried: pl.DataFrame | None = None  # the run in progress: its high-water row
+        self.cap = cap
+        self.pairs: list[pl.DataFrame] = [pl.DataFrame(schema=PAIRS_SCHEMA)]
+        self.over: list[pl.DataFrame] = [pl.DataFrame(schema=OVER_SCHEMA)]
+        self.signals: list[pl.DataFrame] = [pl.DataFrame(schema=SIGNALS_SCHEMA)]
+        self.counted = pl.DataFrame(schema={**dict.fromkeys(_KEYS, pl.Int64), "n": pl.UInt32})
 
     def feed(self, part: pl.DataFrame) -> None:
         numbered = _numbered(part)
-        self.found.update(
-            part.select("conn_id", "ex_index", "kind", "event")
-            .filter((pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP))
-            .select("conn_id", "ex_index")
-            .unique()
-            .iter_rows()
+        signals = part.select(*_KEYS, "kind", "event", "position").filter(
+            pl.col("kind") == "signal"
         )
+        if signals.height:
+            self.signals.append(signals.select(*_KEYS, "position"))
+            self.found.update(
+                signals.filter(pl.col("event") == STREAM_GAP).select(_KEYS).unique().iter_rows()
+            )
         if not numbered.height:
             return
         if self.carried is not None:
             numbered = pl.concat([self.carried, numbered], how="vertical_relaxed")
         numbered = numbered.with_columns(_RUN_STARTS.fill_null(True).cum_sum().alias("run"))
         high = pl.col("seq").cum_max().shift(1).over("run")
-        jumps = numbered.filter(pl.col("seq") > high + 1).select("conn_id", "ex_index").unique()
-        self.found.update(jumps.iter_rows())
-        self.carried = numbered.filter(pl.col("run") == pl.col("run").last()).select(
-            pl.col("rank", "conn_id", "ex_index", "prefix").last(), pl.col("seq").max()
+        numbered = numbered.with_columns(
+            high.alias("high"), (high.is_null() | (pl.col("seq") > high)).alias("raises")
+        ).with_columns(
+            pl.when(pl.col("raises"))
+            .then(pl.col("position"))
+            .forward_fill()
+            .shift(1)
+            .over("run")
+            .alias("a_pos")
         )
+        jumps = numbered.filter(pl.col("seq") > pl.col("high") + 1).select(
+            *_KEYS, "a_pos", pl.col("position").alias("b_pos")
+        )
+        self.found.update(jumps.select(_KEYS).unique().iter_rows())
+        self._keep(jumps)
+        self.carried = (
+            numbered.filter((pl.col("run") == pl.col("run").last()) & pl.col("raises"))
+            .tail(1)
+            .select("rank", *_KEYS, "prefix", "seq", "position")
+        )
+
+    def _keep(self, jumps: pl.DataFrame) -> None:
+        """Keep the jumps of ``jumps`` under each stream's cap; count the rest."""
+        if not jumps.height:
+            return
+        if self.cap is None:
+            self.pairs.append(jumps)
+            return
+        ranked = jumps.join(self.counted, on=_KEYS, how="left", maintain_order="left").select(
+            *_KEYS,
+            "a_pos",
+            "b_pos",
+            (pl.int_range(pl.len(), dtype=pl.UInt32).over(_KEYS) + pl.col("n").fill_null(0)).alias(
+                "k"
+            ),
+        )
+        self.pairs.append(ranked.filter(pl.col("k") < self.cap).select(PAIRS_SCHEMA.keys()))
+        self.over.append(
+            ranked.filter(pl.col("k") >= self.cap)
+            .group_by(_KEYS, maintain_order=True)
+            .agg(pl.len().cast(pl.UInt32).alias("over"), pl.col("b_pos").first().alias("first"))
+        )
+        self.counted = (
+            pl.concat(
+                [self.counted, jumps.group_by(_KEYS).agg(pl.len().cast(pl.UInt32).alias("n"))]
+            )
+            .group_by(_KEYS)
+            .agg(pl.col("n").sum())
+        )
+
+    def jump_pairs(self) -> pl.DataFrame:
+        """``conn_id, ex_index, a_pos, b_pos``: the jumps kept, each stream's in order."""
+        return pl.concat(self.pairs, how="vertical_relaxed")
+
+    def past_cap(self) -> pl.DataFrame:
+        """``conn_id, ex_index, over, first``: per stream, its jumps past the cap and the
+        ``b_pos`` of the first of them."""
+        return (
+            pl.concat(self.over, how="vertical_relaxed")
+            .group_by(_KEYS, maintain_order=True)
+            .agg(pl.col("over").sum(), pl.col("first").first())
+        )
+
+    def signal_positions(self) -> pl.DataFrame:
+        """``conn_id, ex_index, position`` of every signal event, in table order."""
+        return pl.concat(self.signals, how="vertical_relaxed")
 
 
 ORDER_SCHEMA = {"row": pl.UInt32, "id_order": pl.String, "prev_row": pl.UInt32}

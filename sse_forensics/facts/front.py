@@ -49,7 +49,7 @@ from sse_forensics.facts.ids import (
 from sse_forensics.facts.runs import expanded, normalised, runs_of, shares
 from sse_forensics.facts.taken import CounterGroup
 from sse_forensics.ingest.logs.files import rotation_key
-from sse_forensics.limits import DEFAULT_LIMITS
+from sse_forensics.limits import DEFAULT_LIMITS, Limits
 from sse_forensics.provenance import Origin
 
 if TYPE_CHECKING:
@@ -131,6 +131,8 @@ class Front:
     # Per replaying stream, its events' positions → where each was first seen.
     foreign: dict[Key, dict[int, ForeignEvent]] = field(default_factory=dict)
     tasks: list[list[int]] = field(default_factory=list)
+    # The scan's caps, for the judging of each task (``gaps_per_stream``).
+    limits: Limits = DEFAULT_LIMITS
 
     # Every key of the keyed tables above with the task that judges its exchange
     # (``conn_id, index, task``), and the scan's partitions: what :meth:`split` cuts by.
@@ -143,7 +145,11 @@ class Front:
         table is walked once for the whole scan (a key's task is its session's partition's:
         the store routes an exchange by its session), folds staying in key order."""
         shares = [
-            Front(shared_server=dict(self.shared_server), server_groups=dict(self.server_groups))
+            Front(
+                shared_server=dict(self.shared_server),
+                server_groups=dict(self.server_groups),
+                limits=self.limits,
+            )
             for _ in self.tasks
         ]
         task_of = {b: n for n, task in enumerate(self.tasks) for b in task}
@@ -1039,7 +1045,7 @@ def _fold_inputs(source: FrontSource) -> tuple[pl.DataFrame, pl.DataFrame, pl.Da
 def compute_front(source: FrontSource, config: AnalysisConfig) -> Front:
     """The cross-session facts of the scan whose evidence ``source`` reads."""
     buckets = source.buckets
-    front = Front(buckets=buckets)
+    front = Front(buckets=buckets, limits=config.limits)
     logged, captured, ids = _fold_inputs(source)
     front.folds, front.dropped = _folds(logged, captured, ids)
     # Whose exchange each key of the front is (Front.split): log exchanges, streams.

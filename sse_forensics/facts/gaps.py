@@ -16,6 +16,7 @@ and "What counts as what").
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
@@ -321,30 +322,55 @@ def _next_after(stream: StreamRecord, data_at: list[int] | None, position: int) 
     return data_at[k] if k < len(data_at) else len(stream.events)
 
 
-def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[GapRecord]:
-    """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
-    signals that no observed jump explains (the only evidence with opaque IDs)."""
-    gaps: list[GapRecord] = []
-    used_signals: set[int] = set()
+@dataclass(slots=True)
+class LiveView:
+    """What :func:`live_gaps` reads of a stream: its ID jumps (``pairs``: the high-water
+    event and the event past it, :func:`_advances`), its signal events in position order,
+    and ``next_data``: the position of its first data event past a position (its length
+    when none). :func:`full_view` finds them among every event of the stream;
+    :mod:`.windows` materialises only these events of a long one (issue 16)."""
+
+    pairs: list[tuple[EventRecord, EventRecord]]
+    signals: list[EventRecord]
+    next_data: Callable[[int], int]
+
+
+def full_view(stream: StreamRecord) -> LiveView:
+    """:class:`LiveView` of ``stream`` from all its events."""
     numbered = [
         e for e in stream.events if e.carries_id and e.key is not None and e.kind != "signal"
     ]
-    signals = [e for e in stream.events if e.kind == "signal" and e.sse.event == STREAM_GAP]
+    # Each jump's next data event found by bisection over the data events' rising
+    # positions rather than by a walk from the stream's start per jump (a stream whose
+    # every ID jumps cost time in the square of its events: issue 16).
+    data_at = _rising([e.position for e in stream.events if e.kind == "data"])
+    return LiveView(
+        _advances(numbered),
+        [e for e in stream.events if e.kind == "signal"],
+        lambda position: _next_after(stream, data_at, position),
+    )
+
+
+def live_gaps(
+    stream: StreamRecord, codec: IdCodec, taken: TakenKeys, view: LiveView | None = None
+) -> list[GapRecord]:
+    """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
+    signals that no observed jump explains (the only evidence with opaque IDs). ``view``:
+    what is read of the stream (default: :func:`full_view`)."""
+    if view is None:
+        view = full_view(stream)
+    gaps: list[GapRecord] = []
+    used_signals: set[int] = set()
+    signals = [e for e in view.signals if e.sse.event == STREAM_GAP]
     # A signal event that carries an `id:` took that counter value itself (servers that number
     # every event they write): the value was delivered, not dropped.
-    taken = taken.with_extra(
-        e.key for e in stream.events if e.kind == "signal" and e.key is not None
-    )
-    # Each jump's next data event and the signals after it, found by bisection over their
-    # rising positions rather than by a walk from the stream's start per jump (a stream
-    # whose every ID jumps cost time in the square of its events: issue 16).
-    data_at = _rising([e.position for e in stream.events if e.kind == "data"])
+    taken = taken.with_extra(e.key for e in view.signals if e.key is not None)
+    # The signals after each jump found by bisection over their rising positions.
     signals_at = _rising([sig.position for sig in signals])
-    for a, b in _advances(numbered):
+    for a, b in view.pairs:
         rng = _missing(a.counter, b.counter, taken)
         if rng.count == 0:
             continue
-        next_data = _next_after(stream, data_at, a.position)
         first, last = _render(codec, rng, a.id_field)
         gap = GapRecord(
             "live",
@@ -363,7 +389,7 @@ def live_gaps(stream: StreamRecord, codec: IdCodec, taken: TakenKeys) -> list[Ga
             sig = signals[k]
             if sig.position > a.position and _signal_covers(sig, rng, codec, taken):
                 gap.signal, gap.signal_event = STREAM_GAP, sig
-                gap.signal_late = sig.position > next_data
+                gap.signal_late = sig.position > view.next_data(a.position)
                 used_signals.add(sig.position)
                 break
         gaps.append(gap)

@@ -5,7 +5,7 @@ sit on. Objects exist for one partition at a time, never for a whole capture."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any
 
@@ -16,7 +16,7 @@ import polars as pl
 from sse_forensics.evidence.pieces import EventPieces
 from sse_forensics.evidence.tables import EventColumns, single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
-from sse_forensics.facts.model import ExchangeRecord, RpcCall
+from sse_forensics.facts.model import EventKind, ExchangeRecord, RpcCall
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
@@ -296,50 +296,101 @@ class EventSource:
         events, kinds, rpcs, signals = ex._events, ex._kinds, ex._rpcs, ex._signals
         assert events is not None
         fetched = self._fetched.pop(key, None)
-        for (
-            _conn,
-            _index,
-            ev_id,
-            event,
-            data,
-            retry,
-            id_field,
-            start,
-            end,
-            dispatched,
-            kind,
-            rpc_kind,
-            rpc_method,
-            rpc_id,
-            rpc_more,
-            sig_first,
-            sig_last,
-            sig_valid,
-            fsrc,
-            fnum,
-            fts,
-            fkind,
-            lsrc,
-            lnum,
-            lts,
-            lkind,
-        ) in fetched if fetched is not None else self._rows(*span).iter_rows():
-            if fsrc is None:
-                origins: tuple[Origin, ...] = ()
-            else:
-                first = Origin(fsrc, fnum, fts, fkind)
-                if (lsrc, lnum) == (fsrc, fnum):
-                    origins = (first,)
-                else:
-                    origins = (first, Origin(lsrc, lnum, lts, lkind))
-            events.append(
-                SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched)
-            )
+        for row in fetched if fetched is not None else self._rows(*span).iter_rows():
+            sse, kind, rpc, signal = _event_of(row)
+            events.append(sse)
             kinds.append(kind)
-            rpcs.append(_rpc(rpc_kind, rpc_method, rpc_id, rpc_more) if rpc_kind else None)
-            signals.append(
-                SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None
-            )
+            rpcs.append(rpc)
+            signals.append(signal)
+
+    def events_at(self, key: tuple[int, int], positions: Sequence[int]) -> list[EventParts]:
+        """The events at ``positions`` (rising) of exchange ``key``, and nothing else of
+        it: a long stream judged around its ID jumps (:mod:`.windows`, issue 16)."""
+        span = self.spans.get(key)
+        if span is None or not positions:
+            return []
+        start, n = span
+        if positions[-1] >= n:
+            raise IndexError(f"event {positions[-1]} of an exchange of {n}")
+        rows = self._index(start, n)[np.asarray(positions, dtype=np.int64)]
+        if self.pieces is not None:
+            read = self.pieces.take(pl.Series(rows), _EVENT_COLUMNS)
+        else:
+            read = self.events[rows]
+        return [_event_of(row) for row in read.iter_rows()]
+
+    def next_of_kind(self, key: tuple[int, int], position: int, kind: str) -> int:
+        """The position of the first event of exchange ``key`` past ``position`` whose kind
+        is ``kind`` (the exchange's event count when none): its ``kind`` column read
+        :data:`KIND_SLICE` events at a time from there, nothing else of it."""
+        start, n = self.spans.get(key, (0, 0))
+        at = position + 1
+        while at < n:
+            length = min(KIND_SLICE, n - at)
+            if self.pieces is not None:
+                kinds = self.pieces.slice(start + at, length, ("kind",)).get_column("kind")
+            elif self.order is None:
+                kinds = self.events.get_column("kind").slice(start + at, length)
+            else:
+                rows = self.order[start + at : start + at + length]
+                kinds = self.events.get_column("kind").gather(rows)
+            hits = (kinds == kind).arg_true()
+            if hits.len():
+                return at + int(hits[0])
+            at += length
+        return n
+
+
+# Events' kinds read at a time by EventSource.next_of_kind.
+KIND_SLICE = 1 << 16
+
+EventParts = tuple[SSEEvent, EventKind, list[RpcMessage] | None, SignalPayload | None]
+
+
+def _event_of(row: tuple[Any, ...]) -> EventParts:
+    """An event and what ingest read of it, from a row of :data:`_EVENT_COLUMNS`."""
+    (
+        _conn,
+        _index,
+        ev_id,
+        event,
+        data,
+        retry,
+        id_field,
+        start,
+        end,
+        dispatched,
+        kind,
+        rpc_kind,
+        rpc_method,
+        rpc_id,
+        rpc_more,
+        sig_first,
+        sig_last,
+        sig_valid,
+        fsrc,
+        fnum,
+        fts,
+        fkind,
+        lsrc,
+        lnum,
+        lts,
+        lkind,
+    ) = row
+    if fsrc is None:
+        origins: tuple[Origin, ...] = ()
+    else:
+        first = Origin(fsrc, fnum, fts, fkind)
+        if (lsrc, lnum) == (fsrc, fnum):
+            origins = (first,)
+        else:
+            origins = (first, Origin(lsrc, lnum, lts, lkind))
+    return (
+        SSEEvent(ev_id, event, data, retry, id_field, start, end, origins, dispatched),
+        kind,
+        _rpc(rpc_kind, rpc_method, rpc_id, rpc_more) if rpc_kind else None,
+        SignalPayload(sig_first, sig_last, sig_valid) if sig_valid is not None else None,
+    )
 
 
 def prefetch_events(records: Iterable[ExchangeRecord]) -> None:

@@ -222,6 +222,10 @@ class StreamRecord:
     resumed_event: EventRecord | None = None
     codec: IdCodec | None = None  # the session's ID scheme: gives each event its key
     _events: list[EventRecord] | None = None
+    # Records of single events built before the others (:meth:`record`), by position: the
+    # very objects :attr:`events` holds once built (the timeline looks gaps' events up by
+    # identity).
+    _singles: dict[int, EventRecord] = field(default_factory=dict)
 
     @property
     def events(self) -> list[EventRecord]:
@@ -237,13 +241,40 @@ class StreamRecord:
                 if e.carries_id and codec is not None:
                     e.key = codec.key(e.id_field)
                 out.append(e)
-            self._events = out
+            for position, single in self._singles.items():
+                out[position] = single
+            self._events, self._singles = out, {}
         return self._events
+
+    @property
+    def events_built(self) -> bool:
+        """Its events are records already, or read as objects (:attr:`events` is cheap)."""
+        return self._events is not None or self.exchange._events is not None
+
+    def record(
+        self,
+        position: int,
+        sse: SSEEvent,
+        kind: EventKind,
+        rpc: list[RpcMessage] | None,
+        signal: SignalPayload | None,
+    ) -> EventRecord:
+        """Event ``position`` of this response as a record, as :attr:`events` builds it,
+        without building the others (``facts.windows``); :attr:`events` holds this one."""
+        if self._events is not None:
+            return self._events[position]
+        e = self._singles.get(position)
+        if e is None:
+            e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
+            if e.carries_id and self.codec is not None:
+                e.key = self.codec.key(e.id_field)
+            self._singles[position] = e
+        return e
 
     def release(self) -> None:
         """Drop the event records built for this stream: each points back at its stream,
         and the cycles would wait for the cyclic collector (pipeline.analyze_partition)."""
-        self._events = None
+        self._events, self._singles = None, {}
         self.resumed_event = None
 
     @property

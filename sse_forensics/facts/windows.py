@@ -1,0 +1,112 @@
+"""A stream's live gaps judged from the events around its ID jumps (issue 16: a stream of a
+million events with one jump held every one of them as a record, ~1.5 KB each, to judge
+one pair). The columnar screen (:class:`.event_slices.Jumps`) gives each jump's two
+positions, under the ``gaps_per_stream`` cap, and the positions of the stream's signal
+events: only those events are materialised, and the next data event past a jump is looked
+up in the ``kind`` column when a signal covering the jump asks for it. What
+:func:`.gaps.live_gaps` makes of them is what it makes of the whole stream.
+
+A stream whose events are objects already (a resumed logical stream's: the replay
+judgements walk them), or that has fewer than :data:`WINDOWED_EVENTS`, is read from all
+of them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import polars as pl
+
+from sse_forensics.facts.gaps import LiveView, full_view
+from sse_forensics.facts.model import EventRecord, StreamRecord
+from sse_forensics.limits import CapHit, Limits
+
+Key = tuple[int, int]
+
+
+def _grouped(
+    frame: pl.DataFrame | None, columns: tuple[str, ...]
+) -> dict[Key, list[tuple[int, ...]]]:
+    """``columns`` of the rows of ``frame``, by stream (``conn_id, ex_index``), in order."""
+    out: dict[Key, list[tuple[int, ...]]] = defaultdict(list)
+    if frame is None:
+        return out
+    for conn, index, *values in frame.select("conn_id", "ex_index", *columns).iter_rows():
+        out[(conn, index)].append(tuple(values))
+    return out
+
+
+# A stream of fewer events is read whole, in one gather with the other such streams of the
+# partition (``facts.build``): a gather per stream costs ~0.5 ms, more than a few thousand
+# events do as records.
+WINDOWED_EVENTS = 1 << 12
+
+
+def read_whole(stream: StreamRecord) -> bool:
+    """``stream`` is judged on all its events: they are objects already, or few."""
+    ex = stream.exchange
+    return stream.events_built or ex.source is None or ex.n_events < WINDOWED_EVENTS
+
+
+class JumpViews:
+    """Per stream, its :class:`~.gaps.LiveView` from what the screen found (``pairs``:
+    ``conn_id, ex_index, a_pos, b_pos``; ``signals``: ``conn_id, ex_index, position``)
+    and its jumps past the cap (``past``: ``conn_id, ex_index, over, first``)."""
+
+    def __init__(
+        self, pairs: pl.DataFrame | None, signals: pl.DataFrame | None, past: pl.DataFrame | None
+    ) -> None:
+        self.pairs = _grouped(pairs, ("a_pos", "b_pos"))
+        self.signals = _grouped(signals, ("position",))
+        self.past = _grouped(past, ("over", "first"))
+
+    def view(self, stream: StreamRecord) -> LiveView:
+        key = (stream.exchange.connection_id, stream.exchange.index)
+        pairs = self.pairs.get(key, [])
+        source = stream.exchange.source
+        if source is None or read_whole(stream):
+            full, events = full_view(stream), stream.events
+            return LiveView(
+                [(events[a], events[b]) for a, b in pairs], full.signals, full.next_data
+            )
+        signals = [p for (p,) in self.signals.get(key, [])]
+        at = _events_at(stream, sorted({p for pair in pairs for p in pair} | set(signals)))
+        return LiveView(
+            [(at[a], at[b]) for a, b in pairs],
+            [at[p] for p in signals],
+            lambda position: source.next_of_kind(key, position, "data"),
+        )
+
+    def caps(self, streams: list[StreamRecord], limits: Limits) -> list[CapHit]:
+        """A ``gaps_per_stream`` cap hit per stream that has jumps past the cap."""
+        out = []
+        for s in streams:
+            for over, first in self.past.get((s.exchange.connection_id, s.exchange.index), []):
+                out.append(_capped(s, over, _events_at(s, [first])[first], limits))
+        return out
+
+
+def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
+    """The records of ``stream``'s events at ``positions`` (rising), and of no other."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        events = stream.events
+        return {p: events[p] for p in positions}
+    read = source.events_at((ex.connection_id, ex.index), positions)
+    return {p: stream.record(p, *parts) for p, parts in zip(positions, read, strict=True)}
+
+
+def _capped(stream: StreamRecord, over: int, first: EventRecord, limits: Limits) -> CapHit:
+    """The ``gaps_per_stream`` hit of ``stream``: ``over`` jumps past the cap, the first of
+    them to ``first``."""
+    origin = first.origin or stream.response_origin or stream.connection.first
+    where = {"frame" if origin.kind == "frame" else "line": origin.number}
+    return CapHit.of(
+        "gaps_per_stream",
+        limits,
+        origin.source,
+        f"{over} more ID jump(s) on {stream.label}, from event id {first.id_field} on",
+        "counted, not judged one by one: the events each may have lost, its signal and "
+        "its verdict are not reported (the stream's jumps before them are judged as usual)",
+        ts=origin.ts,
+        **where,
+    )
