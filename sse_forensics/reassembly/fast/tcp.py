@@ -343,7 +343,7 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     seq = index.seq[rows].astype(np.int64)
     ack = index.ack[rows].astype(np.int64)
     plen = index.payload_len[rows].astype(np.int64)
-    tail = index.claimed_len[rows].astype(np.int64) - plen
+    tail = index.tail[rows].astype(np.int64)
     window = index.window[rows].astype(np.int64)
     ts = index.ts[rows]
     src = index.src[rows].astype(np.int64)
