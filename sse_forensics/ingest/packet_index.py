@@ -1666,21 +1666,45 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
 def _compact(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``wirelen``, ``claimed_len`` and ``data_offset`` of ``cols`` (popped) as
     :class:`PacketIndex` holds them: what they add to ``caplen`` and ``payload_len``
-    (narrowest), and the offsets' low 32 bits with their high ones in runs."""
-    caplen, payload_len = cols["caplen"], cols["payload_len"]
+    (narrowest), and the offsets' low 32 bits with their high ones in runs. Computed
+    :data:`COMPACT_ROWS` rows at a time: no temporary of 8 bytes a frame."""
     out = {
-        "uncaptured": narrowest(cols.pop("wirelen").astype(np.int64) - caplen),
-        "tail": narrowest(cols.pop("claimed_len").astype(np.int64) - payload_len),
+        "uncaptured": _excess(cols.pop("wirelen"), cols["caplen"]),
+        "tail": _excess(cols.pop("claimed_len"), cols["payload_len"]),
     }
     offset = cols.pop("data_offset")
     if offset.dtype.itemsize <= 4:  # narrowed: below 4 GiB
         out["data_low"] = offset
         return out
-    high = offset >> 32
-    starts = np.flatnonzero(np.diff(high, prepend=np.int64(-1)) != 0)
-    out["high_at"], out["high"] = starts, high[starts].astype(np.int64)
-    del high
-    out["data_low"] = (offset & 0xFFFFFFFF).astype(np.uint32)
+    out["data_low"] = offset.astype(np.uint32)  # the low 32 bits (a C cast wraps)
+    starts, values, last = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], -1
+    for lo in range(0, len(offset), COMPACT_ROWS):
+        high = offset[lo : lo + COMPACT_ROWS] >> 32
+        step = np.flatnonzero(np.diff(high, prepend=np.int64(last)) != 0)
+        starts.append(step + lo)
+        values.append(high[step])
+        last = int(high[-1])
+    out["high_at"], out["high"] = np.concatenate(starts), np.concatenate(values)
+    return out
+
+
+COMPACT_ROWS = 1 << 20
+"""Rows :func:`_compact` and :func:`_excess` compute at once (read at call time)."""
+
+
+def _excess(value: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``value - base`` in the narrowest dtype that holds it (a read-only zero where they
+    are equal: :func:`held_once`), computed a slice of rows at a time."""
+    lo_hi = [0, 0]
+    for lo in range(0, len(value), COMPACT_ROWS):
+        part = value[lo : lo + COMPACT_ROWS].astype(np.int64) - base[lo : lo + COMPACT_ROWS]
+        lo_hi = [min(lo_hi[0], int(part.min())), max(lo_hi[1], int(part.max()))]
+    if lo_hi == [0, 0]:
+        return np.broadcast_to(np.zeros(1, dtype=np.uint8), value.shape)
+    out = np.empty(len(value), dtype=narrowest(np.array(lo_hi, dtype=np.int64)).dtype)
+    for lo in range(0, len(value), COMPACT_ROWS):
+        part = value[lo : lo + COMPACT_ROWS].astype(np.int64) - base[lo : lo + COMPACT_ROWS]
+        out[lo : lo + len(part)] = part
     return out
 
 

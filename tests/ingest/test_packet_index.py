@@ -16,6 +16,7 @@ from support.pcapng import block, epb, idb, isb, opb, option, shb, spb
 from support.scripts import load_script
 
 from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest import packet_index
 from sse_forensics.ingest.inputs import merged_frames
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packet_index import PacketIndex, index_capture, index_captures
@@ -709,11 +710,13 @@ def test_offsets_past_4_gib_and_tso_frames(tmp_path: Path) -> None:
         assert joined == payload + GET[20:] * 300
 
 
-def test_offsets_past_4_gib_merged_with_another_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [1 << 20, 1, 7])
+def test_offsets_past_4_gib_merged_with_another_file(tmp_path: Path, monkeypatch, rows) -> None:
     """Past 4 GiB an offset is held as its low 32 bits and runs of high ones (issue 9):
     merged in time with a small file whose frames fall before, between and after the
     large one's, every row's offset (holes below and past 4 GiB included) is its own file's,
-    and the frames past 4 GiB, the wire lengths and the cut payloads read back."""
+    and the frames past 4 GiB, the wire lengths and the cut payloads read back, whatever
+    the slices they are compacted in."""
     big = 262144
     path = tmp_path / "past-4-gib.pcap"
     head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, big, 1)
@@ -738,6 +741,7 @@ def test_offsets_past_4_gib_merged_with_another_file(tmp_path: Path) -> None:
         ):
             fh.write(struct.pack("<IIII", sec, usec, len(frames[k]), len(frames[k])) + frames[k])
     want_small = [24 + 16 + k * (16 + len(frames[0])) for k in range(3)]
+    monkeypatch.setattr(packet_index, "COMPACT_ROWS", rows)  # runs cut at slice ends too
     index = index_captures([str(path), str(small)])
     try:
         want = [want_small[0], *want_big[:holes], want_small[1], *want_big[holes:], want_small[2]]
