@@ -286,8 +286,14 @@ class PacketIndex:
     frame: np.ndarray
     ts: np.ndarray
     caplen: np.ndarray
-    wirelen: np.ndarray
-    data_offset: np.ndarray
+    # ``wirelen``, ``data_offset`` and ``claimed_len`` are held as what they add to columns
+    # the index has anyway (issue 9: in a clean capture of 5 GB that is some 8 bytes a
+    # frame less): ``uncaptured`` = wirelen - caplen and ``tail`` = claimed_len -
+    # payload_len (one zero-stride value unless frames were cut), and ``data_offset`` as
+    # its low 32 bits past 4 GiB, the high ones in runs (``high_at``/``high``: the rows
+    # where a run starts, its value). The properties give the whole columns.
+    uncaptured: np.ndarray
+    data_low: np.ndarray
     linktype: np.ndarray
     interface: np.ndarray
     is_tcp: np.ndarray
@@ -303,8 +309,10 @@ class PacketIndex:
     options_at: np.ndarray
     options_len: np.ndarray
     payload_len: np.ndarray
-    claimed_len: np.ndarray
+    tail: np.ndarray
     wscale: np.ndarray
+    high_at: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    high: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     errors: list[ReadError] = field(default_factory=list)
     stats: dict[str, CaptureStats] = field(default_factory=dict)
     fallback_frames: int = 0
@@ -345,8 +353,39 @@ class PacketIndex:
     @property
     def missing_tail(self) -> np.ndarray:
         """Payload bytes on the wire but not captured, per frame (``TCPSegment.missing_tail``)."""
-        out: np.ndarray = self.claimed_len.astype(np.int64) - self.payload_len
+        out: np.ndarray = self.tail.astype(np.int64)
         return out
+
+    @property
+    def claimed_len(self) -> np.ndarray:
+        """The payload length the IP header announces, per frame (int64)."""
+        out: np.ndarray = self.payload_len.astype(np.int64) + self.tail
+        return out
+
+    @property
+    def wirelen(self) -> np.ndarray:
+        """Each frame's length on the wire (int64)."""
+        out: np.ndarray = self.caplen.astype(np.int64) + self.uncaptured
+        return out
+
+    @property
+    def data_offset(self) -> np.ndarray:
+        """Each frame's first byte in its file (:meth:`offsets` of every row; the stored
+        column itself below 4 GiB)."""
+        if len(self.high_at) == 1 and not int(self.high[0]):
+            return self.data_low
+        return self.offsets(np.arange(len(self.data_low)))
+
+    def offsets(self, rows: np.ndarray) -> np.ndarray:
+        """Where the frames ``rows`` start in their files (int64)."""
+        out: np.ndarray = self.data_low[rows].astype(np.int64)
+        if len(self.high_at) > 1 or int(self.high[0]):
+            out += self.high[np.searchsorted(self.high_at, rows, side="right") - 1] << 32
+        return out
+
+    def _offset(self, i: int) -> int:
+        k = int(np.searchsorted(self.high_at, i, side="right")) - 1
+        return int(self.data_low[i]) + (int(self.high[k]) << 32)
 
     @property
     def tcp_segments(self) -> int:
@@ -385,7 +424,7 @@ class PacketIndex:
 
     def data(self, i: int) -> bytes:
         """The captured bytes of frame ``i`` (``Frame.data``)."""
-        return self._bytes(i, int(self.data_offset[i]), int(self.caplen[i]))
+        return self._bytes(i, self._offset(i), int(self.caplen[i]))
 
     def payload(self, i: int) -> bytes:
         """The captured TCP payload of frame ``i`` (``TCPSegment.payload``)."""
@@ -397,7 +436,7 @@ class PacketIndex:
 
     def options_start(self, i: int) -> int:
         """Where the TCP options of frame ``i`` start in its file."""
-        return int(self.data_offset[i]) + int(self.options_at[i])
+        return self._offset(i) + int(self.options_at[i])
 
     def payload_start(self, i: int) -> int:
         """Where the TCP payload of frame ``i`` starts in its file."""
@@ -406,7 +445,7 @@ class PacketIndex:
     def payload_offsets(self, rows: np.ndarray) -> np.ndarray:
         """Where the TCP payload of each of ``rows`` (TCP rows) starts in its file (int64)."""
         out: np.ndarray = (
-            self.data_offset[rows].astype(np.int64)
+            self.offsets(rows)
             + self.options_at[rows].astype(np.int64)
             + self.options_len[rows].astype(np.int64)
         )
@@ -421,7 +460,7 @@ class PacketIndex:
             self.origin(i),
             int(self.linktype[i]),
             self.data(i),
-            int(self.wirelen[i]),
+            int(self.caplen[i]) + int(self.uncaptured[i]),
             int(self.interface[i]),
         )
 
@@ -441,7 +480,7 @@ class PacketIndex:
             int(self.flags[i]),
             int(self.window[i]),
             self.payload(i),
-            int(self.claimed_len[i] - self.payload_len[i]),
+            int(self.tail[i]),
             self.options(i),
         )
 
@@ -1609,6 +1648,7 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
     placed.sort(key=lambda p: p[0])  # stable: errors at one place keep their order
     for name in _NARROWED:
         cols[name] = narrowest(cols[name])
+    cols.update(_compact(cols))
     for name, col in cols.items():
         cols[name] = held_once(col)
     return PacketIndex(
@@ -1621,6 +1661,51 @@ def _merge(files: list[_FileIndex]) -> PacketIndex:
         fds=[f.fd for f in files],
         **cols,
     )
+
+
+def _compact(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``wirelen``, ``claimed_len`` and ``data_offset`` of ``cols`` (popped) as
+    :class:`PacketIndex` holds them: what they add to ``caplen`` and ``payload_len``
+    (narrowest), and the offsets' low 32 bits with their high ones in runs. Computed
+    :data:`COMPACT_ROWS` rows at a time: no temporary of 8 bytes a frame."""
+    out = {
+        "uncaptured": _excess(cols.pop("wirelen"), cols["caplen"]),
+        "tail": _excess(cols.pop("claimed_len"), cols["payload_len"]),
+    }
+    offset = cols.pop("data_offset")
+    if offset.dtype.itemsize <= 4:  # narrowed: below 4 GiB
+        out["data_low"] = offset
+        return out
+    out["data_low"] = offset.astype(np.uint32)  # the low 32 bits (a C cast wraps)
+    starts, values, last = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], -1
+    for lo in range(0, len(offset), COMPACT_ROWS):
+        high = offset[lo : lo + COMPACT_ROWS] >> 32
+        step = np.flatnonzero(np.diff(high, prepend=np.int64(last)) != 0)
+        starts.append(step + lo)
+        values.append(high[step])
+        last = int(high[-1])
+    out["high_at"], out["high"] = np.concatenate(starts), np.concatenate(values)
+    return out
+
+
+COMPACT_ROWS = 1 << 20
+"""Rows :func:`_compact` and :func:`_excess` compute at once (read at call time)."""
+
+
+def _excess(value: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """``value - base`` in the narrowest dtype that holds it (a read-only zero where they
+    are equal: :func:`held_once`), computed a slice of rows at a time."""
+    lo_hi = [0, 0]
+    for lo in range(0, len(value), COMPACT_ROWS):
+        part = value[lo : lo + COMPACT_ROWS].astype(np.int64) - base[lo : lo + COMPACT_ROWS]
+        lo_hi = [min(lo_hi[0], int(part.min())), max(lo_hi[1], int(part.max()))]
+    if lo_hi == [0, 0]:
+        return np.broadcast_to(np.zeros(1, dtype=np.uint8), value.shape)
+    out = np.empty(len(value), dtype=narrowest(np.array(lo_hi, dtype=np.int64)).dtype)
+    for lo in range(0, len(value), COMPACT_ROWS):
+        part = value[lo : lo + COMPACT_ROWS].astype(np.int64) - base[lo : lo + COMPACT_ROWS]
+        out[lo : lo + len(part)] = part
+    return out
 
 
 def _merge_rows(

@@ -16,6 +16,7 @@ from support.pcapng import block, epb, idb, isb, opb, option, shb, spb
 from support.scripts import load_script
 
 from sse_forensics.errors import ReadError, UnreadableInput
+from sse_forensics.ingest import packet_index
 from sse_forensics.ingest.inputs import merged_frames
 from sse_forensics.ingest.linklayer import decode_tcp
 from sse_forensics.ingest.packet_index import PacketIndex, index_capture, index_captures
@@ -707,6 +708,56 @@ def test_offsets_past_4_gib_and_tso_frames(tmp_path: Path) -> None:
         rows = np.arange(first, len(index))
         joined = index.gather(rows, index.payload_offsets(rows), index.payload_len[rows])
         assert joined == payload + GET[20:] * 300
+
+
+@pytest.mark.parametrize("rows", [1 << 20, 1, 7])
+def test_offsets_past_4_gib_merged_with_another_file(tmp_path: Path, monkeypatch, rows) -> None:
+    """Past 4 GiB an offset is held as its low 32 bits and runs of high ones (issue 9):
+    merged in time with a small file whose frames fall before, between and after the
+    large one's, every row's offset (holes below and past 4 GiB included) is its own file's,
+    and the frames past 4 GiB, the wire lengths and the cut payloads read back, whatever
+    the slices they are compacted in."""
+    big = 262144
+    path = tmp_path / "past-4-gib.pcap"
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, big, 1)
+    holes = 16385  # 16,385 * (16 + 262,144) bytes > 4 GiB
+    records = [ether(ipv4(GET, src=f"10.1.0.{k}")) for k in range(5)]
+    want_big = [24 + 16 + i * (16 + big) for i in range(holes)]
+    with open(path, "wb") as fh:
+        fh.write(head)
+        for i in range(holes):
+            fh.write(struct.pack("<IIII", 1_700_000_000, i, big, big))
+            fh.seek(big, 1)
+        for k, data in enumerate(records):  # the last one cut: 10 bytes captured of it
+            kept = data if k < 4 else data[:-10]
+            want_big.append(fh.tell() + 16)
+            fh.write(struct.pack("<IIII", 1_700_000_001, k, len(kept), len(data)) + kept)
+    small = tmp_path / "small.pcap"
+    frames = [ether(ipv4(GET, src="10.2.0.1"))] * 3
+    with open(small, "wb") as fh:
+        fh.write(head)
+        for k, (sec, usec) in enumerate(
+            ((1_699_999_999, 0), (1_700_000_000, 999_999), (1_700_000_002, 0))
+        ):
+            fh.write(struct.pack("<IIII", sec, usec, len(frames[k]), len(frames[k])) + frames[k])
+    want_small = [24 + 16 + k * (16 + len(frames[0])) for k in range(3)]
+    monkeypatch.setattr(packet_index, "COMPACT_ROWS", rows)  # runs cut at slice ends too
+    index = index_captures([str(path), str(small)])
+    try:
+        want = [want_small[0], *want_big[:holes], want_small[1], *want_big[holes:], want_small[2]]
+        assert index.data_offset.tolist() == want
+        assert len(index.high) > 2  # runs: below 4 GiB, past it, the small file's, ...
+        rows = np.arange(len(index))
+        assert index.offsets(rows[::-1]).tolist() == want[::-1]
+        for i in range(holes + 2, holes + 7):  # the large file's frames past 4 GiB
+            frame = index.frame_record(i)
+            k = i - holes - 2
+            assert frame.data == records[k][: None if k < 4 else -10]
+            assert frame.wirelen == len(records[k]) and index.segment(i) == decode_tcp(frame)
+        assert index.frame_record(len(index) - 1).data == frames[2]
+        assert int(index.missing_tail[holes + 6]) == 10 == int(index.tail[holes + 6])
+    finally:
+        index.close()
 
 
 def test_a_value_past_its_column_widens_it() -> None:

@@ -584,3 +584,19 @@ def test_flows_classified_in_slices(tmp_path: Path, monkeypatch) -> None:
             assert np.array_equal(np.asarray(a), np.asarray(b)), (p, name)
     monkeypatch.setattr(tcp, "CLASSIFY_ROWS", 40)
     assert assert_equivalent([str(path)], shards=(1,)).fast == 50
+
+
+def test_overlaps_follow_their_rows(monkeypatch) -> None:
+    """The repeated bytes are held for the rows that repeat only (issue 9): their positions
+    move with the candidates' rows when a refused group comes first (the capture-loss
+    sample's) and when groups are classified a slice at a time (the one that repeats bytes
+    after another candidate's), so the retransmission that differs from its first copy is
+    still found (and the rest equals the exact path)."""
+    from sse_forensics.reassembly.fast import tcp
+
+    names = ("capture-loss", "garbage-chunk", "inconsistent-retransmission")
+    paths = [str(SAMPLES / f"crafted-{name}.pcap") for name in names]  # in time order
+    for rows in (1 << 18, 1, 7):
+        monkeypatch.setattr(tcp, "CLASSIFY_ROWS", rows)
+        got = assert_equivalent(paths, shards=(1,))
+        assert got.fallbacks[tcp.R_INCONSISTENT] == 1, rows

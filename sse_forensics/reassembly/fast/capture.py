@@ -60,6 +60,7 @@ from sse_forensics.reassembly.fast.tcp import (
     build_connection,
     classify_groups,
     group_flows,
+    skipped,
 )
 from sse_forensics.reassembly.flows import Connection, ConnectionLedger
 from sse_forensics.reassembly.http_events import RequestHead, ResponseHead, header
@@ -497,7 +498,7 @@ class _Batch:
             clo, chi = check.span(g)
             server = check.server[clo:chi]
             fresh = check.fresh[clo:chi]
-            skip = check.skip[clo:chi]
+            skip = skipped(index, rows, fresh)
             lens = []
             for side in (False, True):
                 has = (fresh > 0) & (server == side)
@@ -596,13 +597,14 @@ class _Batch:
                 if views is None:
                     views = [memoryview(b) for b in index.buffers]
                 lo = int(groups.starts[c.group])
-                for p in at.tolist():
+                for k in at:
+                    p = int(check.overlap_row[k])
                     row = int(groups.rows[lo + p - clo])
                     server = bool(check.server[p])
                     buf, base = (self.s_buf, c.s_lo) if server else (self.c_buf, c.c_lo)
-                    n = int(check.overlap_len[p])
-                    pos = index.payload_start(row) + int(check.overlap_skip[p])
-                    stream_at = base + int(check.overlap_at[p])
+                    n = int(check.overlap_len[k])
+                    pos = index.payload_start(row) + int(check.overlap_skip[k])
+                    stream_at = base + int(check.overlap_at[k])
                     if views[int(index.file[row])][pos : pos + n] != buf[stream_at : stream_at + n]:
                         c.reason = R_INCONSISTENT
                         break

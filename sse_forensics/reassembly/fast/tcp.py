@@ -197,14 +197,17 @@ class GroupCheck:
     server: np.ndarray  # bool per grouped row: sent by the server
     # Per grouped row, each in the smallest integer dtype its values need (issue 9: held
     # for the whole reassembly; widen before arithmetic):
-    fresh: np.ndarray  # bytes it adds to its stream (first copy)
-    skip: np.ndarray  # payload bytes before them (already seen)
+    fresh: np.ndarray  # bytes it adds to its stream (first copy); the payload bytes
+    # before them (already seen) are the rest of its payload (:func:`skipped`)
     final: np.ndarray  # int64 [G]: grouped index of the row that finalises it, or -1
     first_rst: np.ndarray  # int64 [G]: grouped index of the first RST, or len(rows)
     shift: np.ndarray  # int8 [G, 2]: window scale of client, server
-    # Per grouped row (narrowest dtypes too): payload bytes that repeat bytes already
-    # delivered (a retransmission or overlap the reassembler compares with the first copy),
-    # where they start in the payload and in the stream.
+    # The rows whose payload repeats bytes already delivered (a retransmission or overlap
+    # the reassembler compares with the first copy), held for those rows only (issue 9: a
+    # clean capture has next to none, and per row these were 6 bytes): their positions in
+    # the per-row arrays (int64, ascending), how many bytes repeat, where they start in
+    # the payload and in the stream (narrowest dtypes).
+    overlap_row: np.ndarray
     overlap_len: np.ndarray
     overlap_skip: np.ndarray
     overlap_at: np.ndarray
@@ -216,14 +219,22 @@ class GroupCheck:
         """Where candidate ``g``'s rows are in the per-row arrays (in group order)."""
         return int(self.row_start[g]), int(self.row_start[g + 1])
 
-    def overlaps(self, lo: int, hi: int) -> np.ndarray:
-        """Positions in ``[lo, hi)`` (one group's :meth:`span`) of rows that repeat
-        delivered bytes."""
-        return lo + np.flatnonzero(self.overlap_len[lo:hi] > 0)
+    def overlaps(self, lo: int, hi: int) -> range:
+        """The overlaps (indexes into ``overlap_*``) of the rows in ``[lo, hi)`` (one
+        group's :meth:`span`)."""
+        at = self.overlap_row
+        return range(int(np.searchsorted(at, lo)), int(np.searchsorted(at, hi)))
 
 
-_PER_ROW = ("server", "fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
-_NARROWED = ("fresh", "skip", "overlap_len", "overlap_skip", "overlap_at")
+def skipped(index: PacketIndex, rows: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """Payload bytes of ``rows`` before their ``fresh`` ones (already seen), int64."""
+    out: np.ndarray = index.payload_len[rows].astype(np.int64) - fresh
+    return out
+
+
+_PER_ROW = ("server", "fresh")
+_NARROWED = ("fresh", "overlap_len", "overlap_skip", "overlap_at")
+_OVERLAPS = ("overlap_row", "overlap_len", "overlap_skip", "overlap_at")
 
 
 CLASSIFY_ROWS = 1 << 18
@@ -262,6 +273,12 @@ def _candidates_only(check: GroupCheck, groups: FlowGroups) -> GroupCheck:
         return check
     counts = np.diff(groups.starts)
     keep = np.repeat(check.candidate, counts)
+    kept = keep[check.overlap_row]
+    moved = np.cumsum(keep) - 1  # a kept row's position among the kept ones
+    check.overlap_row = moved[check.overlap_row[kept]]
+    for name in _OVERLAPS[1:]:
+        setattr(check, name, getattr(check, name)[kept])
+    del moved
     for name in _PER_ROW:
         setattr(check, name, getattr(check, name)[keep])
     check.row_start = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -290,9 +307,11 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
         ]
     )
     row_start = [np.zeros(1, dtype=np.int64)]
+    overlap_row = []
     at = 0
     for _lo, c in parts:
         row_start.append(c.row_start[1:] + at)
+        overlap_row.append(c.overlap_row + at)
         at += int(c.row_start[-1])
     return GroupCheck(
         [why for _lo, c in parts for why in c.reason],
@@ -300,10 +319,10 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
         cat("exact_tcp"),
         cat("server"),
         cat("fresh"),
-        cat("skip"),
         final,
         first_rst,
         np.concatenate([c.shift for _lo, c in parts]).reshape(-1, 2),
+        np.concatenate(overlap_row),
         cat("overlap_len"),
         cat("overlap_skip"),
         cat("overlap_at"),
@@ -324,7 +343,7 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     seq = index.seq[rows].astype(np.int64)
     ack = index.ack[rows].astype(np.int64)
     plen = index.payload_len[rows].astype(np.int64)
-    tail = index.claimed_len[rows].astype(np.int64) - plen
+    tail = index.tail[rows].astype(np.int64)
     window = index.window[rows].astype(np.int64)
     ts = index.ts[rows]
     src = index.src[rows].astype(np.int64)
@@ -435,8 +454,11 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     ov_lo = np.maximum(off, 0)
     ov_hi = np.minimum(off + plen, got_own)
     repeats = live & read & (plen > 0) & (ov_hi > ov_lo)
-    overlap_len = np.where(repeats, ov_hi - ov_lo, 0)
-    overlap_skip = np.where(repeats, ov_lo - off, 0)
+    overlap_row = np.flatnonzero(repeats)
+    overlap_len = (ov_hi - ov_lo)[overlap_row]
+    overlap_skip = (ov_lo - off)[overlap_row]
+    overlap_at = ov_lo[overlap_row]
+    del ov_lo, ov_hi, repeats
 
     # Window scale (RFC 7323 §2.2: only when both SYNs offered it).
     ws_c = index.wscale[rows[gs]].astype(np.int64)
@@ -505,13 +527,13 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         exact_tcp,
         server,
         fresh,
-        plen - fresh,
         final,
         first_rst,
         shift.astype(np.int8),  # at most 14 (RFC 7323 §2.3); the check is kept per group
+        overlap_row,
         overlap_len,
         overlap_skip,
-        ov_lo,
+        overlap_at,
         starts,
     )
 
