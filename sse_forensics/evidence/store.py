@@ -362,11 +362,11 @@ class EvidenceStore:
 
     @contextmanager
     def holding(self, budget: int) -> Iterator[None]:
-        """Hold up to ``budget`` bytes (at least the store's own budget) before a spill
-        while the block runs: for a step whose every spill writes a file to every
-        partition (:func:`~sse_forensics.evidence.log_partitions.client_rows`)."""
+        """Hold up to ``budget`` bytes before a spill while the block runs: for a step
+        whose every spill writes a file to every partition
+        (:func:`~sse_forensics.evidence.log_partitions.client_budget`)."""
         own = self.memory_budget
-        self.memory_budget = max(own, budget)
+        self.memory_budget = budget
         try:
             yield
         finally:

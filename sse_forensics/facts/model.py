@@ -232,15 +232,12 @@ class StreamRecord:
         """The response's events as records, built on first use."""
         if self._events is None:
             ex = self.exchange
-            codec = self.codec
-            out = []
-            for position, (sse, kind, rpc, signal) in enumerate(
-                zip(ex.events, ex.kinds, ex.rpcs, ex.signals, strict=True)
-            ):
-                e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
-                if e.carries_id and codec is not None:
-                    e.key = codec.key(e.id_field)
-                out.append(e)
+            out = [
+                self._new(position, sse, kind, rpc, signal)
+                for position, (sse, kind, rpc, signal) in enumerate(
+                    zip(ex.events, ex.kinds, ex.rpcs, ex.signals, strict=True)
+                )
+            ]
             for position, single in self._singles.items():
                 out[position] = single
             self._events, self._singles = out, {}
@@ -265,10 +262,21 @@ class StreamRecord:
             return self._events[position]
         e = self._singles.get(position)
         if e is None:
-            e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
-            if e.carries_id and self.codec is not None:
-                e.key = self.codec.key(e.id_field)
-            self._singles[position] = e
+            e = self._singles[position] = self._new(position, sse, kind, rpc, signal)
+        return e
+
+    def _new(
+        self,
+        position: int,
+        sse: SSEEvent,
+        kind: EventKind,
+        rpc: list[RpcMessage] | None,
+        signal: SignalPayload | None,
+    ) -> EventRecord:
+        """Event ``position`` as a record, keyed by the stream's ID scheme."""
+        e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
+        if e.carries_id and self.codec is not None:
+            e.key = self.codec.key(e.id_field)
         return e
 
     def release(self) -> None:
