@@ -254,12 +254,18 @@ def evicted_jump(w: PcapWriter) -> None:
 
 
 def long_stream(
-    w: PcapWriter, n: int, chunked: bool = True, gap: bool = False, step: int = 1
+    w: PcapWriter,
+    n: int,
+    chunked: bool = True,
+    gap: bool = False,
+    step: int = 1,
+    late_signal: bool = False,
 ) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
     (not ``chunked``) a close-delimited body; with ``gap``, its IDs jump by 5 halfway
-    (a second silent gap, in the long stream itself); IDs ``step`` apart (2: every one
-    a jump)."""
+    (a second silent gap, in the long stream itself), and with ``late_signal`` data
+    events and a ``stream-gap`` event covering that jump three events after it (a late
+    signal); IDs ``step`` apart (2: every one a jump)."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -277,8 +283,17 @@ def long_stream(
         if segments % 16 == 0:
             flow.send(True, ACK)
 
+    # With a late signal, data events (a JSON-RPC notification each): the signal is late
+    # when it comes after the jump's next data event.
+    payload = b'{"jsonrpc":"2.0","method":"notifications/message"}' if late_signal else b"{}"
     for e in range(1, n + 1):
-        ev = b"id: %d\ndata: {}\n\n" % (e * step + 5 * (gap and e > n // 2))
+        ev = b"id: %d\ndata: %s\n\n" % (e * step + 5 * (gap and e > n // 2), payload)
+        if gap and late_signal and e == n // 2 + 4:
+            half = n // 2 * step
+            ev += b'event: stream-gap\ndata: {"first":"%d","last":"%d"}\n\n' % (
+                half + 1,
+                half + 5,
+            )
         buf.append(ev)
         size += len(ev)
         if size >= MSS - 48:

@@ -253,19 +253,21 @@ class EventSource:
             return np.arange(start, start + n)
         return self.order[start : start + n]
 
-    def _rows(self, start: int, n: int) -> pl.DataFrame:
-        """The exchange's rows in position order: a zero-copy slice when they sit in one
-        ascending run of the table (as ingest writes each response's events), else a
-        gather (a polars gather costs ~0.5 ms a call whatever its size)."""
+    def _rows(self, start: int, n: int, columns: Sequence[str] = _EVENT_COLUMNS) -> pl.DataFrame:
+        """``columns`` of the span ``start, n`` of the (exchange, position) order: a
+        zero-copy slice when its rows sit in one ascending run of the table (as ingest
+        writes each response's events), else a gather (a polars gather costs ~0.5 ms a call
+        whatever its size)."""
         if self.pieces is not None:
-            return self.pieces.slice(start, n, _EVENT_COLUMNS)
+            return self.pieces.slice(start, n, columns)
+        events = self.events if columns is _EVENT_COLUMNS else self.events.select(columns)
         if self.order is None:
-            return self.events.slice(start, n)
+            return events.slice(start, n)
         rows = self.order[start : start + n]
         first = int(rows[0])
         if int(rows[-1]) - first == n - 1 and (n < 3 or bool((np.diff(rows) == 1).all())):
-            return self.events.slice(first, n)
-        return self.events[rows]
+            return events.slice(first, n)
+        return events[rows]
 
     def count(self, key: tuple[int, int]) -> int:
         span = self.spans.get(key)
@@ -327,13 +329,7 @@ class EventSource:
         at = position + 1
         while at < n:
             length = min(KIND_SLICE, n - at)
-            if self.pieces is not None:
-                kinds = self.pieces.slice(start + at, length, ("kind",)).get_column("kind")
-            elif self.order is None:
-                kinds = self.events.get_column("kind").slice(start + at, length)
-            else:
-                rows = self.order[start + at : start + at + length]
-                kinds = self.events.get_column("kind").gather(rows)
+            kinds = self._rows(start + at, length, ("kind",)).get_column("kind")
             hits = (kinds == kind).arg_true()
             if hits.len():
                 return at + int(hits[0])

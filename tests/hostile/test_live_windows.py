@@ -18,7 +18,7 @@ from support.cli import run
 from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
-from sse_forensics.facts import gaps, model
+from sse_forensics.facts import gaps, model, windows
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import scan_paths
@@ -165,3 +165,28 @@ def test_the_events_around_a_jump_are_the_stream_records(one_jump: Path) -> None
         assert g.before is not None and g.after is not None
         events = g.stream.events
         assert events[g.before.position] is g.before and events[g.after.position] is g.after
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_a_late_signal_is_judged_alike_around_the_jump_and_on_the_whole_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """A ``stream-gap`` signal three events past a long stream's jump covers it late: the
+    windowed judgement finds the jump's next data event in the ``kind`` column
+    (``EventSource.next_of_kind``, from held events or from the pieces of a large
+    partition) and says what the whole stream's records say."""
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+    path = tmp_path / "late-signal.pcap"
+    hostile.write(path, lambda w: hostile.long_stream(w, 6000, gap=True, late_signal=True))
+
+    def jump(result: ScanResult) -> list[tuple[Any, ...]]:
+        rows = result.tables["gaps"].select(
+            "response_label", "before_id", "after_id", "signal", "signal_late", "verdict"
+        )
+        return [r[1:] for r in rows.iter_rows() if r[0].startswith("conn 2 ")]
+
+    windowed = _scan(path)
+    assert jump(windowed) == [("3000", "3006", "stream-gap", True, "silent_corruption")]
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert jump(_scan(path)) == jump(windowed)
