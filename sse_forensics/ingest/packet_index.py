@@ -372,14 +372,19 @@ class PacketIndex:
     def data_offset(self) -> np.ndarray:
         """Each frame's first byte in its file (:meth:`offsets` of every row; the stored
         column itself below 4 GiB)."""
-        if len(self.high_at) == 1 and not int(self.high[0]):
+        if not self._past_4gib:
             return self.data_low
         return self.offsets(np.arange(len(self.data_low)))
+
+    @property
+    def _past_4gib(self) -> bool:
+        """Some frame starts 4 GiB or more into its file: ``data_low`` needs ``high``."""
+        return len(self.high_at) > 1 or bool(self.high[0])
 
     def offsets(self, rows: np.ndarray) -> np.ndarray:
         """Where the frames ``rows`` start in their files (int64)."""
         out: np.ndarray = self.data_low[rows].astype(np.int64)
-        if len(self.high_at) > 1 or int(self.high[0]):
+        if self._past_4gib:
             out += self.high[np.searchsorted(self.high_at, rows, side="right") - 1] << 32
         return out
 
