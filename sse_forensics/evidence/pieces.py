@@ -15,11 +15,11 @@ import polars as pl
 
 from sse_forensics.evidence.store import (
     EvidenceStore,
-    _narrowed,
-    _read_table,
     align_chunks,
     narrow_events,
+    narrowed_batches,
     read_files,
+    read_spilled,
     read_table,
     task_connections,
 )
@@ -109,9 +109,9 @@ class EventPieces:
     def frame(self) -> pl.DataFrame:
         """The whole table, read as :meth:`~.store.EvidenceStore.load_task` reads it."""
         read = [
-            _narrowed([p], EventColumns)[0]
+            narrowed_batches([p], EventColumns)[0]
             if isinstance(p, pl.DataFrame)
-            else _read_table(p, EventColumns)
+            else read_spilled(p, EventColumns)
             for p in self.pieces
         ]
         return align_chunks(concat(read, EventColumns))

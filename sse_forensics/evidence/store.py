@@ -281,7 +281,7 @@ def read_rows(
             yield df
 
 
-def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
+def read_spilled(path: Path, table: type[Columns]) -> pl.DataFrame:
     """One spilled file of ``table``; events narrowed (:func:`narrow_events`) as they are
     read, row group by row group, so a file holding one long stream is never held wide, and
     compacted (:func:`compact`)."""
@@ -290,7 +290,9 @@ def _read_table(path: Path, table: type[Columns]) -> pl.DataFrame:
     return compact(narrow_events(pl.scan_parquet(path)).collect(engine="streaming"))
 
 
-def _narrowed(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataFrame]:
+def narrowed_batches(frames: list[pl.DataFrame], table: type[Columns]) -> list[pl.DataFrame]:
+    """Held batches of ``table`` as :func:`read_spilled` reads a file: events narrowed, and
+    compacted when the batches together are many rows."""
     if table is not EventColumns:
         return frames
     if sum(f.height for f in frames) < COMPACT_MIN_ROWS:  # the partition's, not a batch's
@@ -316,7 +318,7 @@ def join_buckets(
 
 def read_table(paths: Sequence[Path], table: type[Columns]) -> pl.DataFrame:
     """``table``'s rows in the spilled files ``paths``, in order."""
-    return concat([_read_table(p, table) for p in paths], table)
+    return concat([read_spilled(p, table) for p in paths], table)
 
 
 def read_files(files: dict[str, list[Path]]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -478,8 +480,8 @@ class EvidenceStore:
     def load_table(self, bucket: int, table: type[Columns]) -> pl.DataFrame:
         """One bucket's rows of ``table``: its spilled files, then its held batches."""
         part = self._parts[bucket]
-        frames = [_read_table(p, table) for p in part.files[table.name]]
-        frames.extend(_narrowed(part.batches[table.name], table))
+        frames = [read_spilled(p, table) for p in part.files[table.name]]
+        frames.extend(narrowed_batches(part.batches[table.name], table))
         return concat(frames, table)
 
     def columns(
