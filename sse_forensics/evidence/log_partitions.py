@@ -111,20 +111,30 @@ class SpillPart:
     def read(self, columns: list[str] | None = None) -> pl.DataFrame:
         """The part's rows (``columns`` only, when given): the row groups that hold them,
         the constant columns put back as scalar columns."""
+        return self.lazy(columns).collect()
+
+    def lazy(self, columns: list[str] | None = None) -> pl.LazyFrame:
+        """:meth:`read` as a query, to be read with others (:meth:`Spill.load`: one query
+        for all of a partition's parts costs about half the CPU of one per part)."""
         lazy = pl.scan_parquet(self.path)
         if not self.constants:
             if columns is not None:
                 lazy = lazy.select(columns)
-            return lazy.slice(self.offset, self.rows).collect()
+            return lazy.slice(self.offset, self.rows)
         wanted = list(self.order) if columns is None else columns
         fixed = {name: (value, dtype) for name, value, dtype in self.constants}
         stored = [c for c in wanted if c not in fixed]
-        df = lazy.select(stored).slice(self.offset, self.rows).collect()
-        # A part of no stored column read: its height is the part's (a scalar column's
-        # length follows the frame it is added to).
-        if not stored:
-            df = pl.DataFrame({"__rows": pl.repeat(0, self.rows, eager=True)})
         scalars = [pl.lit(v, dtype=t).alias(c) for c, (v, t) in fixed.items() if c in wanted]
+        if stored:
+            part = lazy.select(stored).slice(self.offset, self.rows)
+            return part.with_columns(scalars).select(wanted)
+        return self._constant_rows(wanted, scalars).lazy()
+
+    def _constant_rows(self, wanted: list[str], scalars: list[pl.Expr]) -> pl.DataFrame:
+        """A part of no stored column read: the constants on the part's rows."""
+        # Its height is the part's (a scalar column's length follows the frame it is added
+        # to).
+        df = pl.DataFrame({"__rows": pl.repeat(0, self.rows, eager=True)})
         return df.with_columns(scalars).select(wanted)
 
 
@@ -237,10 +247,10 @@ class Spill:
     def load(self, name: str, bucket: int, columns: list[str] | None = None) -> pl.DataFrame:
         """A partition's rows of table ``name`` (in the order they were added), or an
         empty frame without columns."""
-        frames = [part.read(columns) for part in self._files.get((name, bucket), [])]
+        frames = [part.lazy(columns) for part in self._files.get((name, bucket), [])]
         for df in self._held.get((name, bucket), []):
-            frames.append(df.select(columns) if columns is not None else df)
-        return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+            frames.append((df.select(columns) if columns is not None else df).lazy())
+        return pl.concat(frames, how="vertical_relaxed").collect() if frames else pl.DataFrame()
 
     def drop(self, name: str, bucket: int) -> None:
         """Forget a partition (a file is removed once none of its parts is wanted)."""
