@@ -1,13 +1,16 @@
-"""Stalls judged from the fast path's columns (``fast/tcp.py`` ``_stalls``, issue 16) against
-the exact :class:`TCPAnalyzer` run over the same connection's segments: the same stall
-records (sender, reason, start, end, retransmission), at the end of the capture and as they
-stood when the connection was finalised, and the same evidence end to end.
+"""Stalls and keep-alives judged from the fast path's columns (``fast/tcp.py`` ``_stalls``,
+issue 16) against the exact :class:`TCPAnalyzer` run over the same connection's segments:
+the same stall records (sender, reason, start, end, retransmission) and notes, at the end of
+the capture and as they stood when the connection was finalised, and the same evidence end
+to end.
 
 Crafted connections: a stall of the server or of the client, one ended by a retransmission,
 one before a FIN or an RST, one judged after the connection was finalised, silences up to
 the end of the capture (judged there or, once finalised, not), both sides judged at one
 segment, timestamps that step back, a silence of exactly one second, sequence numbers that
-wrap, a receiver that never acknowledged, a sender idle with everything acknowledged."""
+wrap, a receiver that never acknowledged, a sender idle with everything acknowledged;
+keep-alives (bare and of one byte) among FIN and RST notes, before and after the
+finalisation, and one that ends a stall."""
 
 from __future__ import annotations
 
@@ -255,6 +258,28 @@ def never_acknowledged(cap: Capture) -> Expected:
     return []
 
 
+def keep_alives(cap: Capture) -> Expected:
+    """Keep-alives of both sides (bare, and one byte at next - 1) before, between and after
+    the FINs and beside an RST; a one-byte keep-alive 1.5 s after unacknowledged data ends
+    that stall as a retransmission (it is payload). Not a keep-alive: a bare ACK at next."""
+    c = Conn(18)
+    cap.handshake(c, 0.0)
+    cap.send(c, 0.01, True, D, b"GET /sse HTTP/1.1\r\n\r\n")
+    cap.send(c, 0.02, False, ACK)
+    cap.send(c, 0.03, True, ACK, seq=c.nxt[True] - 1)  # bare keep-alive
+    start = cap.send(c, 0.04, False, D, b"HTTP/1.1 200 OK\r\n")
+    end = cap.send(c, 1.54, False, ACK, b"\n", seq=c.nxt[False] - 1)  # resends one byte
+    cap.send(c, 1.55, True, ACK, b"")  # at next: no keep-alive
+    cap.send(c, 1.56, True, FIN | ACK)
+    cap.send(c, 1.57, True, ACK, seq=c.nxt[True] - 1)
+    cap.send(c, 1.58, False, FIN | ACK)
+    cap.send(c, 1.59, True, ACK)
+    cap.send(c, 3.0, True, ACK, b"x", seq=c.nxt[True] - 1)  # after the final; all acked
+    cap.send(c, 3.1, False, RST | ACK)
+    cap.send(c, 3.2, False, ACK, seq=c.nxt[False] - 1)
+    return [(c.port, "server", start, end, True)]
+
+
 SCENARIOS = (
     exactly_one_second,
     server_then_more,
@@ -267,6 +292,7 @@ SCENARIOS = (
     stepping_back,
     wrapping,
     never_acknowledged,
+    keep_alives,
 )
 
 
@@ -335,3 +361,28 @@ def test_stalls_of_every_scenario_in_one_capture_and_in_slices(tmp_path: Path, m
         assert np.array_equal(np.asarray(a), np.asarray(b)), name
     _check_group_by_group(path)
     assert_equivalent([path], shards=(1, 2))
+
+
+def test_keep_alives_from_columns(tmp_path: Path) -> None:
+    """The keep-alive notes of :func:`keep_alives`, in segment order among FIN and RST notes
+    (their equality with the analyzer's is checked group by group)."""
+    cap = Capture()
+    keep_alives(cap)
+    path = cap.write(tmp_path / "keep-alives.pcap")
+    _check_group_by_group(path)
+    with index_capture(path) as index:
+        groups = tcp.group_flows(index)
+        check = tcp.classify_groups(index, groups, float(index.ts[-1]))
+        conn, at_final = tcp.build_connection(index, groups, check, 0, 1, float(index.ts[-1]))
+    notes = [(n.kind, n.direction, n.origin.number) for n in conn.tcp.tcp_notes]
+    assert notes == [
+        ("keep-alive", "client", 6),
+        ("keep-alive", "server", 8),
+        ("fin", "client", 10),
+        ("keep-alive", "client", 11),
+        ("fin", "server", 12),
+        ("keep-alive", "client", 14),
+        ("rst", "server", 15),
+        ("keep-alive", "server", 16),
+    ]
+    assert [n.origin.number for n in at_final.tcp.tcp_notes] == [6, 8, 10, 11, 12]

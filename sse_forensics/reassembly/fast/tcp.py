@@ -23,11 +23,11 @@ of its segments in capture order:
   that, which must lie within ``RST_WINDOW`` of its sender's bytes (else the tracker
   ignores it). Later segments only count (packets, last frame) and reach the analyzer.
 
-Such a connection's TCP expert analysis records only its FIN/RST notes, window scale and
-stalls (computed vectorized, :func:`_stalls`), unless a zero window, a full window or a
-keep-alive shows up; :func:`classify_groups` finds those vectorized, and the connection's
-state is then computed by the exact :class:`TCPAnalyzer` over its segments (the bytes stay
-on the fast path).
+Such a connection's TCP expert analysis records only its FIN/RST and keep-alive notes,
+window scale and stalls (all computed vectorized; the stalls by :func:`_stalls`), unless a
+zero window or a full window shows up; :func:`classify_groups` finds those vectorized, and
+the connection's state is then computed by the exact :class:`TCPAnalyzer` over its segments
+(the bytes stay on the fast path).
 """
 
 from __future__ import annotations
@@ -226,6 +226,10 @@ class GroupCheck:
     stall_judged: np.ndarray
     stall_end: np.ndarray
     stall_retransmission: np.ndarray
+    # The keep-alives of candidates without ``exact_tcp``: group (int64, ascending) and
+    # position in the group (int64, ascending in a group).
+    alive_group: np.ndarray
+    alive_at: np.ndarray
 
     def span(self, g: int) -> tuple[int, int]:
         """Where candidate ``g``'s rows are in the per-row arrays (in group order)."""
@@ -235,6 +239,12 @@ class GroupCheck:
         """The stalls (indexes into ``stall_*``) of group ``g``."""
         at = self.stall_group
         return range(int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right")))
+
+    def keep_alives(self, g: int) -> np.ndarray:
+        """The positions of group ``g``'s keep-alives in the group."""
+        at = self.alive_group
+        lo, hi = int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right"))
+        return self.alive_at[lo:hi]
 
     def overlaps(self, lo: int, hi: int) -> range:
         """The overlaps (indexes into ``overlap_*``) of the rows in ``[lo, hi)`` (one
@@ -252,14 +262,6 @@ def skipped(index: PacketIndex, rows: np.ndarray, fresh: np.ndarray) -> np.ndarr
 _PER_ROW = ("server", "fresh")
 _NARROWED = ("fresh", "overlap_len", "overlap_skip", "overlap_at")
 _OVERLAPS = ("overlap_row", "overlap_len", "overlap_skip", "overlap_at")
-_STALLS = (
-    "stall_group",
-    "stall_server",
-    "stall_start",
-    "stall_judged",
-    "stall_end",
-    "stall_retransmission",
-)
 
 
 CLASSIFY_ROWS = 1 << 18
@@ -334,11 +336,13 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
     row_start = [np.zeros(1, dtype=np.int64)]
     overlap_row = []
     stall_group = []
+    alive_group = []
     at = g0 = 0
     for _lo, c in parts:
         row_start.append(c.row_start[1:] + at)
         overlap_row.append(c.overlap_row + at)
         stall_group.append(c.stall_group + g0)
+        alive_group.append(c.alive_group + g0)
         at += int(c.row_start[-1])
         g0 += len(c.candidate)
     return GroupCheck(
@@ -356,7 +360,13 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
         cat("overlap_at"),
         np.concatenate(row_start),
         np.concatenate(stall_group),
-        *(cat(name) for name in _STALLS[1:]),
+        cat("stall_server"),
+        cat("stall_start"),
+        cat("stall_judged"),
+        cat("stall_end"),
+        cat("stall_retransmission"),
+        np.concatenate(alive_group),
+        cat("alive_at"),
     )
 
 
@@ -496,8 +506,8 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     scaled = (ws_c >= 0) & (ws_s >= 0)
     shift = np.stack([np.where(scaled, ws_c, 0), np.where(scaled, ws_s, 0)], axis=1)
 
-    # Would the expert analysis record more than FIN notes and stalls? Zero windows, a full
-    # window, a keep-alive: then its exact analyzer runs on the connection.
+    # Would the expert analysis record more than FIN/RST and keep-alive notes and stalls? A
+    # zero window or a full window: then its exact analyzer runs on the connection.
     zero = has_ack & ~rst & (window == 0) & ~syn & ~fin
     exact_tcp = any_per_group(zero)
     # Keep-alives: at most one byte at the sender's next sequence number minus one.
@@ -510,7 +520,6 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     nxt_before[1:] = nxt[side_of[1:], idx[1:] - 1]
     nxt_before[gs] = -(1 << 40)
     keep_alive = ~syn & ~fin & ~rst & (plen <= 1) & (off == nxt_before - 1)
-    exact_tcp |= any_per_group(keep_alive)
     data = (plen > 0) & ~syn & ~rst
     for side_mask, peer_mask, peer_col in ((client, server, 1), (server, client, 0)):
         # The peer's last ACK-bearing segment before each row: its ack and window (an RST's
@@ -535,7 +544,9 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         capture_end,
     )
     keep = (~exact_tcp & ~bad)[stalls[0]]
-    stalls = tuple(column[keep] for column in stalls)
+    s_group, s_server, s_start, s_judged, s_end, s_resent = (c[keep] for c in stalls)
+    # Keep-alives (without a zero window no segment is a zero-window probe instead).
+    alive = np.flatnonzero(keep_alive & (~exact_tcp & ~bad)[g])
 
     return GroupCheck(
         reason,
@@ -551,7 +562,14 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         overlap_skip,
         overlap_at,
         starts,
-        *stalls,
+        s_group,
+        s_server,
+        s_start,
+        s_judged,
+        s_end,
+        s_resent,
+        g[alive],
+        alive - gstart[alive],
     )
 
 
@@ -683,13 +701,19 @@ def build_connection(
     final = int(check.final[gi]) - lo if check.final[gi] >= 0 else -1
     flags = index.flags[rows]
     # The tracker records each side's first FIN up to the end of the connection; the
-    # analyzer notes each side's first FIN and RST in every segment.
+    # analyzer notes each side's first FIN and RST in every segment, and keep-alives.
     notes: list[TCPNote] = []
     note_at: list[int] = []
     noted: set[tuple[str, bool]] = set()
-    for p in np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0).tolist():
+    alive = check.keep_alives(gi)
+    marked = np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0)
+    for p in (np.union1d(marked, alive) if len(alive) else marked).tolist():
         side = bool(server[p])
         direction: Direction = "server" if side else "client"
+        if not flags[p] & (TCP_FIN | TCP_RST):  # (keep-alives carry neither)
+            notes.append(TCPNote("keep-alive", direction, _origin(index, int(rows[p]))))
+            note_at.append(p)
+            continue
         for kind, bit in _FIN_RST:
             if flags[p] & bit and (kind, side) not in noted:
                 noted.add((kind, side))
