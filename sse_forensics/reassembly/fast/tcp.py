@@ -627,6 +627,7 @@ def _stalls(
         quiet = (seen[gend[ended]] == seen[tail]) & (capture_end - ts[tail] >= STALL_SECONDS)
         ended, tail = ended[quiet], tail[quiet]
         start = np.concatenate([since[judged], tail])
+        del last, since, valid, at, silent, seen  # per-row temporaries (a slice's peak)
         group = g[start]
         judged_at = np.concatenate([judged, starts[ended + 1]])  # the group's end: its length
         # Of two stalls judged at one row, its sender's first; at the end, the client's.
