@@ -271,7 +271,9 @@ def reassemble_fast(
             rows = np.flatnonzero(index.file == f)
             known = file_rows[f] = (rows, index.frame[rows])
         rows, frames = known
-        at = int(np.searchsorted(frames, conn.first.number))
+        # The number as the frames' dtype: a Python int would make numpy cast all the
+        # frames per call (issue 16: a flood's end looked up 100,000 connections this way).
+        at = int(np.searchsorted(frames, frames.dtype.type(conn.first.number)))
         return int(groups.first_row[group_of(int(rows[at]))])
 
     # 2. The exact path for the groups that are not candidates. (Rows of decision kept as
@@ -279,7 +281,8 @@ def reassemble_fast(
     main_decided = array("d")
 
     def main_id(row: float, conn: Connection) -> int:
-        before = len(cand_first) if row == END else int(np.searchsorted(cand_first, row))
+        # An int row: a float would make numpy cast all of cand_first per call.
+        before = len(cand_first) if row == END else int(np.searchsorted(cand_first, int(row)))
         main_decided.append(row)
         conn_id = before + len(main_decided)
         if own(conn_id):

@@ -23,10 +23,10 @@ of its segments in capture order:
   that, which must lie within ``RST_WINDOW`` of its sender's bytes (else the tracker
   ignores it). Later segments only count (packets, last frame) and reach the analyzer.
 
-Such a connection's TCP expert analysis records only its FIN/RST notes and window scale,
-unless a zero window, a full window, a keep-alive or a silence of :data:`STALL_SECONDS`
-after a payload segment shows up; :func:`classify_groups` finds those vectorized, and the
-connection's state is then computed by the exact :class:`TCPAnalyzer` over its segments
+Such a connection's TCP expert analysis records only its FIN/RST and keep-alive notes,
+window scale and stalls (all computed vectorized; the stalls by :func:`_stalls`), unless a
+zero window or a full window shows up; :func:`classify_groups` finds those vectorized, and
+the connection's state is then computed by the exact :class:`TCPAnalyzer` over its segments
 (the bytes stay on the fast path).
 """
 
@@ -48,6 +48,7 @@ from sse_forensics.reassembly.tcp import RST_WINDOW
 from sse_forensics.reassembly.tcp_analysis import (
     STALL_SECONDS,
     NoteKind,
+    Stall,
     TCPAnalyzer,
     TCPNote,
     TCPState,
@@ -214,10 +215,36 @@ class GroupCheck:
     # int64 [G + 1]: the per-row arrays hold the rows of candidates only (issue 16: a flood's
     # groups need none), group g's at row_start[g]:row_start[g + 1] (empty unless candidate).
     row_start: np.ndarray
+    # The stalls of candidates without ``exact_tcp`` (:func:`_stalls`), one per stall in
+    # group order, then in the order the analyzer records them: the group (int64,
+    # ascending); its sender (bool: the server); positions in the group (int64) of its start
+    # (the sender's last payload row), of the row that judged it (the group's length: the
+    # end of the capture) and of its end (-1: none); whether that end retransmits.
+    stall_group: np.ndarray
+    stall_server: np.ndarray
+    stall_start: np.ndarray
+    stall_judged: np.ndarray
+    stall_end: np.ndarray
+    stall_retransmission: np.ndarray
+    # The keep-alives of candidates without ``exact_tcp``: group (int64, ascending) and
+    # position in the group (int64, ascending in a group).
+    alive_group: np.ndarray
+    alive_at: np.ndarray
 
     def span(self, g: int) -> tuple[int, int]:
         """Where candidate ``g``'s rows are in the per-row arrays (in group order)."""
         return int(self.row_start[g]), int(self.row_start[g + 1])
+
+    def stalls(self, g: int) -> range:
+        """The stalls (indexes into ``stall_*``) of group ``g``."""
+        at = self.stall_group
+        return range(int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right")))
+
+    def keep_alives(self, g: int) -> np.ndarray:
+        """The positions of group ``g``'s keep-alives in the group."""
+        at = self.alive_group
+        lo, hi = int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right"))
+        return self.alive_at[lo:hi]
 
     def overlaps(self, lo: int, hi: int) -> range:
         """The overlaps (indexes into ``overlap_*``) of the rows in ``[lo, hi)`` (one
@@ -308,11 +335,16 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
     )
     row_start = [np.zeros(1, dtype=np.int64)]
     overlap_row = []
-    at = 0
+    stall_group = []
+    alive_group = []
+    at = g0 = 0
     for _lo, c in parts:
         row_start.append(c.row_start[1:] + at)
         overlap_row.append(c.overlap_row + at)
+        stall_group.append(c.stall_group + g0)
+        alive_group.append(c.alive_group + g0)
         at += int(c.row_start[-1])
+        g0 += len(c.candidate)
     return GroupCheck(
         [why for _lo, c in parts for why in c.reason],
         cat("candidate"),
@@ -327,6 +359,14 @@ def _join_checks(parts: list[tuple[int, GroupCheck]], n: int) -> GroupCheck:
         cat("overlap_skip"),
         cat("overlap_at"),
         np.concatenate(row_start),
+        np.concatenate(stall_group),
+        cat("stall_server"),
+        cat("stall_start"),
+        cat("stall_judged"),
+        cat("stall_end"),
+        cat("stall_retransmission"),
+        np.concatenate(alive_group),
+        cat("alive_at"),
     )
 
 
@@ -466,8 +506,8 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     scaled = (ws_c >= 0) & (ws_s >= 0)
     shift = np.stack([np.where(scaled, ws_c, 0), np.where(scaled, ws_s, 0)], axis=1)
 
-    # Would the expert analysis record more than FIN notes? Zero windows, a full window,
-    # or a silence the stall rule judges: then its exact analyzer runs on the connection.
+    # Would the expert analysis record more than FIN/RST and keep-alive notes and stalls? A
+    # zero window or a full window: then its exact analyzer runs on the connection.
     zero = has_ack & ~rst & (window == 0) & ~syn & ~fin
     exact_tcp = any_per_group(zero)
     # Keep-alives: at most one byte at the sender's next sequence number minus one.
@@ -480,7 +520,6 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
     nxt_before[1:] = nxt[side_of[1:], idx[1:] - 1]
     nxt_before[gs] = -(1 << 40)
     keep_alive = ~syn & ~fin & ~rst & (plen <= 1) & (off == nxt_before - 1)
-    exact_tcp |= any_per_group(keep_alive)
     data = (plen > 0) & ~syn & ~rst
     for side_mask, peer_mask, peer_col in ((client, server, 1), (server, client, 0)):
         # The peer's last ACK-bearing segment before each row: its ack and window (an RST's
@@ -498,28 +537,16 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         # The segment reaches the right edge of the window the peer last advertised.
         full = data & side_mask & known & (win != 0) & (seq_diff(ack[j] + win, end) <= 0)
         exact_tcp |= any_per_group(full)
-    # Stall judgement: a later row STALL_SECONDS after a payload row of a side, before that
-    # side's next payload row (or the end). Exact with timestamps ascending in the group.
-    step_back = np.zeros(n, dtype=bool)
-    if n > 1:
-        step_back[1:] = ts[1:] < ts[:-1]
-    step_back[gs] = False
-    exact_tcp |= any_per_group(step_back)
-    gend = starts[1:] - 1
-    end_ts = np.where(final >= 0, ts[np.maximum(final, 0)], capture_end)
-    for side_mask in (client, server):
-        dpos = idx[data & side_mask]
-        if not len(dpos):
-            continue
-        dg = g[dpos]
-        next_row = np.empty(len(dpos), dtype=np.int64)
-        next_row[:-1] = dpos[1:]
-        last_of_side = np.ones(len(dpos), dtype=bool)
-        last_of_side[:-1] = dg[1:] != dg[:-1]
-        next_row[last_of_side] = gend[dg[last_of_side]]
-        judged = (ts[next_row] - ts[dpos]) >= STALL_SECONDS
-        judged |= last_of_side & ((end_ts[dg] - ts[dpos]) >= STALL_SECONDS)
-        exact_tcp |= np.bincount(dg[judged], minlength=n_groups) > 0
+    # Stalls: computed here for the groups the exact analyzer does not take.
+    stalls = _stalls(
+        _StallInput(ts, g, starts, server, data, has_ack & ~rst, seq, ack, nxt, final),
+        (base_c, base_s),
+        capture_end,
+    )
+    keep = (~exact_tcp & ~bad)[stalls[0]]
+    s_group, s_server, s_start, s_judged, s_end, s_resent = (c[keep] for c in stalls)
+    # Keep-alives (without a zero window no segment is a zero-window probe instead).
+    alive = np.flatnonzero(keep_alive & (~exact_tcp & ~bad)[g])
 
     return GroupCheck(
         reason,
@@ -535,6 +562,105 @@ def _classify(index: PacketIndex, groups: FlowGroups, capture_end: float) -> Gro
         overlap_skip,
         overlap_at,
         starts,
+        s_group,
+        s_server,
+        s_start,
+        s_judged,
+        s_end,
+        s_resent,
+        g[alive],
+        alive - gstart[alive],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _StallInput:
+    """The per-row columns of a slice of groups :func:`_stalls` reads."""
+
+    ts: np.ndarray  # float64 [n]
+    g: np.ndarray  # int64 [n]: the row's group
+    starts: np.ndarray  # int64 [G + 1]
+    server: np.ndarray  # bool [n]: sent by the server
+    data: np.ndarray  # bool [n]: payload, no SYN, no RST (what sets a side's last_data)
+    acks: np.ndarray  # bool [n]: ACK and no RST (what sets a side's ack)
+    seq: np.ndarray  # int64 [n]
+    ack: np.ndarray  # int64 [n]
+    nxt: np.ndarray  # int64 [2, n]: each side's next-sequence offset after the row (-1: none)
+    final: np.ndarray  # int64 [G]: grouped index of the finalising row, or -1
+
+
+def _stalls(
+    cols: _StallInput, base: tuple[np.ndarray, np.ndarray], capture_end: float
+) -> tuple[np.ndarray, ...]:
+    """The stalls :class:`TCPAnalyzer` records in each group that has no zero or full
+    window (its stalls are then all ``unacknowledged``), as :class:`GroupCheck`'s
+    ``stall_*`` columns; ``base``: each side's sequence number of offset 0 per group.
+
+    The analyzer judges a side's silence once: at the first segment (either side's, any
+    timestamp order) whose ts lies :data:`STALL_SECONDS` after the side's last payload
+    segment, before that segment changes the state, or at the end of the capture when no
+    segment did and the connection was never finalised (the close at the finalising
+    segment judges nothing that segment did not). It records a stall when the side's next
+    sequence number is after the peer's last ack (RFC 9293 §3.4); the stall ends at the
+    side's next payload segment, a retransmission when that starts before the side's next
+    sequence number. Two stalls judged at one segment: its sender's first."""
+    ts, g, starts = cols.ts, cols.g, cols.starts
+    n = len(ts)
+    idx = np.arange(n, dtype=np.int64)
+    gend = starts[1:] - 1
+    open_at_end = np.flatnonzero((gend >= starts[:-1]) & (cols.final < 0))
+    parts: list[tuple[np.ndarray, ...]] = []
+    for side, side_mask in ((0, ~cols.server), (1, cols.server)):
+        mine = cols.data & side_mask
+        last = np.maximum.accumulate(np.where(mine, idx, -1))  # last payload row, up to each
+        since = np.full(n, -1, dtype=np.int64)  # ... before each row
+        since[1:] = last[:-1]
+        valid = since >= starts[g]
+        at = np.where(valid, since, 0)
+        silent = valid & (ts - ts[at] >= STALL_SECONDS)
+        seen = np.cumsum(silent)  # a silence is judged at its first silent row only
+        judged = np.flatnonzero(silent & (seen - seen[at] == 1))
+        # At the end of the capture: silences no row judged, long enough at its end.
+        tail = last[gend[open_at_end]]
+        ended = open_at_end[tail >= starts[open_at_end]]
+        tail = last[gend[ended]]
+        quiet = (seen[gend[ended]] == seen[tail]) & (capture_end - ts[tail] >= STALL_SECONDS)
+        ended, tail = ended[quiet], tail[quiet]
+        start = np.concatenate([since[judged], tail])
+        del last, since, valid, at, silent, seen  # per-row temporaries (a slice's peak)
+        group = g[start]
+        judged_at = np.concatenate([judged, starts[ended + 1]])  # the group's end: its length
+        # Of two stalls judged at one row, its sender's first; at the end, the client's.
+        order = np.concatenate([cols.server[judged] != bool(side), np.full(len(ended), side == 1)])
+        # The state before the judging row (after the group's last row at the end).
+        before = np.concatenate([judged - 1, gend[ended]])
+        peer_ack = np.maximum.accumulate(np.where(~side_mask & cols.acks, idx, -1))[before]
+        sent = seq_add(base[side][group], cols.nxt[side, before])
+        unacked = (peer_ack >= starts[group]) & (
+            seq_diff(sent, cols.ack[np.maximum(peer_ack, 0)]) > 0
+        )
+        # Its end: the side's next payload row in the group, resending bytes if it starts
+        # before the side's next sequence number.
+        upcoming = np.minimum.accumulate(np.where(mine, idx, n)[::-1])[::-1]
+        end = np.append(upcoming, n)[start + 1]
+        end = np.where(end <= gend[group], end, -1)
+        sent = seq_add(base[side][group], cols.nxt[side, np.maximum(end - 1, 0)])
+        resent = (end >= 0) & (seq_diff(sent, cols.seq[np.maximum(end, 0)]) > 0)
+        server = np.full(len(start), side == 1)
+        columns = (group, server, start, judged_at, end, resent, order)
+        parts.append(tuple(column[unacked] for column in columns))
+    group, server, start, judged_at, end, resent, order = (
+        np.concatenate([part[k] for part in parts]) for k in range(7)
+    )
+    sort = np.lexsort((order, judged_at, group))
+    first = starts[group]
+    return (
+        group[sort],
+        server[sort],
+        (start - first)[sort],
+        (judged_at - first)[sort],
+        np.where(end >= 0, end - first, -1)[sort],
+        resent[sort],
     )
 
 
@@ -576,13 +702,19 @@ def build_connection(
     final = int(check.final[gi]) - lo if check.final[gi] >= 0 else -1
     flags = index.flags[rows]
     # The tracker records each side's first FIN up to the end of the connection; the
-    # analyzer notes each side's first FIN and RST in every segment.
+    # analyzer notes each side's first FIN and RST in every segment, and keep-alives.
     notes: list[TCPNote] = []
     note_at: list[int] = []
     noted: set[tuple[str, bool]] = set()
-    for p in np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0).tolist():
+    alive = check.keep_alives(gi)
+    marked = np.flatnonzero((flags & (TCP_FIN | TCP_RST)) != 0)
+    for p in (np.union1d(marked, alive) if len(alive) else marked).tolist():
         side = bool(server[p])
         direction: Direction = "server" if side else "client"
+        if not flags[p] & (TCP_FIN | TCP_RST):  # (keep-alives carry neither)
+            notes.append(TCPNote("keep-alive", direction, _origin(index, int(rows[p]))))
+            note_at.append(p)
+            continue
         for kind, bit in _FIN_RST:
             if flags[p] & bit and (kind, side) not in noted:
                 noted.add((kind, side))
@@ -605,10 +737,12 @@ def build_connection(
         shift_c, shift_s = (int(x) for x in check.shift[gi])
         state = TCPState(window_scale={"client": shift_c, "server": shift_s})
         state.tcp_notes = notes
+        state.stalls, final_stalls = _stall_records(index, rows, check, gi, final)
         conn.tcp = state
         at_final = TCPState(
             window_scale=dict(state.window_scale),
             tcp_notes=[n for n, p in zip(notes, note_at, strict=True) if final < 0 or p <= final],
+            stalls=final_stalls,
         )
     if final < 0 or final == len(rows) - 1:
         return conn, conn
@@ -619,6 +753,29 @@ def build_connection(
     if rst_p > final:
         snapshot.rst = snapshot.rst_by = None
     return conn, snapshot
+
+
+def _stall_records(
+    index: PacketIndex, rows: np.ndarray, check: GroupCheck, gi: int, final: int
+) -> tuple[list[Stall], list[Stall]]:
+    """Group ``gi``'s stalls (:func:`_stalls`) at the end, and as they were when the
+    connection was finalised at position ``final`` (-1: never): the ones judged by then,
+    ended if their end came by then."""
+    at_end: list[Stall] = []
+    at_final: list[Stall] = []
+    for k in check.stalls(gi):
+        sender: Direction = "server" if check.stall_server[k] else "client"
+        start = _origin(index, int(rows[int(check.stall_start[k])]))
+        end_p = int(check.stall_end[k])
+        end = _origin(index, int(rows[end_p])) if end_p >= 0 else None
+        resent = bool(check.stall_retransmission[k])
+        at_end.append(Stall(sender, "unacknowledged", start, end, resent))
+        if final >= 0 and int(check.stall_judged[k]) <= final:
+            ended = 0 <= end_p <= final
+            at_final.append(
+                Stall(sender, "unacknowledged", start, end if ended else None, resent and ended)
+            )
+    return at_end, at_end if final < 0 else at_final
 
 
 def _exact_tcp_state(
