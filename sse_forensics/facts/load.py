@@ -5,7 +5,7 @@ sit on. Objects exist for one partition at a time, never for a whole capture."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -336,6 +336,31 @@ class EventSource:
             at += length
         return n
 
+    def id_ends(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
+        """The positions of the first and the last event of exchange ``key`` that carries
+        an ID and is no signal (continuity is judged between them: ``facts.unjudged``),
+        ``None`` when none does: its ``kind`` and ``id_field`` columns read
+        :data:`KIND_SLICE` events at a time from each end, nothing else of it (issue 16)."""
+        start, n = self.spans.get(key, (0, 0))
+        first = next(self._id_hits(start, range(0, n, KIND_SLICE), n, False), None)
+        if first is None:
+            return None, None
+        ends = range(((n - 1) // KIND_SLICE) * KIND_SLICE, first - 1, -KIND_SLICE)
+        last = next(self._id_hits(start, ends, n, True), first)
+        return first, max(first, last)
+
+    def _id_hits(self, start: int, slices: range, n: int, last: bool) -> Iterator[int]:
+        """Per slice of :data:`KIND_SLICE` events starting at each of ``slices``, the
+        position of its first (``last``: its last) event with an ID that is no signal."""
+        for at in slices:
+            part = self._rows(start + at, min(KIND_SLICE, n - at), ("kind", "id_field"))
+            hits = part.select(pl.arg_where(_ID_NO_SIGNAL)).to_series()
+            if hits.len():
+                yield at + int(hits[-1] if last else hits[0])
+
+
+# An event whose ID continuity is judged: it carries an ID and is no signal.
+_ID_NO_SIGNAL = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
 
 # Events' kinds read at a time by EventSource.next_of_kind.
 KIND_SLICE = 1 << 16

@@ -85,6 +85,21 @@ class JumpViews:
         return out
 
 
+def id_ends(stream: StreamRecord) -> tuple[EventRecord | None, EventRecord | None]:
+    """The first and the last event of ``stream`` that carries an ID and is no signal
+    (the same one when it has one; ``None, None`` when none): found in the columns of a
+    long stream and only those two built as records (``facts.unjudged``, issue 16)."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        ids = [e for e in stream.events if e.carries_id and e.kind != "signal"]
+        return (ids[0], ids[-1]) if ids else (None, None)
+    first, last = source.id_ends((ex.connection_id, ex.index))
+    if first is None or last is None:
+        return None, None
+    at = _events_at(stream, sorted({first, last}))
+    return at[first], at[last]
+
+
 def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
     """The records of ``stream``'s events at ``positions`` (rising), and of no other."""
     ex, source = stream.exchange, stream.exchange.source
