@@ -325,14 +325,17 @@ def _next_after(stream: StreamRecord, data_at: list[int] | None, position: int) 
 @dataclass(slots=True)
 class LiveView:
     """What :func:`live_gaps` reads of a stream: its ID jumps (``pairs``: the high-water
-    event and the event past it, :func:`_advances`), its signal events in position order,
-    and ``next_data``: the position of its first data event past a position (its length
-    when none). :func:`full_view` finds them among every event of the stream;
-    :mod:`.windows` materialises only these events of a long one (issue 16)."""
+    event and the event past it, :func:`_advances`), its signal events in position order
+    (its ``stream-gap`` events at least), ``next_data``: the position of its first data
+    event past a position (its length when none), and ``signal_keys``: the counter values
+    its signal events carry (those inside its jumps at least: no other is asked for).
+    :func:`full_view` finds them among every event of the stream; :mod:`.windows`
+    materialises only these events of a long one (issue 16)."""
 
     pairs: list[tuple[EventRecord, EventRecord]]
     signals: list[EventRecord]
     next_data: Callable[[int], int]
+    signal_keys: list[IdKey]
 
 
 def full_view(stream: StreamRecord) -> LiveView:
@@ -344,10 +347,12 @@ def full_view(stream: StreamRecord) -> LiveView:
     # positions rather than by a walk from the stream's start per jump (a stream whose
     # every ID jumps cost time in the square of its events: issue 16).
     data_at = _rising([e.position for e in stream.events if e.kind == "data"])
+    signals = [e for e in stream.events if e.kind == "signal"]
     return LiveView(
         _advances(numbered),
-        [e for e in stream.events if e.kind == "signal"],
+        signals,
         lambda position: _next_after(stream, data_at, position),
+        [e.key for e in signals if e.key is not None],
     )
 
 
@@ -364,7 +369,7 @@ def live_gaps(
     signals = [e for e in view.signals if e.sse.event == STREAM_GAP]
     # A signal event that carries an `id:` took that counter value itself (servers that number
     # every event they write): the value was delivered, not dropped.
-    taken = taken.with_extra(e.key for e in view.signals if e.key is not None)
+    taken = taken.with_extra(view.signal_keys)
     # The signals after each jump found by bisection over their rising positions.
     signals_at = _rising([sig.position for sig in signals])
     for a, b in view.pairs:

@@ -1,9 +1,10 @@
 """A stream's live gaps judged from the events around its ID jumps (issue 16: a stream of a
 million events with one jump held every one of them as a record, ~1.5 KB each, to judge
 one pair). The columnar screen (:class:`.event_slices.Jumps`) gives each jump's two
-positions, under the ``gaps_per_stream`` cap, and the positions of the stream's signal
-events: only those events are materialised, and the next data event past a jump is looked
-up in the ``kind`` column when a signal covering the jump asks for it. What
+positions, under the ``gaps_per_stream`` cap, and the positions of the stream's
+``stream-gap`` events (and the counter values other signal events carry): only those events
+are materialised, and the next data event past a jump is looked up in the ``kind`` column
+when a signal covering the jump asks for it. What
 :func:`.gaps.live_gaps` makes of them is what it makes of the whole stream.
 
 A stream whose events are objects already (a resumed logical stream's: the replay
@@ -17,6 +18,7 @@ from collections import defaultdict
 import polars as pl
 
 from sse_forensics.facts.gaps import LiveView, full_view
+from sse_forensics.facts.ids import IdKey
 from sse_forensics.facts.model import EventRecord, StreamRecord
 from sse_forensics.limits import CapHit, Limits
 
@@ -56,7 +58,14 @@ class JumpViews:
         self, pairs: pl.DataFrame | None, signals: pl.DataFrame | None, past: pl.DataFrame | None
     ) -> None:
         self.pairs = _grouped(pairs, ("a_pos", "b_pos"))
-        self.signals = _grouped(signals, ("position",))
+        self.signals: dict[Key, pl.DataFrame] = {}
+        if signals is not None and signals.height:
+            self.signals = {
+                (conn, index): part
+                for (conn, index), part in signals.partition_by(
+                    "conn_id", "ex_index", maintain_order=True, as_dict=True
+                ).items()
+            }
         self.past = _grouped(past, ("over", "first"))
 
     def view(self, stream: StreamRecord) -> LiveView:
@@ -66,14 +75,22 @@ class JumpViews:
         if source is None or read_whole(stream):
             full, events = full_view(stream), stream.events
             return LiveView(
-                [(events[a], events[b]) for a, b in pairs], full.signals, full.next_data
+                [(events[a], events[b]) for a, b in pairs],
+                full.signals,
+                full.next_data,
+                full.signal_keys,
             )
-        signals = [p for (p,) in self.signals.get(key, [])]
-        at = _events_at(stream, sorted({p for pair in pairs for p in pair} | set(signals)))
+        signals = self.signals.get(key)
+        gaps: list[int] = []
+        if signals is not None:
+            gaps = signals.filter(pl.col("stream_gap")).get_column("position").to_list()
+        at = _events_at(stream, sorted({p for pair in pairs for p in pair} | set(gaps)))
+        jumps = [(at[a], at[b]) for a, b in pairs]
         return LiveView(
-            [(at[a], at[b]) for a, b in pairs],
-            [at[p] for p in signals],
+            jumps,
+            [at[p] for p in gaps],
             lambda position: source.next_of_kind(key, position, "data"),
+            _inside(signals, jumps),
         )
 
     def caps(self, streams: list[StreamRecord], limits: Limits) -> list[CapHit]:
@@ -83,6 +100,37 @@ class JumpViews:
             for over, first in self.past.get((s.exchange.connection_id, s.exchange.index), []):
                 out.append(_capped(s, over, _events_at(s, [first])[first], limits))
         return out
+
+
+def _inside(
+    signals: pl.DataFrame | None, jumps: list[tuple[EventRecord, EventRecord]]
+) -> list[IdKey]:
+    """The counter values of ``signals`` (``prefix, seq``) strictly inside one of the
+    ``jumps`` (the only values :func:`.gaps.live_gaps` asks whether a signal took): found
+    by an as-of join on the jumps' ranges, merged where they overlap, never a key per
+    signal event of a flood."""
+    if signals is None or not jumps:
+        return []
+    ranges: list[tuple[str, int, int]] = []
+    for prefix, lo, hi in sorted(
+        (a.counter.prefix, a.counter.seq, b.counter.seq) for a, b in jumps
+    ):
+        if ranges and ranges[-1][0] == prefix and lo < ranges[-1][2]:
+            ranges[-1] = (prefix, ranges[-1][1], max(hi, ranges[-1][2]))
+        else:
+            ranges.append((prefix, lo, hi))
+    keyed = (
+        signals.filter(pl.col("seq").is_not_null())
+        .select("prefix", pl.col("seq").cast(pl.Int64))
+        .sort("seq")
+    )
+    bounds = pl.DataFrame(
+        ranges, schema={"prefix": pl.String, "lo": pl.Int64, "hi": pl.Int64}, orient="row"
+    ).sort("lo")
+    inside = keyed.join_asof(
+        bounds, left_on="seq", right_on="lo", by="prefix", check_sortedness=False
+    ).filter((pl.col("seq") > pl.col("lo")) & (pl.col("seq") < pl.col("hi")))
+    return [IdKey(prefix, seq) for prefix, seq in inside.select("prefix", "seq").iter_rows()]
 
 
 def id_ends(stream: StreamRecord) -> tuple[EventRecord | None, EventRecord | None]:

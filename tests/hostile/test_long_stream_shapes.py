@@ -66,3 +66,56 @@ def test_a_long_stream_with_capture_loss_is_told_unjudged_from_its_two_ends(
     monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
     assert _judged(scan_paths([str(path)], jobs=1)) == windowed
     assert len(built) > EVENTS // 2
+
+
+def _flood(n: int) -> list[bytes]:
+    """A stream of ``n`` events, fifteen in sixteen of them signals, its data IDs jumping
+    from 99 to 140 halfway; among the signals, IDs inside the jump (those values taken,
+    not dropped: 110 and 120 by a ``backpressure-disconnect``, 130 by a ``resume-gap``),
+    outside it (2, 5000), and a ``stream-gap`` for 131..139 (part of the jump only: a
+    signal of its own, the jump's 37 values unsignalled)."""
+    data = b'{"jsonrpc":"2.0","method":"notifications/message"}'
+    keyed = {n // 2 + 3: b"110", n // 2 + 5: b"120", n // 4: b"2", n - 9: b"5000"}
+    out, seq = [], 0
+    for e in range(1, n + 1):
+        if e % 16 == 0:
+            seq = 140 if seq == 99 else seq + 1
+            out.append(b"id: %d\ndata: %s\n\n" % (seq, data))
+        elif e in keyed:
+            out.append(b"id: %s\n" % keyed[e] + hostile.SIGNALS[0] % 7)
+        elif e == n // 2 + 7:
+            out.append(b"id: 130\n" + hostile.SIGNALS[1] % (1, 2))
+        elif e == n // 2 + 9:
+            out.append(b'event: stream-gap\ndata: {"first":"131","last":"139"}\n\n')
+        else:
+            out.append(hostile.SIGNALS[0] % e if e % 2 else hostile.SIGNALS[1] % (e, e + 1))
+    return out
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_a_signal_flood_reads_its_stream_gaps_and_the_values_signals_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """Fifteen in sixteen of 6,400 events are signals: the stream's jump is judged on the
+    events of its jump and its one ``stream-gap`` built as records (not every signal's),
+    with the counter values the other signals took inside the jump (read from their
+    columns) — the findings of the whole stream's records."""
+    path = tmp_path / "flood.pcap"
+    events = _flood(6400)
+    hostile.write(path, lambda w: hostile._one_stream(w, events, chunked=True))
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+    built = _records_built(monkeypatch)
+    windowed = _judged(scan_paths([str(path)], jobs=1))
+    assert len(built) == 3, sorted(built)  # 99, 140 and the stream-gap
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert _judged(scan_paths([str(path)], jobs=1)) == windowed
+    assert len(built) > 6000
+    gaps = result_gaps(path)
+    assert {("100", "139", 37), ("131", "139", 9)} <= gaps  # 110, 120, 130 taken
+
+
+def result_gaps(path: Path) -> set[tuple[object, ...]]:
+    """``first, last, count`` of every gap of a scan of ``path``."""
+    rows = scan_paths([str(path)], jobs=1).tables["gaps"].select("first", "last", "count")
+    return set(rows.iter_rows())
