@@ -26,6 +26,7 @@ from sse_forensics.facts.columns import (
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
+    full_view,
     incomplete_reason,
     live_gaps,
     missing_bytes,
@@ -149,8 +150,9 @@ def build_facts(
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        view = None if s in ordered else views.view(s)
-        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view))
+        view = full_view(s) if s in ordered else views.view(s)
+        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view, cap))
+        views.signals_past_cap(s, view)
     caps = views.caps(streams, front.limits)
     for s in streams:
         if s.kind != "resume":

@@ -336,6 +336,10 @@ class LiveView:
     signals: list[EventRecord]
     next_data: Callable[[int], int]
     signal_keys: list[IdKey]
+    # Set by live_gaps under a cap: the stream-gap signals no jump explains past it (each
+    # would be a gap of its own), and the first of them.
+    signals_over: int = 0
+    first_over: EventRecord | None = None
 
 
 def full_view(stream: StreamRecord) -> LiveView:
@@ -357,11 +361,17 @@ def full_view(stream: StreamRecord) -> LiveView:
 
 
 def live_gaps(
-    stream: StreamRecord, codec: IdCodec, taken: TakenKeys, view: LiveView | None = None
+    stream: StreamRecord,
+    codec: IdCodec,
+    taken: TakenKeys,
+    view: LiveView | None = None,
+    cap: int | None = None,
 ) -> list[GapRecord]:
     """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
     signals that no observed jump explains (the only evidence with opaque IDs). ``view``:
-    what is read of the stream (default: :func:`full_view`)."""
+    what is read of the stream (default: :func:`full_view`); ``cap``: the signals no jump
+    explains made gaps of, the first ``cap`` (``gaps_per_stream``, issue 16: a flood of
+    them made a gap and a finding each), the rest counted in ``view.signals_over``."""
     if view is None:
         view = full_view(stream)
     gaps: list[GapRecord] = []
@@ -401,9 +411,15 @@ def live_gaps(
     log = stream.exchange.log
     if not codec.arithmetic and log is not None:
         gaps.extend(_log_order_gaps(stream, log, signals, used_signals))
+    made = 0
     for sig in signals:
         if sig.position in used_signals or sig.signal is None or not sig.signal.valid:
             continue
+        if cap is not None and made >= cap:
+            view.signals_over += 1
+            view.first_over = view.first_over or sig
+            continue
+        made += 1
         ka, kb = codec.key(sig.signal.first or ""), codec.key(sig.signal.last or "")
         count = None
         keys = None

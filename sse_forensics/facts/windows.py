@@ -67,6 +67,7 @@ class JumpViews:
                 ).items()
             }
         self.past = _grouped(past, ("over", "first"))
+        self.signals_over: dict[StreamRecord, tuple[int, EventRecord]] = {}
 
     def view(self, stream: StreamRecord) -> LiveView:
         key = (stream.exchange.connection_id, stream.exchange.index)
@@ -93,12 +94,20 @@ class JumpViews:
             _inside(signals, jumps),
         )
 
+    def signals_past_cap(self, stream: StreamRecord, view: LiveView) -> None:
+        """Keep what :func:`.gaps.live_gaps` counted of ``stream``'s signals past the cap."""
+        if view.first_over is not None:
+            self.signals_over[stream] = (view.signals_over, view.first_over)
+
     def caps(self, streams: list[StreamRecord], limits: Limits) -> list[CapHit]:
-        """A ``gaps_per_stream`` cap hit per stream that has jumps past the cap."""
+        """A ``gaps_per_stream`` cap hit per stream that has jumps past the cap, and one
+        per stream that has ``stream-gap`` signals no jump explains past it."""
         out = []
         for s in streams:
             for over, first in self.past.get((s.exchange.connection_id, s.exchange.index), []):
                 out.append(_capped(s, over, _events_at(s, [first])[first], limits))
+            if s in self.signals_over:
+                out.append(_signals_capped(s, *self.signals_over[s], limits))
         return out
 
 
@@ -170,6 +179,26 @@ def _capped(stream: StreamRecord, over: int, first: EventRecord, limits: Limits)
         f"{over} more ID jump(s) on {stream.label}, from event id {first.id_field} on",
         "counted, not judged one by one: the events each may have lost, its signal and "
         "its verdict are not reported (the stream's jumps before them are judged as usual)",
+        ts=origin.ts,
+        **where,
+    )
+
+
+def _signals_capped(stream: StreamRecord, over: int, first: EventRecord, limits: Limits) -> CapHit:
+    """The ``gaps_per_stream`` hit of ``stream``'s ``stream-gap`` signals that no jump
+    explains: ``over`` past the cap, the first of them ``first``."""
+    origin = first.origin or stream.response_origin or stream.connection.first
+    where = {"frame" if origin.kind == "frame" else "line": origin.number}
+    payload = first.signal
+    named = f"{payload.first}..{payload.last}" if payload is not None else "?"
+    return CapHit.of(
+        "gaps_per_stream",
+        limits,
+        origin.source,
+        f"{over} more stream-gap signal(s) no ID jump explains on {stream.label}, from the "
+        f"one for {named} on",
+        "counted, not judged one by one: the ranges they declare dropped are not reported "
+        "as gaps (the stream's ID jumps and the signals covering them are judged as usual)",
         ts=origin.ts,
         **where,
     )

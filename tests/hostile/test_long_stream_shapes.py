@@ -2,7 +2,10 @@
 not all of them (each ~1.5 KB as a record), and say what the whole stream's records say.
 
 - A stream with missing capture bytes: why it is not judged (``facts.unjudged``) reads the
-  first and the last event with an ID (``facts.windows.id_ends``)."""
+  first and the last event with an ID (``facts.windows.id_ends``).
+- A stream made mostly of signal events: its live gaps read its ``stream-gap`` events and,
+  of the others, the counter values they took inside its jumps; the ``stream-gap`` events
+  no jump explains make no more gaps than ``gaps_per_stream``."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
 from sse_forensics.facts import model, windows
+from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.limits import Limits
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 from sse_forensics.result import ScanResult
@@ -119,3 +124,25 @@ def result_gaps(path: Path) -> set[tuple[object, ...]]:
     """``first, last, count`` of every gap of a scan of ``path``."""
     rows = scan_paths([str(path)], jobs=1).tables["gaps"].select("first", "last", "count")
     return set(rows.iter_rows())
+
+
+def test_stream_gap_signals_no_jump_explains_are_capped(tmp_path: Path) -> None:
+    """A ``stream-gap`` flood (each signal a gap of its own, and a finding: ~2 KB each)
+    makes no more than ``gaps_per_stream`` gaps of one stream; the rest are counted in a
+    cap hit that names the first of them. Under the cap, the same gaps as without it."""
+    path = tmp_path / "stream-gaps.pcap"
+    hostile.write(path, lambda w: hostile.signal_flood(w, 640, stream_gap=True))
+    whole = scan_paths([str(path)], jobs=1)
+    capped = scan_paths([str(path)], AnalysisConfig(limits=Limits(gaps_per_stream=10)), jobs=1)
+
+    def signalled(result: ScanResult) -> list[tuple[object, ...]]:
+        rows = result.tables["gaps"].filter(pl.col("detected_by") == "signal")
+        return rows.select("first", "last", "verdict").rows()
+
+    assert len(signalled(whole)) == 600 and whole.caps == []  # 640 - 640 / 16
+    assert signalled(capped) == signalled(whole)[:10]
+    (hit,) = capped.caps
+    assert (hit.cap, hit.limit, hit.count) == ("gaps_per_stream", 10, 1)
+    first = signalled(whole)[10][0]
+    assert hit.cut.startswith("590 more stream-gap signal(s) no ID jump explains on conn 2 ")
+    assert hit.cut.endswith(f"from the one for {first}..{first} on") and hit.frame
