@@ -308,18 +308,25 @@ class EventSource:
     def events_at(self, key: tuple[int, int], positions: Sequence[int]) -> list[EventParts]:
         """The events at ``positions`` (rising) of exchange ``key``, and nothing else of
         it: a long stream judged around its ID jumps (:mod:`.windows`, issue 16)."""
-        span = self.spans.get(key)
-        if span is None or not positions:
+        if not positions or key not in self.spans:
             return []
-        start, n = span
-        if positions[-1] >= n:
-            raise IndexError(f"event {positions[-1]} of an exchange of {n}")
-        rows = self._index(start, n)[np.asarray(positions, dtype=np.int64)]
-        if self.pieces is not None:
-            read = self.pieces.take(pl.Series(rows), _EVENT_COLUMNS)
-        else:
-            read = self.events[rows]
+        read = self.columns_at(key, np.asarray(positions, dtype=np.int64), _EVENT_COLUMNS)
         return [_event_of(row) for row in read.iter_rows()]
+
+    def columns_at(
+        self, key: tuple[int, int], positions: np.ndarray, columns: Sequence[str]
+    ) -> pl.DataFrame:
+        """``columns`` of the events at ``positions`` (rising, not empty) of exchange
+        ``key``."""
+        start, n = self.spans.get(key, (0, 0))
+        if int(positions[-1]) >= n:
+            raise IndexError(f"event {int(positions[-1])} of an exchange of {n}")
+        rows = self._index(start, n)[positions]
+        if self.pieces is not None:
+            return self.pieces.take(pl.Series(rows), columns)
+        events = self.events if columns is _EVENT_COLUMNS else self.events.select(columns)
+        read: pl.DataFrame = events[rows]
+        return read
 
     def next_of_kind(self, key: tuple[int, int], position: int, kind: str) -> int:
         """The position of the first event of exchange ``key`` past ``position`` whose kind

@@ -14,12 +14,14 @@ of them."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 
 import polars as pl
 
-from sse_forensics.facts.gaps import LiveView, full_view
+from sse_forensics.facts.gaps import LiveView, StreamGaps, full_view
 from sse_forensics.facts.ids import IdKey
 from sse_forensics.facts.model import EventRecord, StreamRecord
+from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.limits import CapHit, Limits
 
 Key = tuple[int, int]
@@ -82,17 +84,19 @@ class JumpViews:
                 full.signal_keys,
             )
         signals = self.signals.get(key)
-        gaps: list[int] = []
-        if signals is not None:
-            gaps = signals.filter(pl.col("stream_gap")).get_column("position").to_list()
-        at = _events_at(stream, sorted({p for pair in pairs for p in pair} | set(gaps)))
+        at = _events_at(stream, sorted({p for pair in pairs for p in pair}))
         jumps = [(at[a], at[b]) for a, b in pairs]
-        return LiveView(
+        view = LiveView(
             jumps,
-            [at[p] for p in gaps],
+            [],
             lambda position: source.next_of_kind(key, position, "data"),
             _inside(signals, jumps),
         )
+        if signals is not None:
+            gaps = signals.filter(pl.col("stream_gap")).get_column("position")
+            if gaps.len():
+                view.unread = _stream_gaps(stream, gaps)
+        return view
 
     def signals_past_cap(self, stream: StreamRecord, view: LiveView) -> None:
         """Keep what :func:`.gaps.live_gaps` counted of ``stream``'s signals past the cap."""
@@ -109,6 +113,33 @@ class JumpViews:
             if s in self.signals_over:
                 out.append(_signals_capped(s, *self.signals_over[s], limits))
         return out
+
+
+def _stream_gaps(stream: StreamRecord, positions: pl.Series) -> StreamGaps:
+    """The ``stream-gap`` events of ``stream`` at ``positions`` (rising), left in their
+    columns: their payloads read :data:`PAYLOAD_SLICE` at a time, records built only for
+    those :func:`.gaps.live_gaps` asks for."""
+    ex, source = stream.exchange, stream.exchange.source
+    assert source is not None  # a stream read from its columns has a source
+    key = (ex.connection_id, ex.index)
+    at = positions.cast(pl.Int64).to_numpy()
+
+    def rows() -> Iterator[tuple[int, SignalPayload | None]]:
+        for k in range(0, len(at), PAYLOAD_SLICE):
+            part = at[k : k + PAYLOAD_SLICE]
+            read = source.columns_at(key, part, ("sig_first", "sig_last", "sig_valid"))
+            for position, (first, last, valid) in zip(part.tolist(), read.iter_rows(), strict=True):
+                yield position, None if valid is None else SignalPayload(first, last, valid)
+
+    def records(wanted: list[int]) -> list[EventRecord]:
+        built = _events_at(stream, wanted)
+        return [built[p] for p in wanted]
+
+    return StreamGaps(rows, records)
+
+
+# Signal payloads read at a time by a StreamGaps' rows.
+PAYLOAD_SLICE = 1 << 16
 
 
 def _inside(

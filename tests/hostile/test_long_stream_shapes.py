@@ -146,3 +146,47 @@ def test_stream_gap_signals_no_jump_explains_are_capped(tmp_path: Path) -> None:
     first = signalled(whole)[10][0]
     assert hit.cut.startswith("590 more stream-gap signal(s) no ID jump explains on conn 2 ")
     assert hit.cut.endswith(f"from the one for {first}..{first} on") and hit.frame
+
+
+def _stream_gap_flood(n: int) -> list[bytes]:
+    """``n`` events, fifteen in sixteen of them ``stream-gap`` signals for ranges of no
+    gap (one value each, past the stream's IDs), its data IDs jumping from 99 to 140
+    halfway; a hundred events past the jump, one ``stream-gap`` for 100..139 (late)."""
+    data = b'{"jsonrpc":"2.0","method":"notifications/message"}'
+    out, seq = [], 0
+    for e in range(1, n + 1):
+        if e % 16 == 0:
+            seq = 140 if seq == 99 else seq + 1
+            out.append(b"id: %d\ndata: %s\n\n" % (seq, data))
+        else:
+            first, last = (100, 139) if e == n // 2 + 100 else (10_000 + e, 10_000 + e)
+            out.append(b'event: stream-gap\ndata: {"first":"%d","last":"%d"}\n\n' % (first, last))
+    return out
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_a_stream_gap_flood_builds_the_signals_judged_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """6,000 ``stream-gap`` signals, one of them covering the stream's jump (late): read
+    from their columns, only the one covering the jump and the first ``cap + 1`` that no
+    jump explains are built as records (one past the cap: the cap hit names it); the
+    gaps, findings and cap hit are those of the whole stream's records."""
+    path = tmp_path / "stream-gap-flood.pcap"
+    events = _stream_gap_flood(6400)
+    hostile.write(path, lambda w: hostile._one_stream(w, events, chunked=True))
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+    config = AnalysisConfig(limits=Limits(gaps_per_stream=10))
+
+    def judged(result: ScanResult) -> tuple[object, ...]:
+        gaps = result.tables["gaps"].select("first", "last", "signal", "signal_late", "verdict")
+        return _judged(result), gaps.rows(), [c.cap_dict() for c in result.caps]
+
+    built = _records_built(monkeypatch)
+    windowed = judged(scan_paths([str(path)], config, jobs=1))
+    assert len(built) == 2 + 1 + 11, sorted(built)
+    assert ("100", "139", "stream-gap", True, "silent_corruption") in windowed[1]
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert judged(scan_paths([str(path)], config, jobs=1)) == windowed
+    assert len(built) > 6000
