@@ -42,6 +42,8 @@ SERIES = {
     "events-lost": ("events-lost", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),
+    "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)
+    "log-events-gap": ("log-events-gap", 1_000_000),
 }
 # The ordinary gap: a silent live gap in the session samples/hostile.py's ordinary_gap
 # opens. Told by rule, verdict and session, not by its IDs: beside a stream whose IDs
@@ -95,14 +97,20 @@ def run_series(
     rows = []
     for k in range(steps):
         n = base << k
-        path = out / f"{kind}-{n}.pcap"
-        if not path.exists():
-            frames = hostile.write(path, lambda w, n=n: hostile.KINDS[kind](w, n))
+        logged = kind in hostile.LOG_KINDS
+        path = out / (f"{kind}-{n}.events.jsonl" if logged else f"{kind}-{n}.pcap")
+        frames = None
+        if path.exists():
+            pass
+        elif logged:
+            hostile.LOG_KINDS[kind](path, n)
         else:
-            frames = None
+            frames = hostile.write(path, lambda w, n=n: hostile.KINDS[kind](w, n))
         got = _scan(path, limits, timeout)
         doc = got["doc"] or {}
-        ordinary = hostile.session_of(0xFFFF_FFFF).decode()
+        ordinary = (
+            hostile.ORDINARY_LOG_SESSION if logged else hostile.session_of(0xFFFF_FFFF).decode()
+        )
         findings = {
             (f["rule"]["id"], f["sse_forensics"]["classification"])
             for f in doc.get("findings", [])

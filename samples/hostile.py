@@ -491,12 +491,70 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
 }
 
 
+# -- event logs -----------------------------------------------------------------------------
+
+
+def _log_records(session: str, request: str, ids: Iterable[int], t0: float) -> Iterable[bytes]:
+    """An event log's ``emitted`` and ``written`` records of one stream, one ID after the
+    other, 10 µs apart."""
+    head = b'{"session":"%s","stream":"stream-1","request":"%s",' % (
+        session.encode(),
+        request.encode(),
+    )
+    for k, n in enumerate(ids):
+        for kind in (b"emitted", b"written"):
+            yield head + b'"ts":%.5f,"event_id":"%d","kind":"%s"}\n' % (t0 + k * 1e-5, n, kind)
+
+
+ORDINARY_LOG_SESSION = "ordinary-gap-0001"
+
+
+def write_event_log(path: Path, n: int, gap: bool = True) -> int:
+    """An event log (JSON lines) holding the ordinary gap (a stream that writes 1-7 then
+    13-20: 8-12 emitted, never written, nor evicted, nor signalled), then one stream of
+    ``n`` events whose IDs jump by 5 halfway (unless not ``gap``), every one emitted and
+    written (issue 16: whether the client left a long stream with events pending is told
+    from its last written event, not from every one). Returns the number of records."""
+    count = 0
+    with open(path, "wb") as out:
+        ordinary = [*range(1, 21)]
+        written = set(ORDINARY_IDS)
+        for rec in _log_records(ORDINARY_LOG_SESSION, "x1", ordinary, START_S):
+            if (
+                b'"written"' in rec
+                and int(rec.split(b'"event_id":"')[1].split(b'"')[0]) not in written
+            ):
+                continue
+            out.write(rec)
+            count += 1
+        ids = (e + 5 * (gap and e > n // 2) for e in range(1, n + 1))
+        buf: list[bytes] = []
+        for rec in _log_records("hostile-long-0001", "x2", ids, START_S + 1):
+            buf.append(rec)
+            if len(buf) >= 65_536:
+                out.write(b"".join(buf))
+                count += len(buf)
+                buf.clear()
+        out.write(b"".join(buf))
+        count += len(buf)
+    return count
+
+
+LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
+    "log-events": lambda path, n: write_event_log(path, n, gap=False),
+    "log-events-gap": write_event_log,
+}
+
+
 def main(argv: Iterable[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=sorted(KINDS))
+    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS]))
     parser.add_argument("n", type=int, help="connections, streams, events or decoded bytes")
     parser.add_argument("out", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.kind in LOG_KINDS:
+        print(f"{args.out}: {LOG_KINDS[args.kind](args.out, args.n)} records")
+        return
     frames = write(args.out, lambda w: KINDS[args.kind](w, args.n))
     print(f"{args.out}: {frames} frames")
 

@@ -349,25 +349,40 @@ class EventSource:
         ``None`` when none does: its ``kind`` and ``id_field`` columns read
         :data:`KIND_SLICE` events at a time from each end, nothing else of it (issue 16)."""
         start, n = self.spans.get(key, (0, 0))
-        first = next(self._id_hits(start, range(0, n, KIND_SLICE), n, False), None)
+        first = next(self._hits(start, range(0, n, KIND_SLICE), n, _ID_NO_SIGNAL, False), None)
         if first is None:
             return None, None
-        ends = range(((n - 1) // KIND_SLICE) * KIND_SLICE, first - 1, -KIND_SLICE)
-        last = next(self._id_hits(start, ends, n, True), first)
-        return first, max(first, last)
+        return first, max(first, self._last(key, _ID_NO_SIGNAL, first) or first)
 
-    def _id_hits(self, start: int, slices: range, n: int, last: bool) -> Iterator[int]:
+    def last_data_with_id(self, key: tuple[int, int]) -> int | None:
+        """The position of the last data event of exchange ``key`` that carries an ID
+        (``None`` when none does), read as :meth:`id_ends` reads (``facts.build``: when
+        a client left a stream)."""
+        return self._last(key, _DATA_WITH_ID, 0)
+
+    def _last(self, key: tuple[int, int], where: pl.Expr, down_to: int) -> int | None:
+        """The position of the last event of exchange ``key`` at or past ``down_to`` that
+        ``where`` holds for: its slices read from the end."""
+        start, n = self.spans.get(key, (0, 0))
+        if n <= down_to:
+            return None
+        ends = range(((n - 1) // KIND_SLICE) * KIND_SLICE, down_to - KIND_SLICE, -KIND_SLICE)
+        return next(self._hits(start, ends, n, where, True), None)
+
+    def _hits(self, start: int, slices: range, n: int, where: pl.Expr, last: bool) -> Iterator[int]:
         """Per slice of :data:`KIND_SLICE` events starting at each of ``slices``, the
-        position of its first (``last``: its last) event with an ID that is no signal."""
+        position of its first (``last``: its last) event ``where`` holds for."""
         for at in slices:
             part = self._rows(start + at, min(KIND_SLICE, n - at), ("kind", "id_field"))
-            hits = part.select(pl.arg_where(_ID_NO_SIGNAL)).to_series()
+            hits = part.select(pl.arg_where(where)).to_series()
             if hits.len():
                 yield at + int(hits[-1] if last else hits[0])
 
 
+_CARRIES_ID = pl.col("id_field").fill_null("") != ""
 # An event whose ID continuity is judged: it carries an ID and is no signal.
-_ID_NO_SIGNAL = (pl.col("id_field").fill_null("") != "") & (pl.col("kind") != "signal")
+_ID_NO_SIGNAL = _CARRIES_ID & (pl.col("kind") != "signal")
+_DATA_WITH_ID = _CARRIES_ID & (pl.col("kind") == "data")
 
 # Events' kinds read at a time by EventSource.next_of_kind.
 KIND_SLICE = 1 << 16

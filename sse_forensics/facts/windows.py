@@ -188,6 +188,17 @@ def id_ends(stream: StreamRecord) -> tuple[EventRecord | None, EventRecord | Non
     return at[first], at[last]
 
 
+def last_data_with_id(stream: StreamRecord) -> EventRecord | None:
+    """The last data event of ``stream`` that carries an ID (``None`` when none does):
+    found in the columns of a long stream, only it built as a record (``facts.build``:
+    when the client left the stream, issue 16)."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        return next((e for e in reversed(stream.events) if e.carries_id and e.kind == "data"), None)
+    last = source.last_data_with_id((ex.connection_id, ex.index))
+    return None if last is None else _events_at(stream, [last])[last]
+
+
 def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
     """The records of ``stream``'s events at ``positions`` (rising), and of no other."""
     ex, source = stream.exchange, stream.exchange.source

@@ -5,7 +5,9 @@ not all of them (each ~1.5 KB as a record), and say what the whole stream's reco
   first and the last event with an ID (``facts.windows.id_ends``).
 - A stream made mostly of signal events: its live gaps read its ``stream-gap`` events and,
   of the others, the counter values they took inside its jumps; the ``stream-gap`` events
-  no jump explains make no more gaps than ``gaps_per_stream``."""
+  no jump explains make no more gaps than ``gaps_per_stream``.
+- An event-log stream: whether its client left it with events pending reads its last
+  written data event."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import pytest
 from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
-from sse_forensics.facts import model, windows
+from sse_forensics.evidence.tables import EventColumns
+from sse_forensics.facts import build, load, model, windows
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import scan_paths
@@ -189,4 +192,87 @@ def test_a_stream_gap_flood_builds_the_signals_judged_and_no_other(
     assert ("100", "139", "stream-gap", True, "silent_corruption") in windowed[1]
     monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
     assert judged(scan_paths([str(path)], config, jobs=1)) == windowed
+    assert len(built) > 6000
+
+
+def _events(kinds: list[str], ids: list[str | None]) -> pl.DataFrame:
+    """One response's events (``conn_id`` 1, ``ex_index`` 0) of these kinds and IDs."""
+    n = len(kinds)
+    base = EventColumns.frame()
+    return pl.DataFrame(
+        {
+            "conn_id": [1] * n,
+            "ex_index": [0] * n,
+            "position": list(range(n)),
+            "kind": kinds,
+            "id_field": ids,
+        },
+        schema_overrides=base.schema,
+    ).select(
+        pl.col(c)
+        if c in ("conn_id", "ex_index", "position", "kind", "id_field")
+        else pl.lit(None, dtype).alias(c)
+        for c, dtype in base.schema.items()
+    )
+
+
+@pytest.mark.parametrize("slice_", [4, 1 << 16])
+@pytest.mark.parametrize(
+    ("kinds", "ids", "ends", "last_data"),
+    [
+        # An event without an ID first, a signal with one last: neither counts.
+        (["other", "data", "data", "signal"], [None, "1", "2", "9"], (1, 2), 2),
+        (["data", "other", "priming", "data", "other"], [None, "", "3", "4", "5"], (2, 4), 3),
+        (["data", "signal", "data"], [None, "7", ""], (None, None), None),
+        (["other"] * 9 + ["data"], [None] * 8 + ["1", "2"], (8, 9), 9),
+    ],
+)
+def test_the_ends_of_a_stream_are_found_in_its_columns(
+    monkeypatch: pytest.MonkeyPatch,
+    slice_: int,
+    kinds: list[str],
+    ids: list[str | None],
+    ends: tuple[int | None, int | None],
+    last_data: int | None,
+) -> None:
+    """The first and last events with an ID that are no signal, and the last data event
+    with an ID, whichever slice of the ``kind`` and ``id_field`` columns they fall in."""
+    monkeypatch.setattr(load, "KIND_SLICE", slice_)
+    source = load.EventSource(_events(kinds, ids))
+    assert source.id_ends((1, 0)) == ends
+    assert source.last_data_with_id((1, 0)) == last_data
+
+
+def _pending_log(path: Path, n: int) -> None:
+    """An event log of one stream: ``n`` events written, their IDs jumping by 5 halfway
+    (a silent gap), then three more emitted and never written (left pending)."""
+    ids = [e + 5 * (e > n // 2) for e in range(1, n + 1)]
+    records = list(hostile._log_records("pending-0001", "x1", ids, hostile.START_S))
+    more = hostile._log_records("pending-0001", "x1", range(n + 6, n + 9), hostile.START_S + 1)
+    records += [r for r in more if b'"emitted"' in r]
+    path.write_bytes(b"".join(records))
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_when_the_client_left_a_long_logged_stream_is_read_from_its_last_written_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """An event-log stream of 6,000 written events with a silent gap, three more events
+    emitted after its last written one: whether the client left it with events pending
+    (``build._left_with_events_pending``, asked of its unsignalled gap) is told from its
+    last written data event alone, as its whole records tell it."""
+    path = tmp_path / "pending.events.jsonl"
+    _pending_log(path, 6000)
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+    built = _records_built(monkeypatch)
+    result = scan_paths([str(path)], jobs=1, keep_records=True)
+    assert result.facts is not None
+    (stream,) = (s for s in result.facts.streams if s.exchange.n_events == 6000)
+    left = build._left_with_events_pending(stream)
+    assert len(built) == 3, sorted(built)  # the jump's two events, the last written
+    assert left is not None and built[-1] == 5999
+    stream.release()
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert build._left_with_events_pending(stream) == left
     assert len(built) > 6000
