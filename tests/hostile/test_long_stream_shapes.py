@@ -12,6 +12,8 @@ not all of them (each ~1.5 KB as a record), and say what the whole stream's reco
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import polars as pl
 import pytest
@@ -21,6 +23,7 @@ from sse_forensics.evidence import pieces
 from sse_forensics.evidence.tables import EventColumns
 from sse_forensics.facts import build, load, model, windows
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.facts.ids import IdKey
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
@@ -276,3 +279,22 @@ def test_when_the_client_left_a_long_logged_stream_is_read_from_its_last_written
     monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
     assert build._left_with_events_pending(stream) == left
     assert len(built) > 6000
+
+
+def test_the_values_signals_took_are_kept_inside_the_jumps_only() -> None:
+    """``windows._inside``: of the counter values signal events carry, those strictly
+    inside one of the stream's jumps (ranges of one prefix merged where they overlap: a
+    later run of the prefix may jump inside an earlier one's range), and no other."""
+
+    def jump(prefix: str, lo: int, hi: int) -> tuple[Any, Any]:
+        return SimpleNamespace(counter=IdKey(prefix, lo)), SimpleNamespace(
+            counter=IdKey(prefix, hi)
+        )
+
+    jumps = [jump("a", 1, 30), jump("a", 5, 10), jump("b", 1, 3)]
+    keyed = [("a", 1), ("a", 2), ("a", 15), ("a", 30), ("a", 31), ("b", 2), ("b", 3), ("c", 2)]
+    signals = pl.DataFrame(
+        [*keyed, ("a", None)], schema={"prefix": pl.String, "seq": pl.Int64}, orient="row"
+    )
+    inside = windows._inside(signals, jumps)
+    assert sorted((k.prefix, k.seq) for k in inside) == [("a", 2), ("a", 15), ("b", 2)]
