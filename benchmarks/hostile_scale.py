@@ -11,7 +11,7 @@ Prints one table per series: size, frames, seconds (wall, and CPU: user + system
 scan, the figure to read on a loaded machine), peak RSS, the CPU and RSS ratios to the
 previous size (2.0 per doubling is linear), the caps that fired, whether the ordinary gap
 was found.
-Inputs go to ``benchmarks/out/hostile/`` (git-ignored) and are reused.
+Inputs go to ``benchmarks/out/hostile/`` (git-ignored; ``--out`` elsewhere) and are reused.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ SERIES = {
     "events-gap": ("events-gap", 250_000),
     "events-every-jump": ("events-every-jump", 5_000),
     "streams-midstream": ("streams-midstream", 5_000),
+    "events-lost": ("events-lost", 1_000_000),
+    "signals": ("signals", 1_000_000),
+    "signals-stream-gap": ("signals-stream-gap", 1_000_000),
+    "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)
+    "log-events-gap": ("log-events-gap", 1_000_000),
 }
 # The ordinary gap: a silent live gap in the session samples/hostile.py's ordinary_gap
 # opens. Told by rule, verdict and session, not by its IDs: beside a stream whose IDs
@@ -78,21 +83,34 @@ def _scan(path: Path, limits: list[str], timeout: float | None) -> dict:
     }
 
 
-def run_series(name: str, base: int, steps: int, limits: list[str], timeout: float | None):
+def run_series(
+    name: str,
+    base: int,
+    steps: int,
+    limits: list[str],
+    timeout: float | None,
+    out: Path = OUT,
+):
     hostile = _hostile()
     kind, _default = SERIES[name]
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     for k in range(steps):
         n = base << k
-        path = OUT / f"{kind}-{n}.pcap"
-        if not path.exists():
-            frames = hostile.write(path, lambda w, n=n: hostile.KINDS[kind](w, n))
+        logged = kind in hostile.LOG_KINDS
+        path = out / (f"{kind}-{n}.events.jsonl" if logged else f"{kind}-{n}.pcap")
+        frames = None
+        if path.exists():
+            pass
+        elif logged:
+            hostile.LOG_KINDS[kind](path, n)
         else:
-            frames = None
+            frames = hostile.write(path, lambda w, n=n: hostile.KINDS[kind](w, n))
         got = _scan(path, limits, timeout)
         doc = got["doc"] or {}
-        ordinary = hostile.session_of(0xFFFF_FFFF).decode()
+        ordinary = (
+            hostile.ORDINARY_LOG_SESSION if logged else hostile.session_of(0xFFFF_FFFF).decode()
+        )
         findings = {
             (f["rule"]["id"], f["sse_forensics"]["classification"])
             for f in doc.get("findings", [])
@@ -147,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="doublings + 1 (default 3)")
     parser.add_argument("--limit", action="append", default=[], help="NAME=VALUE, to scan")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per scan")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the inputs are written")
     args = parser.parse_args(argv)
     # The scans import this checkout's package.
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -155,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = False
     for name in args.only or list(SERIES):
         base = args.base or SERIES[name][1]
-        rows = run_series(name, base, args.steps, args.limit, args.timeout)
+        rows = run_series(name, base, args.steps, args.limit, args.timeout, args.out)
         print_table(name, rows)
         bad |= any(r["status"] == "CRASH" or not r["found"] for r in rows)
     return 1 if bad else 0

@@ -260,12 +260,72 @@ def long_stream(
     gap: bool = False,
     step: int = 1,
     late_signal: bool = False,
+    lose: int | None = None,
 ) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
     (not ``chunked``) a close-delimited body; with ``gap``, its IDs jump by 5 halfway
     (a second silent gap, in the long stream itself), and with ``late_signal`` data
     events and a ``stream-gap`` event covering that jump three events after it (a late
-    signal); IDs ``step`` apart (2: every one a jump)."""
+    signal); IDs ``step`` apart (2: every one a jump); ``lose``: the segment that holds
+    that event (0-based) is missing from the capture (capture loss inside the stream)."""
+    # With a late signal, data events (a JSON-RPC notification each): the signal is late
+    # when it comes after the jump's next data event.
+    payload = b'{"jsonrpc":"2.0","method":"notifications/message"}' if late_signal else b"{}"
+
+    def events() -> Iterable[bytes]:
+        for e in range(1, n + 1):
+            ev = b"id: %d\ndata: %s\n\n" % (e * step + 5 * (gap and e > n // 2), payload)
+            if gap and late_signal and e == n // 2 + 4:
+                half = n // 2 * step
+                ev += b'event: stream-gap\ndata: {"first":"%d","last":"%d"}\n\n' % (
+                    half + 1,
+                    half + 5,
+                )
+            yield ev
+
+    _one_stream(w, events(), chunked, lose_at=lose)
+
+
+SIGNALS = (
+    b'event: backpressure-disconnect\ndata: {"last_written_id":"%d"}\n\n',
+    b'event: resume-gap\ndata: {"requested":"%d","oldest_retained":"%d"}\n\n',
+)
+"""Signal events that declare no dropped range on a live stream: no gap is made of them."""
+
+
+def signal_flood(w: PcapWriter, n: int, stream_gap: bool = False) -> None:
+    """One stream of ``n`` events, fifteen in sixteen of them signal events (no ``id``),
+    the others data events numbered 1, 2, 3 … whose IDs jump by 5 halfway (a silent gap,
+    so the stream is judged): with ``stream_gap`` each signal a ``stream-gap`` that names
+    a range of no gap of this stream (IDs past its last), else a ``backpressure-disconnect``
+    or a ``resume-gap`` in turn."""
+    data = b'{"jsonrpc":"2.0","method":"notifications/message"}'
+    far = n + 1_000
+
+    def events() -> Iterable[bytes]:
+        seq = 0
+        for e in range(1, n + 1):
+            if e % 16 == 0:
+                seq += 1 + 5 * (seq == n // 32)
+                yield b"id: %d\ndata: %s\n\n" % (seq, data)
+            elif stream_gap:
+                yield b'event: stream-gap\ndata: {"first":"%d","last":"%d"}\n\n' % (
+                    far + e,
+                    far + e,
+                )
+            elif e % 2:
+                yield SIGNALS[0] % seq
+            else:
+                yield SIGNALS[1] % (seq, seq + 1)
+
+    _one_stream(w, events(), chunked=True)
+
+
+def _one_stream(
+    w: PcapWriter, events: Iterable[bytes], chunked: bool, lose_at: int | None = None
+) -> None:
+    """A ``tools/call`` answered by ``events``, many per segment; ``lose_at``: the
+    segment holding that event (0-based) is left out of the capture."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -274,28 +334,26 @@ def long_stream(
     buf: list[bytes] = []
     size = 0
     segments = 0
+    count = 0
+    lost = False
 
     def send() -> None:
-        nonlocal segments
+        nonlocal segments, lost
         data = b"".join(buf)
-        flow.send(False, PSH | ACK, chunk(data) if chunked else data)
+        payload = chunk(data) if chunked else data
+        if lose_at is not None and not lost and count > lose_at:  # the segment holds it
+            flow.frame(False, PSH | ACK, payload)  # its sequence numbers, never its frame
+            lost = True
+        else:
+            flow.send(False, PSH | ACK, payload)
         segments += 1
         if segments % 16 == 0:
             flow.send(True, ACK)
 
-    # With a late signal, data events (a JSON-RPC notification each): the signal is late
-    # when it comes after the jump's next data event.
-    payload = b'{"jsonrpc":"2.0","method":"notifications/message"}' if late_signal else b"{}"
-    for e in range(1, n + 1):
-        ev = b"id: %d\ndata: %s\n\n" % (e * step + 5 * (gap and e > n // 2), payload)
-        if gap and late_signal and e == n // 2 + 4:
-            half = n // 2 * step
-            ev += b'event: stream-gap\ndata: {"first":"%d","last":"%d"}\n\n' % (
-                half + 1,
-                half + 5,
-            )
+    for ev in events:
         buf.append(ev)
         size += len(ev)
+        count += 1
         if size >= MSS - 48:
             send()
             buf, size = [], 0
@@ -422,6 +480,9 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events-close": lambda w, n: long_stream(w, n, chunked=False),
     "events-gap": lambda w, n: long_stream(w, n, gap=True),
     "events-every-jump": lambda w, n: long_stream(w, n, step=2),
+    "events-lost": lambda w, n: long_stream(w, n, lose=n // 2),
+    "signals": lambda w, n: signal_flood(w, n),
+    "signals-stream-gap": lambda w, n: signal_flood(w, n, stream_gap=True),
     "big-event": lambda w, n: big_event(w, n),
     "gzip-bomb": lambda w, n: bomb(w, "gzip", n),
     "br-bomb": lambda w, n: bomb(w, "br", n),
@@ -430,12 +491,70 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
 }
 
 
+# -- event logs -----------------------------------------------------------------------------
+
+
+def _log_records(session: str, request: str, ids: Iterable[int], t0: float) -> Iterable[bytes]:
+    """An event log's ``emitted`` and ``written`` records of one stream, one ID after the
+    other, 10 µs apart."""
+    head = b'{"session":"%s","stream":"stream-1","request":"%s",' % (
+        session.encode(),
+        request.encode(),
+    )
+    for k, n in enumerate(ids):
+        for kind in (b"emitted", b"written"):
+            yield head + b'"ts":%.5f,"event_id":"%d","kind":"%s"}\n' % (t0 + k * 1e-5, n, kind)
+
+
+ORDINARY_LOG_SESSION = "ordinary-gap-0001"
+
+
+def write_event_log(path: Path, n: int, gap: bool = True) -> int:
+    """An event log (JSON lines) holding the ordinary gap (a stream that writes 1-7 then
+    13-20: 8-12 emitted, never written, nor evicted, nor signalled), then one stream of
+    ``n`` events whose IDs jump by 5 halfway (unless not ``gap``), every one emitted and
+    written (issue 16: whether the client left a long stream with events pending is told
+    from its last written event, not from every one). Returns the number of records."""
+    count = 0
+    with open(path, "wb") as out:
+        ordinary = [*range(1, 21)]
+        written = set(ORDINARY_IDS)
+        for rec in _log_records(ORDINARY_LOG_SESSION, "x1", ordinary, START_S):
+            if (
+                b'"written"' in rec
+                and int(rec.split(b'"event_id":"')[1].split(b'"')[0]) not in written
+            ):
+                continue
+            out.write(rec)
+            count += 1
+        ids = (e + 5 * (gap and e > n // 2) for e in range(1, n + 1))
+        buf: list[bytes] = []
+        for rec in _log_records("hostile-long-0001", "x2", ids, START_S + 1):
+            buf.append(rec)
+            if len(buf) >= 65_536:
+                out.write(b"".join(buf))
+                count += len(buf)
+                buf.clear()
+        out.write(b"".join(buf))
+        count += len(buf)
+    return count
+
+
+LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
+    "log-events": lambda path, n: write_event_log(path, n, gap=False),
+    "log-events-gap": write_event_log,
+}
+
+
 def main(argv: Iterable[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=sorted(KINDS))
+    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS]))
     parser.add_argument("n", type=int, help="connections, streams, events or decoded bytes")
     parser.add_argument("out", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.kind in LOG_KINDS:
+        print(f"{args.out}: {LOG_KINDS[args.kind](args.out, args.n)} records")
+        return
     frames = write(args.out, lambda w: KINDS[args.kind](w, args.n))
     print(f"{args.out}: {frames} frames")
 

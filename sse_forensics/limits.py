@@ -50,7 +50,8 @@ class Limits:
     # Decoded bytes of one compressed (gzip, zstd) log file.
     log_decoded_bytes: int = 64 * GiB
     # ID jumps of one response judged one by one (each a live gap with its evidence); the
-    # jumps past them are counted. Real incidents show a handful per stream.
+    # jumps past them are counted. Real incidents show a handful per stream. Apart, the
+    # same number of its stream-gap signals that no jump explains (each a gap of its own).
     gaps_per_stream: int = 1000
 
 

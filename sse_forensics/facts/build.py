@@ -26,6 +26,7 @@ from sse_forensics.facts.columns import (
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
+    full_view,
     incomplete_reason,
     live_gaps,
     missing_bytes,
@@ -60,7 +61,7 @@ from sse_forensics.facts.streams import (
 from sse_forensics.facts.tables import TABLE_SCHEMAS, frame, rows_frame
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.facts.unjudged import lost_holes, not_judged
-from sse_forensics.facts.windows import JumpViews, read_whole
+from sse_forensics.facts.windows import JumpViews, last_data_with_id, read_whole
 from sse_forensics.limits import CapHit
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
@@ -149,8 +150,9 @@ def build_facts(
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        view = None if s in ordered else views.view(s)
-        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view))
+        view = full_view(s) if s in ordered else views.view(s)
+        gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view, cap))
+        views.signals_past_cap(s, view)
     caps = views.caps(streams, front.limits)
     for s in streams:
         if s.kind != "resume":
@@ -400,10 +402,9 @@ def _left_with_events_pending(stream: StreamRecord) -> float | None:
     log = stream.exchange.log
     if log is None:  # before the events are read: a capture's long stream is never built
         return None
-    written = [e for e in stream.events if e.carries_id and e.kind == "data"]
-    if not written or written[-1].id_field not in log.emitted:
+    last = last_data_with_id(stream)
+    if last is None or last.id_field not in log.emitted:
         return None
-    last = written[-1]
     after = log.emitted[log.emitted.index(last.id_field) + 1 :]
     if not any(i not in log.evicted for i in after):
         return None

@@ -88,7 +88,14 @@ def _numbered(part: pl.DataFrame) -> pl.DataFrame:
 _KEYS = ("conn_id", "ex_index")
 PAIRS_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "a_pos": pl.Int64, "b_pos": pl.Int64}
 OVER_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "over": pl.UInt32, "first": pl.Int64}
-SIGNALS_SCHEMA = {"conn_id": pl.Int64, "ex_index": pl.Int64, "position": pl.Int64}
+SIGNALS_SCHEMA = {
+    "conn_id": pl.Int64,
+    "ex_index": pl.Int64,
+    "position": pl.Int64,
+    "stream_gap": pl.Boolean,
+    "prefix": pl.String,
+    "seq": pl.Int64,
+}
 
 
 class Jumps:
@@ -101,8 +108,9 @@ class Jumps:
     event, ``b_pos``: the one past it), the first ``cap`` of each stream (the
     ``gaps_per_stream`` cap, issue 16): the jumps past them are only counted (``over``,
     with the first one's ``b_pos``), so a stream whose every ID jumps holds ``cap`` pairs,
-    not one per event. With the positions of the signal events, that is what judging a
-    stream's live gaps reads of it (:mod:`.windows`): nothing else of it is materialised."""
+    not one per event. With the positions of the signal events that say a range dropped or
+    took a counter value, that is what judging a stream's live gaps reads of it
+    (:mod:`.windows`): nothing else of it is materialised."""
 
     def __init__(self, cap: int | None = None) -> None:
         self.found: set[Key] = set()
@@ -115,11 +123,18 @@ class Jumps:
 
     def feed(self, part: pl.DataFrame) -> None:
         numbered = _numbered(part)
-        signals = part.select(*_KEYS, "kind", "event", "position").filter(
+        signals = part.select(*_KEYS, "kind", "event", "position", "prefix", "seq").filter(
             pl.col("kind") == "signal"
         )
         if signals.height:
-            self.signals.append(signals.select(*_KEYS, "position"))
+            # What judging reads of a signal: a stream-gap's event, another's counter value
+            # (it took that value); the others are left out (a flood of them: issue 16).
+            gap = pl.col("event") == STREAM_GAP
+            self.signals.append(
+                signals.filter(gap | pl.col("seq").is_not_null()).select(
+                    *_KEYS, "position", gap.alias("stream_gap"), "prefix", "seq"
+                )
+            )
             self.found.update(
                 signals.filter(pl.col("event") == STREAM_GAP).select(_KEYS).unique().iter_rows()
             )
@@ -193,7 +208,8 @@ class Jumps:
         )
 
     def signal_positions(self) -> pl.DataFrame:
-        """``conn_id, ex_index, position`` of every signal event, in table order."""
+        """``conn_id, ex_index, position, stream_gap, prefix, seq`` of the signal events
+        that are ``stream-gap`` events or carry a counter value, in table order."""
         return pl.concat(self.signals, how="vertical_relaxed")
 
 

@@ -16,7 +16,7 @@ and "What counts as what").
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
@@ -25,7 +25,7 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, LogStreamInfo, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
-from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
+from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP, SignalPayload
 from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
@@ -247,14 +247,25 @@ def _missing(lo: IdKey, hi: IdKey, taken: TakenKeys) -> MissingRange:
 def _signal_covers(event: EventRecord, rng: MissingRange, codec: IdCodec, taken: TakenKeys) -> bool:
     """A ``stream-gap`` (first..last) or ``resume-gap`` (after requested, before
     oldest_retained) covers every missing value of ``rng``."""
-    payload = event.signal
+    return _payload_covers(event.signal, event.sse.event == RESUME_GAP, rng, codec, taken)
+
+
+def _payload_covers(
+    payload: SignalPayload | None,
+    resume_gap: bool,
+    rng: MissingRange,
+    codec: IdCodec,
+    taken: TakenKeys,
+) -> bool:
+    """:func:`_signal_covers` of a signal event's payload (``resume_gap``: of a
+    ``resume-gap`` event, else of a ``stream-gap``)."""
     if payload is None or not payload.valid or rng.first is None or rng.last is None:
         return False
     a = codec.key(payload.first or "")
     b = codec.key(payload.last or "")
     if a is None or b is None or a.prefix != rng.prefix or b.prefix != rng.prefix:
         return False
-    if event.sse.event == RESUME_GAP:  # exclusive bounds
+    if resume_gap:  # exclusive bounds
         lo, hi = a.seq + 1, b.seq - 1
     else:
         lo, hi = a.seq, b.seq
@@ -323,16 +334,36 @@ def _next_after(stream: StreamRecord, data_at: list[int] | None, position: int) 
 
 
 @dataclass(slots=True)
+class StreamGaps:
+    """A long stream's ``stream-gap`` events left in their columns (:mod:`.windows`):
+    ``rows`` yields the position and payload of each, in position order; ``records``
+    builds those at the given positions (rising)."""
+
+    rows: Callable[[], Iterator[tuple[int, SignalPayload | None]]]
+    records: Callable[[list[int]], list[EventRecord]]
+
+
+@dataclass(slots=True)
 class LiveView:
     """What :func:`live_gaps` reads of a stream: its ID jumps (``pairs``: the high-water
-    event and the event past it, :func:`_advances`), its signal events in position order,
-    and ``next_data``: the position of its first data event past a position (its length
-    when none). :func:`full_view` finds them among every event of the stream;
-    :mod:`.windows` materialises only these events of a long one (issue 16)."""
+    event and the event past it, :func:`_advances`), its signal events in position order
+    (its ``stream-gap`` events at least), ``next_data``: the position of its first data
+    event past a position (its length when none), and ``signal_keys``: the counter values
+    its signal events carry (those inside its jumps at least: no other is asked for).
+    :func:`full_view` finds them among every event of the stream; :mod:`.windows`
+    materialises only these events of a long one (issue 16)."""
 
     pairs: list[tuple[EventRecord, EventRecord]]
     signals: list[EventRecord]
     next_data: Callable[[int], int]
+    signal_keys: list[IdKey]
+    # Set by live_gaps under a cap: the stream-gap signals no jump explains past it (each
+    # would be a gap of its own), and the first of them.
+    signals_over: int = 0
+    first_over: EventRecord | None = None
+    # Its stream-gap events, when ``signals`` holds none of them: live_gaps builds those
+    # it needs (_needed_signals).
+    unread: StreamGaps | None = None
 
 
 def full_view(stream: StreamRecord) -> LiveView:
@@ -344,33 +375,46 @@ def full_view(stream: StreamRecord) -> LiveView:
     # positions rather than by a walk from the stream's start per jump (a stream whose
     # every ID jumps cost time in the square of its events: issue 16).
     data_at = _rising([e.position for e in stream.events if e.kind == "data"])
+    signals = [e for e in stream.events if e.kind == "signal"]
     return LiveView(
         _advances(numbered),
-        [e for e in stream.events if e.kind == "signal"],
+        signals,
         lambda position: _next_after(stream, data_at, position),
+        [e.key for e in signals if e.key is not None],
     )
 
 
 def live_gaps(
-    stream: StreamRecord, codec: IdCodec, taken: TakenKeys, view: LiveView | None = None
+    stream: StreamRecord,
+    codec: IdCodec,
+    taken: TakenKeys,
+    view: LiveView | None = None,
+    cap: int | None = None,
 ) -> list[GapRecord]:
     """Jumps between consecutive ID-carrying events of one response, and ``stream-gap``
     signals that no observed jump explains (the only evidence with opaque IDs). ``view``:
-    what is read of the stream (default: :func:`full_view`)."""
+    what is read of the stream (default: :func:`full_view`); ``cap``: the signals no jump
+    explains made gaps of, the first ``cap`` (``gaps_per_stream``, issue 16: a flood of
+    them made a gap and a finding each), the rest counted in ``view.signals_over``."""
     if view is None:
         view = full_view(stream)
     gaps: list[GapRecord] = []
     used_signals: set[int] = set()
-    signals = [e for e in view.signals if e.sse.event == STREAM_GAP]
     # A signal event that carries an `id:` took that counter value itself (servers that number
     # every event they write): the value was delivered, not dropped.
-    taken = taken.with_extra(e.key for e in view.signals if e.key is not None)
+    taken = taken.with_extra(view.signal_keys)
+    ranged = [(a, b, _missing(a.counter, b.counter, taken)) for a, b in view.pairs]
+    ranged = [(a, b, rng) for a, b, rng in ranged if rng.count]
+    log = stream.exchange.log
+    by_order = not codec.arithmetic and log is not None
+    signals = [e for e in view.signals if e.sse.event == STREAM_GAP]
+    if view.unread is not None and by_order:  # producer order reads every signal
+        signals += view.unread.records([p for p, _payload in view.unread.rows()])
+    elif view.unread is not None:
+        signals += _needed_signals(view, ranged, codec, taken, cap)
     # The signals after each jump found by bisection over their rising positions.
     signals_at = _rising([sig.position for sig in signals])
-    for a, b in view.pairs:
-        rng = _missing(a.counter, b.counter, taken)
-        if rng.count == 0:
-            continue
+    for a, b, rng in ranged:
         first, last = _render(codec, rng, a.id_field)
         gap = GapRecord(
             "live",
@@ -393,12 +437,18 @@ def live_gaps(
                 used_signals.add(sig.position)
                 break
         gaps.append(gap)
-    log = stream.exchange.log
-    if not codec.arithmetic and log is not None:
+    if by_order:
+        assert log is not None  # by_order says so
         gaps.extend(_log_order_gaps(stream, log, signals, used_signals))
+    made = 0
     for sig in signals:
         if sig.position in used_signals or sig.signal is None or not sig.signal.valid:
             continue
+        if cap is not None and made >= cap:
+            view.signals_over += 1
+            view.first_over = view.first_over or sig
+            continue
+        made += 1
         ka, kb = codec.key(sig.signal.first or ""), codec.key(sig.signal.last or "")
         count = None
         keys = None
@@ -419,6 +469,40 @@ def live_gaps(
             )
         )
     return gaps
+
+
+def _needed_signals(
+    view: LiveView,
+    ranged: list[tuple[EventRecord, EventRecord, MissingRange]],
+    codec: IdCodec,
+    taken: TakenKeys,
+    cap: int | None,
+) -> list[EventRecord]:
+    """The records of ``view.unread``'s ``stream-gap`` events that :func:`live_gaps` makes
+    something of: each jump's first covering signal past it, and the valid signals no jump
+    explains up to one past ``cap`` (those past it only counted, in ``view.signals_over``),
+    found in one pass over their payloads (a flood of them is never held as records)."""
+    assert view.unread is not None
+    pending = sorted((a.position, k) for k, (a, _b, _rng) in enumerate(ranged))
+    open_: list[int] = []  # jumps before the signal and not yet covered
+    keep: list[int] = []
+    unexplained = 0
+    j = 0
+    for position, payload in view.unread.rows():
+        while j < len(pending) and pending[j][0] < position:
+            open_.append(pending[j][1])
+            j += 1
+        covered = [k for k in open_ if _payload_covers(payload, False, ranged[k][2], codec, taken)]
+        if covered:
+            keep.append(position)
+            open_ = [k for k in open_ if k not in covered]
+        elif payload is not None and payload.valid:
+            unexplained += 1
+            if cap is None or unexplained <= cap + 1:
+                keep.append(position)
+    if cap is not None and unexplained > cap + 1:
+        view.signals_over += unexplained - cap - 1
+    return view.unread.records(keep)
 
 
 def _log_order_gaps(

@@ -5,7 +5,7 @@ sit on. Objects exist for one partition at a time, never for a whole capture."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -308,18 +308,25 @@ class EventSource:
     def events_at(self, key: tuple[int, int], positions: Sequence[int]) -> list[EventParts]:
         """The events at ``positions`` (rising) of exchange ``key``, and nothing else of
         it: a long stream judged around its ID jumps (:mod:`.windows`, issue 16)."""
-        span = self.spans.get(key)
-        if span is None or not positions:
+        if not positions or key not in self.spans:
             return []
-        start, n = span
-        if positions[-1] >= n:
-            raise IndexError(f"event {positions[-1]} of an exchange of {n}")
-        rows = self._index(start, n)[np.asarray(positions, dtype=np.int64)]
-        if self.pieces is not None:
-            read = self.pieces.take(pl.Series(rows), _EVENT_COLUMNS)
-        else:
-            read = self.events[rows]
+        read = self.columns_at(key, np.asarray(positions, dtype=np.int64), _EVENT_COLUMNS)
         return [_event_of(row) for row in read.iter_rows()]
+
+    def columns_at(
+        self, key: tuple[int, int], positions: np.ndarray, columns: Sequence[str]
+    ) -> pl.DataFrame:
+        """``columns`` of the events at ``positions`` (rising, not empty) of exchange
+        ``key``."""
+        start, n = self.spans.get(key, (0, 0))
+        if int(positions[-1]) >= n:
+            raise IndexError(f"event {int(positions[-1])} of an exchange of {n}")
+        rows = self._index(start, n)[positions]
+        if self.pieces is not None:
+            return self.pieces.take(pl.Series(rows), columns)
+        events = self.events if columns is _EVENT_COLUMNS else self.events.select(columns)
+        read: pl.DataFrame = events[rows]
+        return read
 
     def next_of_kind(self, key: tuple[int, int], position: int, kind: str) -> int:
         """The position of the first event of exchange ``key`` past ``position`` whose kind
@@ -336,6 +343,46 @@ class EventSource:
             at += length
         return n
 
+    def id_ends(self, key: tuple[int, int]) -> tuple[int | None, int | None]:
+        """The positions of the first and the last event of exchange ``key`` that carries
+        an ID and is no signal (continuity is judged between them: ``facts.unjudged``),
+        ``None`` when none does: its ``kind`` and ``id_field`` columns read
+        :data:`KIND_SLICE` events at a time from each end, nothing else of it (issue 16)."""
+        start, n = self.spans.get(key, (0, 0))
+        first = next(self._hits(start, range(0, n, KIND_SLICE), n, _ID_NO_SIGNAL, False), None)
+        if first is None:
+            return None, None
+        return first, max(first, self._last(key, _ID_NO_SIGNAL, first) or first)
+
+    def last_data_with_id(self, key: tuple[int, int]) -> int | None:
+        """The position of the last data event of exchange ``key`` that carries an ID
+        (``None`` when none does), read as :meth:`id_ends` reads (``facts.build``: when
+        a client left a stream)."""
+        return self._last(key, _DATA_WITH_ID, 0)
+
+    def _last(self, key: tuple[int, int], where: pl.Expr, down_to: int) -> int | None:
+        """The position of the last event of exchange ``key`` at or past ``down_to`` that
+        ``where`` holds for: its slices read from the end."""
+        start, n = self.spans.get(key, (0, 0))
+        if n <= down_to:
+            return None
+        ends = range(((n - 1) // KIND_SLICE) * KIND_SLICE, down_to - KIND_SLICE, -KIND_SLICE)
+        return next(self._hits(start, ends, n, where, True), None)
+
+    def _hits(self, start: int, slices: range, n: int, where: pl.Expr, last: bool) -> Iterator[int]:
+        """Per slice of :data:`KIND_SLICE` events starting at each of ``slices``, the
+        position of its first (``last``: its last) event ``where`` holds for."""
+        for at in slices:
+            part = self._rows(start + at, min(KIND_SLICE, n - at), ("kind", "id_field"))
+            hits = part.select(pl.arg_where(where)).to_series()
+            if hits.len():
+                yield at + int(hits[-1] if last else hits[0])
+
+
+_CARRIES_ID = pl.col("id_field").fill_null("") != ""
+# An event whose ID continuity is judged: it carries an ID and is no signal.
+_ID_NO_SIGNAL = _CARRIES_ID & (pl.col("kind") != "signal")
+_DATA_WITH_ID = _CARRIES_ID & (pl.col("kind") == "data")
 
 # Events' kinds read at a time by EventSource.next_of_kind.
 KIND_SLICE = 1 << 16

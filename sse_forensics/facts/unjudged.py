@@ -9,6 +9,7 @@ from typing import Any
 
 from sse_forensics.facts.gaps import distinct_spans, missing_bytes
 from sse_forensics.facts.model import StreamRecord
+from sse_forensics.facts.windows import id_ends
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 
@@ -37,13 +38,12 @@ def not_judged(s: StreamRecord) -> str | None:
         return None
     reasons = ", ".join(sorted({span.reason for span in distinct_spans(holes)}))
     lacks = f"the capture lacks {_bytes_text(missing_bytes(holes))} of this response ({reasons})"
-    ids = [e for e in s.events if e.carries_id and e.kind != "signal"]
-    if not s.events:
+    if not s.exchange.n_events and not s.events:
         return f"no SSE event could be read: {lacks}"
-    if len(ids) < 2:
-        read = f"only {len(ids)} event ID could" if ids else "no event ID could"
+    first, last = id_ends(s)
+    if first is None or last is None or first is last:
+        read = "only 1 event ID could" if first is not None else "no event ID could"
         return f"{read} be read, too few to judge continuity: {lacks}"
-    first, last = ids[0], ids[-1]
     parts = []
     before = [h for h in holes if h.body_offset <= first.sse.start]
     after = [h for h in holes if h.body_offset >= last.sse.end]
@@ -91,7 +91,7 @@ def unjudged_entries(s: StreamRecord) -> tuple[dict[str, Any] | None, dict[str, 
             "missing_bytes": missing_bytes(lost_holes(s)),
             "why": why,
             # Nothing of it could be judged (fewer than two readable IDs), or only its edges.
-            "whole": sum(1 for e in s.events if e.carries_id and e.kind != "signal") < 2,
+            "whole": _fewer_than_two_ids(s),
             **_first_span_origin(s),
         }
     linked = None
@@ -105,6 +105,12 @@ def unjudged_entries(s: StreamRecord) -> tuple[dict[str, Any] | None, dict[str, 
             **_request_origin(s),
         }
     return judged, linked
+
+
+def _fewer_than_two_ids(s: StreamRecord) -> bool:
+    """Fewer than two of ``s``'s events carry an ID and are no signal."""
+    first, last = id_ends(s)
+    return first is None or first is last
 
 
 def _request_origin(s: StreamRecord) -> dict[str, Any]:
