@@ -339,6 +339,33 @@ def test_partition_tasks_hand_back_no_sessions_rows(client, tmp_path: Path) -> N
     assert list(scratch.iterdir()) == []
 
 
+def test_a_shared_value_is_let_go_once_its_tasks_are_done(client, tmp_path: Path) -> None:
+    """The executor keeps a value its tasks share (each task's share of the cross-session
+    front) only until they are done, not to the end of the scan (issue 10: ~600 MB of the
+    client's peak on the 2.45 GB log set); one submitted again is sent again."""
+    import gc
+    import time
+    import weakref
+
+    from sse_forensics.cluster.client import ClusterExecutor
+
+    executor = ClusterExecutor(client)
+    share = _Share(str(tmp_path), b"x" * 100)
+    kept = weakref.ref(share)
+    try:
+        futures = [executor.submit(_payload_size, share) for _ in range(3)]
+        assert [f.result() for f in futures] == [100] * 3
+        assert executor.submit(_payload_size, share).result() == 100
+        del share, futures
+        deadline = time.monotonic() + 10
+        while kept() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the last task's done callback runs on Dask's event loop
+            gc.collect()
+        assert kept() is None
+    finally:
+        executor.shutdown(wait=False)
+
+
 def test_unreadable_log_files_are_the_local_scans_errors(client, tmp_path: Path) -> None:
     """Files that are no log: in a scanned directory, listed under errors as a local scan
     lists them; named on the command line, the first of them in reading order stops the
