@@ -49,6 +49,7 @@ from sse_forensics.ingest.inputs import (
 )
 from sse_forensics.ingest.packet_index import PacketIndex, index_captures
 from sse_forensics.ingest.spool import Spool, restore_names
+from sse_forensics.judged import read_sessions, write_sessions
 from sse_forensics.limits import CapHit, fold_caps
 from sse_forensics.memory import return_freed_memory
 from sse_forensics.query_engine import engine_for
@@ -316,6 +317,8 @@ class PartitionResult:
     # scan's order of the sessions (:func:`_session_order`).
     first_seen: pl.DataFrame | None = None
     caps: list[CapHit] = field(default_factory=list)  # caps that fired while judging
+    # The ``sessions`` rows and ``first_seen`` written here instead (:mod:`.judged`).
+    sessions_file: str | None = None
 
 
 def analyze_partition(
@@ -538,13 +541,31 @@ def _analyze_files(
     rules: RuleSet,
     provided: frozenset[str],
     keep_tables: bool,
+    sessions_to: tuple[str, str] | None = None,
 ) -> PartitionResult:
     """One task in a worker process: its Parquet files and its share of the front
-    (:meth:`~sse_forensics.facts.front.Front.split`) in, its facts and findings out."""
+    (:meth:`~sse_forensics.facts.front.Front.split`) in, its facts and findings out; with
+    ``sessions_to`` (a directory, a file name: an object-store scratch's mirror makes a
+    directory of any missing path a task names), its sessions rows written there, not
+    handed back (:mod:`.judged`)."""
     connections, exchanges, events = open_files(files)
-    return analyze_partition(
+    result = analyze_partition(
         connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
     )
+    if sessions_to is None:
+        return result
+    return _sessions_written(result, os.path.join(*sessions_to))
+
+
+def _sessions_written(result: PartitionResult, path: str) -> PartitionResult:
+    """``result`` with its sessions rows and their first exchanges moved to ``path``
+    (none written for a partition without sessions: a merge leaves those out)."""
+    sessions = result.tables.pop("sessions", _NO_ROWS)
+    if sessions.height and result.first_seen is not None:
+        write_sessions(sessions, result.first_seen, path)
+        result.sessions_file = path
+    result.first_seen = None
+    return result
 
 
 def analyze_store(
@@ -578,10 +599,21 @@ def analyze_store(
         del front
         if executor is None and len(shared) < 2:  # one task: judged here
             return _judge_here(store, shared, rules, provided, keep_records, keep_tables)
-        # Each task is sent its own share of the front, not the whole scan's.
+        # Each task is sent its own share of the front, not the whole scan's; a cluster's
+        # tasks write their sessions rows beside the store's files (read in scan order by
+        # scan_paths, before the store goes).
+        judged = str(store.scratch_dir()) if executor is not None else None
         futures = [
-            workers.submit(_analyze_files, store.task_files(t), share, rules, provided, keep_tables)
-            for t, share in shared
+            workers.submit(
+                _analyze_files,
+                store.task_files(t),
+                share,
+                rules,
+                provided,
+                keep_tables,
+                *([(judged, f"judged-{k:05d}.parquet")] if judged is not None else []),
+            )
+            for k, (t, share) in enumerate(shared)
         ]
         return [f.result() for f in futures]
 
@@ -762,6 +794,8 @@ def scan_paths(
         )
         if local is not None:
             local.shutdown(wait=False)  # the workers exit while the scan finishes
+        judged = [r.sessions_file for r in results if r.sessions_file is not None]
+        read = read_sessions(judged, _session_order) if judged else None
     if progress is not None:
         progress("rules", 0, 1)
     not_judged = not_judged_rules(rules, ingested.provided)
@@ -780,11 +814,14 @@ def scan_paths(
     # each column made contiguous first and let go once gathered (a join and a sort of the
     # whole table, or a gather over its partitions' chunks, each took one to several copies
     # of it: 1.66 / 2.66 GB peak for the 1.28M sessions of the --big log set).
-    sessions = tables["sessions"]  # emptied column by column below
-    order = _session_order(sessions.get_column("session_id"), firsts)
-    del firsts
-    tables["sessions"] = _in_order(sessions, order)
-    del sessions, order
+    if read is not None:  # the tasks' rows, read from their files in this order above
+        tables["sessions"] = read
+    else:
+        sessions = tables["sessions"]  # emptied column by column below
+        order = _session_order(sessions.get_column("session_id"), firsts)
+        tables["sessions"] = _in_order(sessions, order)
+        del sessions, order
+    del firsts, read
     reassembly = ingested.reassembly
     stats = ScanStats(
         frames=reassembly.frames,

@@ -32,3 +32,9 @@ class Origin:
     number: int
     ts: float
     kind: OriginKind = "frame"
+
+    def __reduce__(self) -> tuple[type[Origin], tuple[str, int, float, OriginKind]]:
+        """Pickled as its fields (a slots dataclass's own ``__getstate__`` walks
+        ``dataclasses.fields`` per object: half the client's time pickling each task's
+        share of the cross-session front on the 2.45 GB log set)."""
+        return (Origin, (self.source, self.number, self.ts, self.kind))

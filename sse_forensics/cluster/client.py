@@ -155,6 +155,7 @@ class ClusterExecutor(Executor):
         self.mirror = mirror
         self._inner = client.get_executor(pure=False)
         self._sent: dict[int, tuple[object, Any]] = {}
+        self._users: dict[int, int] = {}  # id() in _sent → its tasks not done yet
         self._progress = progress
         self._stages = stages or {}
         self._counts: dict[str, list[int]] = {}  # stage → [done, submitted]
@@ -167,21 +168,29 @@ class ClusterExecutor(Executor):
             mirror.push(paths_in([args, kwargs], mirror.root))  # files the client wrote
             args = (mirror, fn, *args)
             fn = run_mirrored
-        args = tuple(self._shared(a) for a in args)
-        kwargs = {k: self._shared(v) for k, v in kwargs.items()}
+        used: list[int] = []
+        args = tuple(self._shared(a, used) for a in args)
+        kwargs = {k: self._shared(v, used) for k, v in kwargs.items()}
         future: Future[Any] = self._inner.submit(fn, *args, **kwargs)
         if mirror is not None:
             future = _Pulled.chain(future, mirror)
+        if used:
+            future.add_done_callback(lambda _f: self._release(used))
         if stage is not None and self._progress is not None:
             with self._lock:
                 self._counts.setdefault(stage, [0, 0])[1] += 1
             future.add_done_callback(lambda _f: self._done(stage))
         return future
 
-    def _shared(self, value: object) -> object:
+    def _shared(self, value: object, used: list[int]) -> object:
+        """``value`` itself (:data:`_INLINE`), or the future of the task that gives it to
+        its tasks (its id() appended to ``used``: :meth:`_release` once they are done)."""
         if isinstance(value, _INLINE):
             return value
-        hit = self._sent.get(id(value))
+        with self._lock:
+            hit = self._sent.get(id(value))
+            if hit is not None:
+                self._users[id(value)] += 1
         if hit is None:
             from distributed.protocol.pickle import dumps
 
@@ -201,8 +210,25 @@ class ClusterExecutor(Executor):
                 # Dask advises against large task graphs; this one is sent exactly once.
                 warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
                 hit = (value, self.client.submit(_shared_value, blob, pure=False))
-            self._sent[id(value)] = hit
+            with self._lock:
+                self._sent[id(value)] = hit
+                self._users[id(value)] = 1
+        used.append(id(value))
         return hit[1]
+
+    def _release(self, used: list[int]) -> None:
+        """A task done: the values it shared that no task still waits for are let go, here
+        and on the workers (each task's share of the cross-session front is its own: held
+        to the end, they were ~600 MB of the client's peak on the 2.45 GB log set). One
+        submitted again is sent again."""
+        gone = []
+        with self._lock:
+            for key in used:
+                self._users[key] -= 1
+                if not self._users[key]:
+                    del self._users[key]
+                    gone.append(self._sent.pop(key))
+        del gone  # the objects and their futures, released outside the lock
 
     def _done(self, stage: str) -> None:
         with self._lock:
@@ -216,6 +242,7 @@ class ClusterExecutor(Executor):
         self._inner.shutdown(wait=wait)
         futures = [f for _, f in self._sent.values()]
         self._sent.clear()
+        self._users.clear()
         if futures:
             self.client.cancel(futures)
 

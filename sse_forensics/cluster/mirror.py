@@ -41,10 +41,13 @@ from sse_forensics.evidence.tables import EVIDENCE_TABLES
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-# The evidence store's spill files (``EvidenceStore.spill``): what the client reads itself.
+# The evidence store's spill files (``EvidenceStore.spill``) and the partition tasks'
+# sessions rows (``pipeline._analyze_files``): what the client reads itself.
 CLIENT_READS = re.compile(
-    rf"^({'|'.join(t.name for t in EVIDENCE_TABLES)})-\d{{5}}-\d{{5}}\.parquet$"
+    rf"^(({'|'.join(t.name for t in EVIDENCE_TABLES)})-\d{{5}}-\d{{5}}|judged-\d{{5}})\.parquet$"
 )
+# A partition task's result (``pipeline._analyze_files``), which names its sessions file.
+PARTITION_RESULT = "sse_forensics.pipeline.PartitionResult"
 # Where a scan with an object-store scratch works on every machine.
 LOCAL_BASE = "/tmp"
 
@@ -178,12 +181,16 @@ def paths_in(value: object, root: str, found: list[str] | None = None) -> list[s
 
 
 def _carries_paths(value: object) -> TypeGuard[DataclassInstance]:
-    """The cluster's own task arguments and results (not the rules, the cross-session
-    front or a partition's findings, which name no scratch file and can be large)."""
+    """The cluster's own task arguments and results, and a partition task's result (its
+    sessions file); not the rules, the cross-session front or a partition's findings,
+    which name no scratch file and can be large."""
     return (
         dataclasses.is_dataclass(value)
         and not isinstance(value, type)
-        and type(value).__module__.startswith("sse_forensics.cluster.")
+        and (
+            type(value).__module__.startswith("sse_forensics.cluster.")
+            or f"{type(value).__module__}.{type(value).__qualname__}" == PARTITION_RESULT
+        )
     )
 
 

@@ -114,6 +114,10 @@ class ForeignEvent:
     label: str
     session: str
 
+    def __reduce__(self) -> tuple[type[ForeignEvent], tuple[Origin | None, str, str]]:
+        """Pickled as its fields, as :meth:`Origin.__reduce__`."""
+        return (ForeignEvent, (self.origin, self.label, self.session))
+
 
 @dataclass(slots=True)
 class Front:

@@ -76,6 +76,10 @@ class IdCodec:
     pattern: re.Pattern[str] | None = None
     max_digits: int = DEFAULT_LIMITS.id_digits  # the id_digits cap (:func:`counter`)
 
+    def __reduce__(self) -> tuple[type[IdCodec], tuple[IdScheme, re.Pattern[str] | None, int]]:
+        """Pickled as its fields (``provenance.Origin.__reduce__``)."""
+        return (IdCodec, (self.scheme, self.pattern, self.max_digits))
+
     def key(self, event_id: str) -> IdKey | None:
         """The arithmetic key of ``event_id``, or ``None`` if it does not fit the scheme
         (an over-long counter does not: :func:`counter`)."""

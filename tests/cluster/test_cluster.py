@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,76 @@ def test_multi_file_logs_are_read_one_task_per_file(client, tmp_path: Path) -> N
     assert len(done) == 6 and steps <= sizes, (done, sizes)
     # Several partitions: the waiting records were attached across stream partitions.
     assert cluster.stats.partitions > 1
+
+
+def test_partition_tasks_hand_back_no_sessions_rows(client, tmp_path: Path) -> None:
+    """Each partition task writes its sessions rows to a scratch file and hands back its
+    name, not the rows (issue 10: the workers held 2.56M rows until the client gathered
+    them); the scan reads the files into the local scan's sessions table, row for row."""
+    from sse_forensics.cluster.client import ClusterExecutor
+    from sse_forensics.pipeline import LogOptions
+
+    fleet = _fleet_logs(tmp_path)
+    paths = [str(fleet), *(str(REPO / p) for p in FEW)]
+    options = LogOptions(FLEET_FORMAT)
+    handed: list[Future] = []
+
+    class Watching(ClusterExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            future = super().submit(fn, *args, **kwargs)
+            if fn.__name__ == "_analyze_files":
+                handed.append(future)
+            return future
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    executor = Watching(client)
+    try:
+        cluster = scan_paths(
+            paths,
+            logs=options,
+            jobs=2,
+            keep_tables=False,
+            executor=executor,
+            scratch=str(scratch),
+        )
+    finally:
+        executor.shutdown(wait=False)
+    local = scan_paths(paths, logs=options, jobs=1, keep_tables=False)
+    _same_scan(cluster, local)
+    assert cluster.tables["sessions"].equals(local.tables["sessions"])
+    results = [f.result() for f in handed]
+    assert len(results) > 1 and cluster.tables["sessions"].height > 50
+    assert all("sessions" not in r.tables and r.first_seen is None for r in results)
+    assert all(r.sessions_file.endswith(".parquet") for r in results)
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_shared_value_is_let_go_once_its_tasks_are_done(client, tmp_path: Path) -> None:
+    """The executor keeps a value its tasks share (each task's share of the cross-session
+    front) only until they are done, not to the end of the scan (issue 10: ~600 MB of the
+    client's peak on the 2.45 GB log set); one submitted again is sent again."""
+    import gc
+    import time
+    import weakref
+
+    from sse_forensics.cluster.client import ClusterExecutor
+
+    executor = ClusterExecutor(client)
+    share = _Share(str(tmp_path), b"x" * 100)
+    kept = weakref.ref(share)
+    try:
+        futures = [executor.submit(_payload_size, share) for _ in range(3)]
+        assert [f.result() for f in futures] == [100] * 3
+        assert executor.submit(_payload_size, share).result() == 100
+        del share, futures
+        deadline = time.monotonic() + 10
+        while kept() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the last task's done callback runs on Dask's event loop
+            gc.collect()
+        assert kept() is None
+    finally:
+        executor.shutdown(wait=False)
 
 
 def test_unreadable_log_files_are_the_local_scans_errors(client, tmp_path: Path) -> None:
