@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 from support.cli import run
+from support.records import records_built
 from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
-from sse_forensics.facts import gaps, model, windows
+from sse_forensics.facts import gaps, windows
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.limits import Limits
 from sse_forensics.pipeline import scan_paths
@@ -121,21 +122,6 @@ def test_the_cap_through_the_command_line(every_jump: Path) -> None:
     assert "1 cap(s) fired" in table and "gaps_per_stream=7" in table
 
 
-def _records_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each :class:`~.model.EventRecord` of a stream of more than 1,000 events built from
-    now on, by position (a short stream is read whole: ``facts.windows.WINDOWED_EVENTS``)."""
-    built: list[int] = []
-    post_init = model.EventRecord.__post_init__
-
-    def counted(self: model.EventRecord) -> None:
-        if self.stream.exchange.n_events > 1000:
-            built.append(self.position)
-        post_init(self)
-
-    monkeypatch.setattr(model.EventRecord, "__post_init__", counted)
-    return built
-
-
 @pytest.mark.parametrize("from_pieces", [False, True])
 def test_a_long_stream_with_one_jump_materialises_the_events_around_it(
     one_jump: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
@@ -146,7 +132,7 @@ def test_a_long_stream_with_one_jump_materialises_the_events_around_it(
     whole = findings_jsonl(_scan(one_jump))
     if from_pieces:
         monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
-    built = _records_built(monkeypatch)
+    built = records_built(monkeypatch)
     result = _scan(one_jump)
     assert findings_jsonl(result) == whole
     jump = ("missing-stream-gap", "silent_corruption", "3001", "3005")

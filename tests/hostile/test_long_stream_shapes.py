@@ -17,11 +17,12 @@ from typing import Any
 
 import polars as pl
 import pytest
+from support.records import records_built
 from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
 from sse_forensics.evidence.tables import EventColumns
-from sse_forensics.facts import build, load, model, windows
+from sse_forensics.facts import build, load, windows
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import IdKey
 from sse_forensics.limits import Limits
@@ -31,21 +32,6 @@ from sse_forensics.result import ScanResult
 
 hostile = load_script("samples/hostile.py", "samples_hostile")
 EVENTS = 6000
-
-
-def _records_built(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each :class:`~.model.EventRecord` of a stream of more than 1,000 events built from
-    now on, by position (a short stream is read whole: ``windows.WINDOWED_EVENTS``)."""
-    built: list[int] = []
-    post_init = model.EventRecord.__post_init__
-
-    def counted(self: model.EventRecord) -> None:
-        if self.stream.exchange.n_events > 1000:
-            built.append(self.position)
-        post_init(self)
-
-    monkeypatch.setattr(model.EventRecord, "__post_init__", counted)
-    return built
 
 
 def _judged(result: ScanResult) -> tuple[str, list[tuple[object, ...]], list[object]]:
@@ -70,7 +56,7 @@ def test_a_long_stream_with_capture_loss_is_told_unjudged_from_its_two_ends(
     hostile.write(path, lambda w: hostile.long_stream(w, EVENTS, lose=lose))
     if from_pieces:
         monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
-    built = _records_built(monkeypatch)
+    built = records_built(monkeypatch)
     windowed = _judged(scan_paths([str(path)], jobs=1))
     assert windowed[1][0][0] == 1  # the stream lacks one span
     assert len(built) <= 4, sorted(built)  # the jump's two events, the two ends
@@ -116,7 +102,7 @@ def test_a_signal_flood_reads_its_stream_gaps_and_the_values_signals_took(
     hostile.write(path, lambda w: hostile._one_stream(w, events, chunked=True))
     if from_pieces:
         monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
-    built = _records_built(monkeypatch)
+    built = records_built(monkeypatch)
     windowed = _judged(scan_paths([str(path)], jobs=1))
     assert len(built) == 3, sorted(built)  # 99, 140 and the stream-gap
     monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
@@ -189,7 +175,7 @@ def test_a_stream_gap_flood_builds_the_signals_judged_and_no_other(
         gaps = result.tables["gaps"].select("first", "last", "signal", "signal_late", "verdict")
         return _judged(result), gaps.rows(), [c.cap_dict() for c in result.caps]
 
-    built = _records_built(monkeypatch)
+    built = records_built(monkeypatch)
     windowed = judged(scan_paths([str(path)], config, jobs=1))
     assert len(built) == 2 + 1 + 11, sorted(built)
     assert ("100", "139", "stream-gap", True, "silent_corruption") in windowed[1]
@@ -268,7 +254,7 @@ def test_when_the_client_left_a_long_logged_stream_is_read_from_its_last_written
     _pending_log(path, 6000)
     if from_pieces:
         monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
-    built = _records_built(monkeypatch)
+    built = records_built(monkeypatch)
     result = scan_paths([str(path)], jobs=1, keep_records=True)
     assert result.facts is not None
     (stream,) = (s for s in result.facts.streams if s.exchange.n_events == 6000)
