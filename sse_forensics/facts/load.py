@@ -16,7 +16,7 @@ import polars as pl
 from sse_forensics.evidence.pieces import EventPieces
 from sse_forensics.evidence.tables import EventColumns, single_response
 from sse_forensics.facts.jsonrpc import RpcMessage
-from sse_forensics.facts.model import EventKind, ExchangeRecord, RpcCall
+from sse_forensics.facts.model import EventParts, ExchangeRecord, RpcCall
 from sse_forensics.facts.signals import SignalPayload
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
@@ -386,8 +386,6 @@ _DATA_WITH_ID = _CARRIES_ID & (pl.col("kind") == "data")
 
 # Events' kinds read at a time by EventSource.next_of_kind.
 KIND_SLICE = 1 << 16
-
-EventParts = tuple[SSEEvent, EventKind, list[RpcMessage] | None, SignalPayload | None]
 
 
 def _event_of(row: tuple[Any, ...]) -> EventParts:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from sse_forensics.facts.load import EventSource
 
 EventKind = Literal["data", "priming", "signal", "close", "other"]
+# An event and what ingest read of it: its kind, JSON-RPC messages and signal payload.
+EventParts = tuple[SSEEvent, EventKind, list[RpcMessage] | None, SignalPayload | None]
 StreamKind = Literal["post", "get", "resume", "unknown"]  # unknown: request not captured
 Evidence = dict[str, object]
 
@@ -233,8 +235,8 @@ class StreamRecord:
         if self._events is None:
             ex = self.exchange
             out = [
-                self._new(position, sse, kind, rpc, signal)
-                for position, (sse, kind, rpc, signal) in enumerate(
+                self._new(position, parts)
+                for position, parts in enumerate(
                     zip(ex.events, ex.kinds, ex.rpcs, ex.signals, strict=True)
                 )
             ]
@@ -248,32 +250,20 @@ class StreamRecord:
         """Its events are records already, or read as objects (:attr:`events` is cheap)."""
         return self._events is not None or self.exchange._events is not None
 
-    def record(
-        self,
-        position: int,
-        sse: SSEEvent,
-        kind: EventKind,
-        rpc: list[RpcMessage] | None,
-        signal: SignalPayload | None,
-    ) -> EventRecord:
+    def record(self, position: int, parts: EventParts) -> EventRecord:
         """Event ``position`` of this response as a record, as :attr:`events` builds it,
         without building the others (``facts.windows``); :attr:`events` holds this one."""
         if self._events is not None:
             return self._events[position]
         e = self._singles.get(position)
         if e is None:
-            e = self._singles[position] = self._new(position, sse, kind, rpc, signal)
+            e = self._singles[position] = self._new(position, parts)
         return e
 
-    def _new(
-        self,
-        position: int,
-        sse: SSEEvent,
-        kind: EventKind,
-        rpc: list[RpcMessage] | None,
-        signal: SignalPayload | None,
-    ) -> EventRecord:
-        """Event ``position`` as a record, keyed by the stream's ID scheme."""
+    def _new(self, position: int, parts: EventParts) -> EventRecord:
+        """Event ``position`` (``parts``: the event and what ingest read of it) as a
+        record, keyed by the stream's ID scheme."""
+        sse, kind, rpc, signal = parts
         e = EventRecord(self, position, sse, kind, signal=signal, rpc=rpc)
         if e.carries_id and self.codec is not None:
             e.key = self.codec.key(e.id_field)

@@ -206,7 +206,7 @@ def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRec
         events = stream.events
         return {p: events[p] for p in positions}
     read = source.events_at((ex.connection_id, ex.index), positions)
-    return {p: stream.record(p, *parts) for p, parts in zip(positions, read, strict=True)}
+    return {p: stream.record(p, parts) for p, parts in zip(positions, read, strict=True)}
 
 
 def _capped(stream: StreamRecord, over: int, first: EventRecord, limits: Limits) -> CapHit:
