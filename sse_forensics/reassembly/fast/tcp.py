@@ -237,20 +237,22 @@ class GroupCheck:
 
     def stalls(self, g: int) -> range:
         """The stalls (indexes into ``stall_*``) of group ``g``."""
-        at = self.stall_group
-        return range(int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right")))
+        return _between(self.stall_group, g, g + 1)
 
     def keep_alives(self, g: int) -> np.ndarray:
         """The positions of group ``g``'s keep-alives in the group."""
-        at = self.alive_group
-        lo, hi = int(np.searchsorted(at, g)), int(np.searchsorted(at, g, side="right"))
-        return self.alive_at[lo:hi]
+        at = _between(self.alive_group, g, g + 1)
+        return self.alive_at[at.start : at.stop]
 
     def overlaps(self, lo: int, hi: int) -> range:
         """The overlaps (indexes into ``overlap_*``) of the rows in ``[lo, hi)`` (one
         group's :meth:`span`)."""
-        at = self.overlap_row
-        return range(int(np.searchsorted(at, lo)), int(np.searchsorted(at, hi)))
+        return _between(self.overlap_row, lo, hi)
+
+
+def _between(at: np.ndarray, lo: int, hi: int) -> range:
+    """The indexes of ``at`` (ascending integers) whose value lies in ``[lo, hi)``."""
+    return range(int(np.searchsorted(at, lo)), int(np.searchsorted(at, hi)))
 
 
 def skipped(index: PacketIndex, rows: np.ndarray, fresh: np.ndarray) -> np.ndarray:
