@@ -135,9 +135,7 @@ class Jumps:
                     *_KEYS, "position", gap.alias("stream_gap"), "prefix", "seq"
                 )
             )
-            self.found.update(
-                signals.filter(pl.col("event") == STREAM_GAP).select(_KEYS).unique().iter_rows()
-            )
+            self.found.update(signals.filter(gap).select(_KEYS).unique().iter_rows())
         if not numbered.height:
             return
         if self.carried is not None:
