@@ -12,10 +12,11 @@ something could not be judged and nothing at or above ``--fail-on`` was found
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import orjson
+import polars as pl
 
 if TYPE_CHECKING:
     from sse_forensics.reassembly.loss import CaptureLoss
@@ -59,23 +60,71 @@ class Unjudged:
         return f"{where}{self.what}: {self.why}"
 
 
+# The columns of :attr:`Coverage.streams`, in :meth:`Unjudged.as_dict`'s order.
+_ITEM_COLUMNS = ("scope", "what", "why", "session_id", "missing_bytes", "source", "frame", "line")
+# One ``unjudged`` entry of the ``sessions`` table (sse_forensics.facts.unjudged).
+_ENTRY = pl.List(
+    pl.Struct(
+        {
+            "stream": pl.String,
+            "missing_bytes": pl.Int64,
+            "why": pl.String,
+            "whole": pl.Boolean,
+            "source": pl.String,
+            "frame": pl.Int64,
+            "line": pl.Int64,
+        }
+    )
+)
+
+
 @dataclass(slots=True)
 class Coverage:
     """``nothing_judged``: the inputs held no event stream or resume the rules could judge;
-    ``items``: what could not be judged and why (empty when everything could)."""
+    what could not be judged and why (nothing when everything could): ``head``, the few
+    items about the inputs and connections, then ``streams``, one row per event stream or
+    resume, kept as columns (the --big log set has 254,615 of them, a cluster scan's 2.45 GB
+    set 509k: built as objects only where a renderer reads them, issue 10's client peak)."""
 
     nothing_judged: bool
-    items: list[Unjudged] = field(default_factory=list)
+    head: list[Unjudged] = field(default_factory=list)
+    streams: pl.DataFrame | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.head) + (self.streams.height if self.streams is not None else 0)
 
     @property
     def complete(self) -> bool:
-        return not self.nothing_judged and not self.items
+        return not self.nothing_judged and not self.count
+
+    def items(self, limit: int | None = None) -> Iterator[Unjudged]:
+        """The items in order, the first ``limit`` of them where given."""
+        yield from self.head[:limit]
+        if self.streams is None or (limit is not None and limit <= len(self.head)):
+            return
+        rows = self.streams if limit is None else self.streams.head(limit - len(self.head))
+        for row in rows.iter_rows():
+            yield Unjudged(*row)
+
+    def missing_bytes(self) -> tuple[bool, bool]:
+        """Whether any item, and whether every item, is about bytes missing from the
+        capture (both ``False``, ``True`` when there is no item)."""
+        any_, all_ = (
+            any(u.missing_bytes for u in self.head),
+            all(u.missing_bytes for u in self.head),
+        )
+        if self.streams is not None and self.streams.height:
+            lost = pl.col("missing_bytes").fill_null(0) != 0
+            rows_any, rows_all = self.streams.select(lost.any(), lost.all().alias("all")).row(0)
+            any_, all_ = any_ or bool(rows_any), all_ and bool(rows_all)
+        return any_, all_
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "nothing_judged": self.nothing_judged,
-            "items": [u.as_dict() for u in self.items],
-        }
+        items = [u.as_dict() for u in self.head]
+        if self.streams is not None:
+            items += self.streams.to_dicts()
+        return {"nothing_judged": self.nothing_judged, "items": items}
 
 
 def _bytes(n: int) -> str:
@@ -140,34 +189,28 @@ def _connections(result: ScanResult) -> list[Unjudged]:
     return out
 
 
-def _streams(result: ScanResult) -> tuple[list[Unjudged], int]:
-    """Event streams the capture lacks bytes of that no two readable IDs bracket, and how
-    many of them could not be judged at all."""
+def _streams(result: ScanResult) -> tuple[pl.DataFrame | None, int]:
+    """Event streams the capture lacks bytes of that no two readable IDs bracket, one row
+    each in :data:`_ITEM_COLUMNS`, and how many of them could not be judged at all."""
     sessions = result.tables.get("sessions")
     if sessions is None or "unjudged" not in sessions.columns:
-        return [], 0
-    out = []
-    whole = 0
-    for session_id, text in (
-        sessions.filter(sessions["unjudged"].is_not_null())
-        .select("session_id", "unjudged")
-        .iter_rows()
-    ):
-        for item in orjson.loads(text):
-            whole += bool(item.get("whole"))
-            out.append(
-                Unjudged(
-                    "stream",
-                    f"stream {item['stream']}",
-                    item["why"],
-                    session_id=session_id,
-                    missing_bytes=item.get("missing_bytes"),
-                    source=item.get("source"),
-                    frame=item.get("frame"),
-                    line=item.get("line"),
-                )
-            )
-    return out, whole
+        return None, 0
+    rows = (
+        sessions.lazy()
+        .filter(pl.col("unjudged").is_not_null())
+        .select("session_id", pl.col("unjudged").str.json_decode(_ENTRY))
+        .explode("unjudged")
+        .unnest("unjudged")
+        .select(
+            pl.lit("stream").alias("scope"),
+            pl.format("stream {}", "stream").alias("what"),
+            *_ITEM_COLUMNS[2:],
+            "whole",
+        )
+        .collect()
+    )
+    whole = int(rows.get_column("whole").fill_null(False).sum())
+    return rows.drop("whole"), whole
 
 
 def coverage(result: ScanResult) -> Coverage:
@@ -184,7 +227,7 @@ def _coverage(result: ScanResult) -> Coverage:
     streams, whole = _streams(result)
     judged = stats.streams - whole + stats.resumes
     if judged > 0:
-        return Coverage(False, streams)
+        return Coverage(False, streams=streams)
     items: list[Unjudged] = []
     if not result.inputs:
         items.append(
@@ -211,17 +254,16 @@ def _coverage(result: ScanResult) -> Coverage:
     loss = _capture_loss(result)
     if loss is not None:
         items.append(loss)
-    items.extend(streams)
-    if not streams:
+    if streams is None or not streams.height:
         items.extend(_connections(result))
-    return Coverage(True, items)
+    return Coverage(True, items, streams)
 
 
 def summary(cov: Coverage) -> str:
     """One sentence for the terminal: what could not be judged."""
     if cov.nothing_judged:
         return "Could not judge anything: no event stream or resume could be read."
-    n = len(cov.items)
-    if all(item.missing_bytes for item in cov.items):
+    n = cov.count
+    if cov.missing_bytes()[1]:
         return f"Could not judge all of {n} event stream(s): the capture lacks bytes of them."
     return f"Could not judge all of {n} event stream(s) or resume(s):"

@@ -247,7 +247,7 @@ def _summary(result: ScanResult, numbers: dict[str, int], incidents: list[Incide
     else:
         findings = "<p>No lost events were detected in what could be judged (below).</p>"
     if not cov.complete:  # never an "all clear" for what the inputs did not show
-        items = "".join(f"<li>{text(item.sentence(), 600)}</li>" for item in cov.items)
+        items = "".join(f"<li>{text(item.sentence(), 600)}</li>" for item in cov.items())
         findings += f"<h3>Could not judge</h3><p>{text(unjudged_summary(cov), 200)}</p>"
         findings += f"<ul>{items}</ul>"
     return (

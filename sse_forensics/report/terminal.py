@@ -174,13 +174,13 @@ MAX_UNJUDGED_SHOWN = 20
 def print_unjudged(console: Console, cov: Coverage) -> None:
     """What could not be judged, and why: never an "all clear" for what was not seen."""
     console.print(Text(unjudged_summary(cov), style="bold magenta"))
-    for item in cov.items[:MAX_UNJUDGED_SHOWN]:
+    for item in cov.items(MAX_UNJUDGED_SHOWN):
         where = f" (frame {item.frame})" if item.frame is not None else ""
         where = f" (line {item.line})" if item.line is not None else where
         console.print(Text(f"  {printable(item.sentence(), 400)}{where}"), soft_wrap=True)
-    if len(cov.items) > MAX_UNJUDGED_SHOWN:
-        console.print(f"  … and {len(cov.items) - MAX_UNJUDGED_SHOWN} more (see --format json)")
-    if any(item.missing_bytes for item in cov.items):
+    if cov.count > MAX_UNJUDGED_SHOWN:
+        console.print(f"  … and {cov.count - MAX_UNJUDGED_SHOWN} more (see --format json)")
+    if cov.missing_bytes()[0]:
         console.print(
             Text(
                 "  Capture again with -s 0 and a bigger buffer (docs/capturing.md); "

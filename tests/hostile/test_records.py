@@ -190,7 +190,7 @@ def test_a_garbage_last_event_id_is_listed_as_not_judged(tmp_path: Path) -> None
     assert ordinary_gap_found(result)
     from sse_forensics.coverage import coverage
 
-    (item,) = coverage(result).items
+    (item,) = coverage(result).items()
     assert item.session_id != ORDINARY and "'7\\rX-Injected: 1'" in item.why
     assert exit_code(result, FailOn.never) == 4
     # The same resume with a Last-Event-ID the capture saw is judged: a silent jump.
