@@ -119,7 +119,8 @@ def test_cluster_option_values() -> None:
 
 def test_partitions_scale_with_the_workers() -> None:
     """A few partitions per worker for a small input; about 8 MB of input each for a
-    larger one, but at most 16 per worker unless each would then hold over 512 MB."""
+    larger one, but at most 16 per worker unless each would then hold over 64 MB (what
+    keeps a one-worker cluster's worker under 1 GB on the 2.45 GB log set)."""
     from sse_forensics.cluster.scan import cluster_partitions
 
     mb, gb, tb = 1 << 20, 1 << 30, 1 << 40
@@ -127,7 +128,8 @@ def test_partitions_scale_with_the_workers() -> None:
     assert cluster_partitions(5 * mb, 100) == 400
     assert cluster_partitions(2 * gb, 2) == 32  # not 64: 16 per worker
     assert cluster_partitions(2 * gb, 8) == 128  # 16 per worker (8 MB each would be 256)
-    assert cluster_partitions(10 * tb, 100) == 20480  # 512 MB each, not 1,600 of 6.4 GB
+    assert cluster_partitions(2 * gb, 1) == 32  # 64 MB each, not 16 of 128 MB
+    assert cluster_partitions(10 * tb, 100) == 163840  # 64 MB each, not 1,600 of 6.4 GB
 
 
 def test_base_install_needs_no_dask() -> None:
