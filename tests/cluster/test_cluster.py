@@ -606,14 +606,15 @@ def test_local_workers_run_polars_on_their_dask_threads(
     import dask
 
     spawn = f"{PRE_SPAWN_ENVIRON}.{POLARS_THREADS}"
+    before = dask.config.get(spawn, None)
     monkeypatch.delenv(POLARS_THREADS, raising=False)
     with open_cluster(parse_cluster("local:1"), processes=False) as client:
         assert dask.config.get(spawn) == "1"
         assert list(client.nthreads().values()) == [THREADS_PER_WORKER]
-    assert dask.config.get(spawn, None) is None
+    assert dask.config.get(spawn, None) == before
     monkeypatch.setenv(POLARS_THREADS, "3")  # the user's own: kept, nothing set
     with _polars_share(THREADS_PER_WORKER):
-        assert dask.config.get(spawn, None) is None
+        assert dask.config.get(spawn, None) == before
 
 
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
