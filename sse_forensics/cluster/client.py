@@ -19,7 +19,7 @@ from typing import Any
 
 from sse_forensics.cluster.mirror import Mirror, client_reads, paths_in, run_mirrored
 from sse_forensics.cluster.spec import INSTALL_HINT, ClusterSpec, ClusterUnavailable
-from sse_forensics.workers import POLARS_THREADS, polars_threads
+from sse_forensics.workers import POLARS_THREADS
 
 # An existing cluster may still be adding workers when the scan starts.
 WAIT_FOR_WORKERS_S = 60.0
@@ -38,6 +38,10 @@ LOST_WORKER_TIMEOUT = "distributed.deploy.lost-worker-timeout"
 # and the scan waited on a cluster short of a worker. Here the nannies are ours and always
 # restart: a task that kills every worker is still bounded by Dask's allowed-failures.
 LOCAL_LOST_WORKER_S = "1h"
+
+# Tasks a LocalCluster's worker runs at once: one, polars parallelising inside it on as many
+# threads (:func:`_polars_share`); Dask runs the workers side by side.
+THREADS_PER_WORKER = 1
 
 PRE_SPAWN_ENVIRON = "distributed.nanny.pre-spawn-environ"
 """Variables a nanny sets in its own process's environment before it spawns a worker (the
@@ -64,14 +68,13 @@ def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
         import dask
 
         workers = spec.local_workers or os.cpu_count() or 1
-        # One thread per worker: polars parallelises inside a task; Dask across workers.
         # Port 0: a free port for the dashboard, whatever else runs on 8787.
         with (
             dask.config.set({LOST_WORKER_TIMEOUT: LOCAL_LOST_WORKER_S}),
-            _polars_share(workers),
+            _polars_share(THREADS_PER_WORKER),
             distributed.LocalCluster(
                 n_workers=workers,
-                threads_per_worker=1,
+                threads_per_worker=THREADS_PER_WORKER,
                 processes=processes,
                 dashboard_address=":0",
                 # A worker's heartbeat racing the scheduler's shutdown is logged as an ERROR
@@ -96,19 +99,20 @@ def open_cluster(spec: ClusterSpec, processes: bool = True) -> Iterator[Any]:
 
 
 @contextmanager
-def _polars_share(workers: int) -> Iterator[None]:
-    """A LocalCluster's worker processes run polars on their share of the cores, as
-    ``--jobs`` workers do (:func:`~sse_forensics.workers.start_workers`: 2 threads each on
-    2 cores only compete). A value the user set is kept; the one set here leaves this
-    process's environment with the cluster (a nanny sets it at every spawn, restarts
-    included)."""
+def _polars_share(threads: int) -> Iterator[None]:
+    """A LocalCluster's worker processes run polars on ``threads`` threads, their Dask
+    thread count, as Dask's nanny sizes OpenMP and BLAS pools (``OMP_NUM_THREADS=1`` in
+    :data:`PRE_SPAWN_ENVIRON`): a worker given one core that runs polars on every core
+    competes with the node's other workers (docs/scaling.md). A value the user set is
+    kept; the one set here leaves this process's environment with the cluster (a nanny
+    sets it at every spawn, restarts included)."""
     import dask
 
     if POLARS_THREADS in os.environ:
         yield
         return
     try:
-        with dask.config.set({f"{PRE_SPAWN_ENVIRON}.{POLARS_THREADS}": polars_threads(workers)}):
+        with dask.config.set({f"{PRE_SPAWN_ENVIRON}.{POLARS_THREADS}": str(threads)}):
             yield
     finally:
         os.environ.pop(POLARS_THREADS, None)

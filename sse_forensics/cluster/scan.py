@@ -68,7 +68,9 @@ from sse_forensics.workers import input_bytes
 # Partitions of a cluster scan (:func:`cluster_partitions`).
 PARTITIONS_PER_WORKER_MIN = 4
 PARTITIONS_PER_WORKER_MAX = 16
-MAX_PARTITION_BYTES = 512 << 20
+# A partition task's peak is ~320 MB plus ~9x its partition's input (the 2.45 GB log set at
+# --cluster local:1: 16 partitions of 153 MB, worker 1,718 MB; 39 of 63 MB, 896 MB).
+MAX_PARTITION_BYTES = 64 << 20
 
 # Which stage of the progress bar each task function advances.
 TASK_STAGES = {

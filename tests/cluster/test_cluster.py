@@ -21,13 +21,20 @@ from conftest import SAMPLES
 from support.cli import run as run_in_process
 
 from sse_forensics.cluster import ClusterUnavailable, parse_cluster
-from sse_forensics.cluster.client import LOCAL_LOST_WORKER_S, LOST_WORKER_TIMEOUT, open_cluster
+from sse_forensics.cluster.client import (
+    LOCAL_LOST_WORKER_S,
+    LOST_WORKER_TIMEOUT,
+    PRE_SPAWN_ENVIRON,
+    THREADS_PER_WORKER,
+    _polars_share,
+    open_cluster,
+)
 from sse_forensics.cluster.spec import ClusterSpec
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 from sse_forensics.result import ScanResult
-from sse_forensics.workers import POLARS_THREADS, polars_threads
+from sse_forensics.workers import POLARS_THREADS
 
 LOG_SAMPLES = SAMPLES / "logs"
 LOG_DIRS = sorted(p for p in LOG_SAMPLES.iterdir() if p.is_dir())
@@ -112,7 +119,8 @@ def test_cluster_option_values() -> None:
 
 def test_partitions_scale_with_the_workers() -> None:
     """A few partitions per worker for a small input; about 8 MB of input each for a
-    larger one, but at most 16 per worker unless each would then hold over 512 MB."""
+    larger one, but at most 16 per worker unless each would then hold over 64 MB (what
+    keeps a one-worker cluster's worker under 1 GB on the 2.45 GB log set)."""
     from sse_forensics.cluster.scan import cluster_partitions
 
     mb, gb, tb = 1 << 20, 1 << 30, 1 << 40
@@ -120,7 +128,8 @@ def test_partitions_scale_with_the_workers() -> None:
     assert cluster_partitions(5 * mb, 100) == 400
     assert cluster_partitions(2 * gb, 2) == 32  # not 64: 16 per worker
     assert cluster_partitions(2 * gb, 8) == 128  # 16 per worker (8 MB each would be 256)
-    assert cluster_partitions(10 * tb, 100) == 20480  # 512 MB each, not 1,600 of 6.4 GB
+    assert cluster_partitions(2 * gb, 1) == 32  # 64 MB each, not 16 of 128 MB
+    assert cluster_partitions(10 * tb, 100) == 163840  # 64 MB each, not 1,600 of 6.4 GB
 
 
 def test_base_install_needs_no_dask() -> None:
@@ -588,6 +597,26 @@ def _polars_pool() -> int:
     return polars.thread_pool_size()
 
 
+def test_local_workers_run_polars_on_their_dask_threads(
+    distributed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LocalCluster's nannies spawn each worker with POLARS_MAX_THREADS = its Dask threads
+    (one), whatever the number of workers: ``local:1`` on a machine of several cores is
+    one core's worth, as a ``dask worker --nthreads 1`` of a real node should be."""
+    import dask
+
+    spawn = f"{PRE_SPAWN_ENVIRON}.{POLARS_THREADS}"
+    before = dask.config.get(spawn, None)
+    monkeypatch.delenv(POLARS_THREADS, raising=False)
+    with open_cluster(parse_cluster("local:1"), processes=False) as client:
+        assert dask.config.get(spawn) == "1"
+        assert list(client.nthreads().values()) == [THREADS_PER_WORKER]
+    assert dask.config.get(spawn, None) == before
+    monkeypatch.setenv(POLARS_THREADS, "3")  # the user's own: kept, nothing set
+    with _polars_share(THREADS_PER_WORKER):
+        assert dask.config.get(spawn, None) == before
+
+
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
     """Workers die after indexing a capture, after writing a capture shard's partitions,
     after reading a log file into partitions, after writing a session partition's rows, and
@@ -645,10 +674,10 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
         # not while a worker process is half started (on a loaded machine the restart
         # takes seconds, and closing a nanny mid-restart waits on that start).
         client.wait_for_workers(2, timeout=120)
-        # Each worker, the restarted ones too, runs polars on its share of the cores (as
-        # --jobs 2 workers do): not on every core, competing with the other worker.
+        # Each worker, the restarted ones too, runs polars on its Dask threads: not on
+        # every core, competing with the other worker.
         shares = client.run(_polars_pool)
-        assert list(shares.values()) == [int(given or polars_threads(2))] * 2
+        assert list(shares.values()) == [int(given or THREADS_PER_WORKER)] * 2
         # A value shared by tasks is pickled once here and unpickled on a worker only,
         # never by the scheduler in this process (and pickled again for the worker).
         marks = tmp_path / "marks"
