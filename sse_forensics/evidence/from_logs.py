@@ -128,26 +128,46 @@ def _event_log_streams(events: pl.DataFrame) -> _EventLog:
     decision the written record of the same signal also shows is left out), and per
     (session, stream) what the log adds beyond them."""
     rows = R.sorted_records(events)
-    records = R.assign_groups(rows)
-    groups = R.groups_of(records)
-    records = records.join(
-        groups.select([*GROUP_KEYS, "group"]), on=GROUP_KEYS, how="left", nulls_equal=True
-    ).sort(["group", "order"])
-    extras = records.group_by("group").agg(
-        (pl.col("role") == "keepalive").sum().cast(pl.Int64).alias("comments"),
-        pl.col("role").is_in(["wire", "wire-signal"]).any().alias("wrote"),
-    )
+    # What is read of every record (the emitted ones too) first; then only the records
+    # that describe a response are held (issue 16: a long stream's records held twice).
+    info = _log_info(rows)
     versions = (
         rows.filter((pl.col("role") == "initialize") & pl.col("protocol_version").is_not_null())
         .group_by("session", maintain_order=True)
         .agg(pl.col("protocol_version").first())
     )
+    records = R.assign_groups(rows)
+    del rows
+    groups = R.groups_of(records)
+    records = records.join(
+        groups.select([*GROUP_KEYS, "group"]), on=GROUP_KEYS, how="left", nulls_equal=True
+    )
+    # Sorted, and filtered below, only when that changes them: else each a copy of every
+    # column of every record (a stream of a million records: issue 16).
+    if not _rising(records, "group", "order"):
+        records = records.sort(["group", "order"])
+    extras = records.group_by("group").agg(
+        (pl.col("role") == "keepalive").sum().cast(pl.Int64).alias("comments"),
+        pl.col("role").is_in(["wire", "wire-signal"]).any().alias("wrote"),
+    )
     groups = groups.join(extras, on="group", how="left").join(
         versions, on="session", how="left", nulls_equal=True
     )
-    sse = records.filter(pl.col("role").is_in(["wire", "wire-signal", "decision"]))
+    events_of = pl.col("role").is_in(["wire", "wire-signal", "decision"]).fill_null(False)
+    sse = records if records.select(events_of.all()).item() else records.filter(events_of)
+    del records
     sse = _drop_echoed_decisions(sse.with_columns(_signal_data().alias("payload")))
-    return _EventLog(groups.sort("group"), sse, _log_info(rows))
+    return _EventLog(groups.sort("group"), sse, info)
+
+
+def _rising(df: pl.DataFrame, major: str, minor: str) -> bool:
+    """Each row of ``df`` after the one before in (``major``, ``minor``) order, no value
+    null: what sorting it by them would give back unchanged."""
+    a, b = pl.col(major), pl.col(minor)
+    after = (a > a.shift(1)) | ((a == a.shift(1)) & (b > b.shift(1)))
+    return bool(
+        df.select(a.is_not_null().all() & b.is_not_null().all() & after.slice(1).all()).item()
+    )
 
 
 def _drop_echoed_decisions(records: pl.DataFrame) -> pl.DataFrame:
@@ -156,6 +176,12 @@ def _drop_echoed_decisions(records: pl.DataFrame) -> pl.DataFrame:
     written one is what the client got. A written signal logged without its payload
     takes the decision's."""
     signals = records.with_row_index("i").filter(pl.col("role") != "wire")
+    if not signals.height:  # data events only: nothing to read, no record joined (issue 16)
+        return records.with_columns(
+            pl.lit(None, pl.String).alias("sig_first"),
+            pl.lit(None, pl.String).alias("sig_last"),
+            pl.lit(None, pl.Boolean).alias("sig_valid"),
+        )
     first: list[str | None] = []
     last: list[str | None] = []
     valid: list[bool | None] = []
@@ -212,21 +238,19 @@ def _log_info(rows: pl.DataFrame) -> pl.DataFrame:
     carry no message, so no gap is named after one) and the evicted IDs with the record
     that says so and why."""
     keys = ["session", "stream"]
+    # Each filter on the few columns it keeps, not on copies of every column of a
+    # million records (issue 16).
+    ided = rows.select(*keys, "event_id", "kind", "data").filter(pl.col("event_id").is_not_null())
     priming = (
-        rows.filter(
-            pl.col("kind").is_in(["emitted", "written"])
-            & (pl.col("data") == "")
-            & pl.col("event_id").is_not_null()
-        )
+        ided.filter(pl.col("kind").is_in(["emitted", "written"]) & (pl.col("data") == ""))
         .select(*keys, "event_id")
         .unique()
     )
-    emitted = (
-        rows.filter((pl.col("kind") == "emitted") & pl.col("event_id").is_not_null())
-        .join(priming, on=[*keys, "event_id"], how="anti", nulls_equal=True)
-        .group_by(keys, maintain_order=True)
-        .agg(pl.col("event_id").alias("emitted"))
-    )
+    emitted = ided.filter(pl.col("kind") == "emitted").select(*keys, "event_id")
+    if priming.height:
+        emitted = emitted.join(priming, on=[*keys, "event_id"], how="anti", nulls_equal=True)
+    emitted = emitted.group_by(keys, maintain_order=True).agg(pl.col("event_id").alias("emitted"))
+    del ided
     evicted = (
         rows.filter((pl.col("kind") == "evicted") & pl.col("event_id").is_not_null())
         .with_columns(
@@ -697,7 +721,12 @@ def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
     wire = pl.col("role").is_in(["wire", "wire-signal"])
     ctype = pl.col("ctype")
     sessions = groups.select("group", "conn_id", pl.col("session").alias("group_session"))
-    df = records.join(sessions, on="group", how="inner").with_columns(
+    # The columns read below only, joined (not a copy of every record column: issue 16).
+    read = records.select(
+        "group", "role", "ctype", "event_id", "data", "payload", "sig_first", "sig_last",
+        "sig_valid", "source", "line", "ts",
+    )  # fmt: skip
+    df = read.join(sessions, on="group", how="inner").with_columns(
         pl.int_range(pl.len()).over("group").alias("position")
     )
     session_named = pl.col("group_session").is_not_null() & (

@@ -82,12 +82,32 @@ def _role() -> pl.Expr:
     )
 
 
+_RECORD_ORDER = ["ts", "source", "line"]
+
+
+def _in_record_order(events: pl.DataFrame) -> bool:
+    """``events`` are in (ts, source, line) order already, each after the one before (as
+    a log file is read, its times rising): sorting them would give them back as they are,
+    as a copy of every column (issue 16: a stream of a million records copied twice)."""
+    keys = [pl.col(c) for c in _RECORD_ORDER]
+    ts, src, line = keys[0], keys[1].cast(pl.String), keys[2]  # a category's text order
+    after = (ts > ts.shift(1)) | (
+        (ts == ts.shift(1))
+        & ((src > src.shift(1)) | ((src == src.shift(1)) & (line > line.shift(1))))
+    )
+    return bool(
+        events.select(
+            pl.all_horizontal(k.is_not_null().all() for k in keys) & after.slice(1).all()
+        ).item()
+    )
+
+
 def sorted_records(events: pl.DataFrame) -> pl.DataFrame:
     """The records in (ts, source, line) order, numbered (``order``), with ``ctype``
     (:func:`~sse_forensics.ingest.logs.model.control_type`) and ``role``."""
+    ordered = events if _in_record_order(events) else events.sort(_RECORD_ORDER, nulls_last=True)
     return (
-        events.sort(["ts", "source", "line"], nulls_last=True)
-        .with_row_index("order")
+        ordered.with_row_index("order")
         .with_columns(control_type().alias("ctype"))
         .with_columns(_role().alias("role"))
     )
@@ -148,7 +168,9 @@ def assign_groups(rows: pl.DataFrame) -> pl.DataFrame:
         (pl.lit(REFUSED_KEY) + pl.col("order").cast(pl.String)).alias("exchange_key")
     )
     out = pl.concat([keyed, attached, refused], how="vertical_relaxed")
-    return out.sort("order")
+    # Written records only (a long stream's): in order already, not copied by a sort.
+    rising = (pl.col("order") > pl.col("order").shift(1)).slice(1).all()
+    return out if out.select(rising).item() else out.sort("order")
 
 
 def _attach(loose: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:

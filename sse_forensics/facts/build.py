@@ -20,7 +20,6 @@ from sse_forensics.facts.columns import (
     event_columns,
     events_plan,
     keyed_roots,
-    signal_rows,
     stream_frame,
 )
 from sse_forensics.facts.front import Front
@@ -49,6 +48,7 @@ from sse_forensics.facts.requests import RequestIndex, collect_requests
 from sse_forensics.facts.session_rows import sessions_table
 from sse_forensics.facts.sessions import BASE_SCHEMA, PostTime, SessionTable
 from sse_forensics.facts.sessions import by_exchange as exchange_sessions
+from sse_forensics.facts.signal_table import signals_plan, signals_table
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP
 from sse_forensics.facts.streams import (
     CounterExclusions,
@@ -86,17 +86,21 @@ class Facts:
     exchanges: list[ExchangeRecord] = field(default_factory=list)
     connections: dict[int, Connection] = field(default_factory=dict)
     # With ``lazy_events``: the ``events`` table as a query (``tables["events"]`` is then
-    # empty) and its row count.
+    # empty) and its row count; the ``signals`` table as a query (``tables["signals"]``
+    # empty too: .signal_table).
     events_plan: list[pl.LazyFrame] | None = None
+    signals_plan: pl.LazyFrame | None = None
     event_rows: int = 0
     caps: list[CapHit] = field(default_factory=list)  # caps that fired while judging
 
     def rule_tables(self) -> dict[str, Table]:
-        """The tables rules read: ``tables``, with the ``events`` query in place of its
-        empty table when the facts were built with ``lazy_events``."""
+        """The tables rules read: ``tables``, with the ``events`` and ``signals`` queries
+        in place of their empty tables when the facts were built with ``lazy_events``."""
         out: dict[str, Table] = dict(self.tables)
         if self.events_plan is not None:
             out["events"] = self.events_plan
+        if self.signals_plan is not None:
+            out["signals"] = self.signals_plan
         return out
 
 
@@ -188,6 +192,7 @@ def build_facts(
     ]
     counts = cols.counts
     plan = events_plan(cols, frame_)
+    signals = signals_plan(streams, cols, frame_)
     tables = {
         "sessions": sessions_table(base, records, streams, gaps_by_session, counts, index),
         "streams": _with_common("streams", _stream_columns(streams, counts), frame_),
@@ -198,7 +203,9 @@ def build_facts(
         ),
         "resumes": _with_common("resumes", resume_rows, frame_),
         "gaps": frame("gaps", [_gap_row(n, g) for n, g in enumerate(gaps, 1)]),
-        "signals": _signals(streams, cols, frame_),
+        "signals": (
+            pl.DataFrame(schema=TABLE_SCHEMAS["signals"]) if lazy_events else signals_table(signals)
+        ),
         "requests": frame("requests", _request_rows(requests, answered_by_root(cols, frame_))),
         "disagreements": frame(
             "disagreements", _disagreement_rows(disagreements, streams, connections)
@@ -209,6 +216,7 @@ def build_facts(
     facts.caps = caps
     if lazy_events:
         facts.events_plan, facts.event_rows = plan, cols.height
+        facts.signals_plan = signals
     else:
         facts.event_rows = tables["events"].height
     return facts
@@ -315,41 +323,6 @@ def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]
         return set(found.select("conn_id", "ex_index").unique().iter_rows())
 
     return holders
-
-
-def _signals(streams: list[StreamRecord], cols: KeyedEvents, frame_: pl.DataFrame) -> pl.DataFrame:
-    """The ``signals`` table: gap signals the events carried, 410 answers to resumes and
-    streams offered with ``Cache-Control: no-store``, per stream in time order."""
-    extra: list[dict[str, Any]] = []
-    for n, s in enumerate(streams):
-        base = {
-            "session_id": s.session.session_id,
-            "stream": s.logical.key,
-            "response_stream": s.key,
-            "first": None,
-            "last": None,
-            "valid": True,
-            "position": None,
-            "rank": n,
-        }
-        resp = s.response_origin
-        where = {
-            "source": resp.source if resp else None,
-            "frame": resp.number if resp else None,
-            "ts": resp.ts if resp else None,
-        }
-        if s.kind == "resume" and s.status == 410:
-            extra.append({**base, **where, "kind": "410", "first": s.last_event_id, "order": 1})
-        cache_control = (header(s.exchange.response_headers, "cache-control") or "").lower()
-        if s.exchange.is_event_stream and "no-store" in cache_control:
-            extra.append({**base, **where, "kind": "no-store", "order": 2})
-    schema = pl.Schema({**TABLE_SCHEMAS["signals"], "rank": pl.Int64, "order": pl.Int64})
-    carried = signal_rows(cols, frame_).with_columns(pl.lit(0, pl.Int64).alias("order"))
-    added = pl.DataFrame(extra, schema=schema, orient="row")
-    rows = pl.concat([carried.select(list(schema)).cast(schema), added])
-    return rows.sort(["rank", "order", "position"], nulls_last=True).select(
-        list(TABLE_SCHEMAS["signals"])
-    )
 
 
 def _endpoints(s: StreamRecord | None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The per-event facts of a partition as polars expressions: the ``events`` and ``signals``
-tables, each stream's counts, and which streams need their events judged one by one.
+"""The per-event facts of a partition as polars expressions: the ``events`` table (the
+``signals`` one is a query of :mod:`.signal_table`), each stream's counts, and which
+streams need their events judged one by one.
 
 Most streams of a capture are contiguous and unremarkable; their events never become Python
 objects. Only the streams this module flags (an ID jump, a ``stream-gap`` signal, opaque IDs
@@ -119,15 +120,13 @@ class StreamCounts:
 # The raw event columns the one pass over the keyed events reads (:func:`_judged`).
 _PASS_COLUMNS = (
     "conn_id", "ex_index", "id_field", "kind", "event",
-    "first_src", "first_num", "first_ts", "first_kind",
+    "first_src", "first_num", "first_ts", "first_kind", "position",
 )  # fmt: skip
 
 
-# What signal_rows and answered_by_root read of the events they filter.
-_FILTERED_COLUMNS = (
-    "sig_valid", "sig_first", "sig_last", "position", "rpc_kind", "rpc_id", "rpc_more",
-)  # fmt: skip
-_SIGNAL = (pl.col("kind") == "signal") & pl.col("sig_valid").is_not_null()
+# What answered_by_root reads of the events it filters (the signals table is a query of
+# its own: .signal_table).
+_FILTERED_COLUMNS = ("rpc_kind", "rpc_id", "rpc_more")
 _ANSWER = pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
 
 
@@ -164,9 +163,8 @@ class EventColumns:
     flags: pl.DataFrame  # row, id_order, prev_row: IDs that repeat or go back (event_slices.Order)
     height: int
     streamed: _Streamed | None = None
-    # Read from the pieces: the events signal_rows and answered_by_root filter, found in
-    # the one pass (:func:`_judged`) rather than in a pass each.
-    signal_events: pl.DataFrame | None = None
+    # Read from the pieces: the events answered_by_root filters, found in the one pass
+    # (:func:`_judged`) rather than in a pass of their own.
     answer_events: pl.DataFrame | None = None
     # What judging a stream's live gaps reads (event_slices.Jumps): its ID jumps under the
     # gaps_per_stream cap (conn_id, ex_index, a_pos, b_pos), those past it counted (conn_id,
@@ -331,17 +329,15 @@ def _judged(
     cols = EventColumns(keyed, {}, set(), pl.DataFrame(), height, streamed)
     tally, jumps, order = Tally(), Jumps(cap), Order()
     size = ORDER_SLICE
-    signals: list[pl.DataFrame] = []
     answers: list[pl.DataFrame] = []
     for offset, part in cols.slices(size, columns=(*_PASS_COLUMNS, *_FILTERED_COLUMNS)):
         tally.feed(part)
         jumps.feed(part)
         order.feed(part, offset)
         if streamed is not None:
-            signals.append(part.filter(_SIGNAL))
             answers.append(part.filter(_ANSWER))
     if streamed is not None and height:
-        cols.signal_events, cols.answer_events = pl.concat(signals), pl.concat(answers)
+        cols.answer_events = pl.concat(answers)
     if height:
         cols.counts = _counts(tally.result())
     cols.to_judge = jumps.found | {k for k in logged if k in codecs and not codecs[k].arithmetic}
@@ -517,31 +513,6 @@ def _plan(
         pl.col("server_ip"),
         pl.col("server_port"),
     ).select(pl.col(name).cast(dtype) for name, dtype in TABLE_SCHEMAS["events"].items())
-
-
-def signal_rows(cols: EventColumns, frame: pl.DataFrame) -> pl.DataFrame:
-    """The signal events (``signals`` table rows other than 410 and no-store)."""
-    sig = cols.signal_events
-    if sig is None:
-        sig = pl.concat(part.filter(_SIGNAL) for part in cols.parts(_FILTERED_COLUMNS))
-    return sig.join(
-        frame.select("conn_id", "ex_index", "session_id", "stream", "response_stream"),
-        on=["conn_id", "ex_index"],
-        how="left",
-    ).select(
-        "session_id",
-        "stream",
-        "response_stream",
-        pl.col("event").alias("kind"),
-        pl.col("sig_first").alias("first"),
-        pl.col("sig_last").alias("last"),
-        pl.col("sig_valid").alias("valid"),
-        "position",
-        pl.col("first_src").alias("source"),
-        pl.col("first_num").alias("frame"),
-        pl.col("first_ts").alias("ts"),
-        "rank",
-    )
 
 
 def answered_by_root(cols: EventColumns, frame: pl.DataFrame) -> dict[Key, set[str | None]]:
