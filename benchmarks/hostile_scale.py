@@ -40,10 +40,13 @@ SERIES = {
     "events-every-jump": ("events-every-jump", 5_000),
     "streams-midstream": ("streams-midstream", 5_000),
     "events-lost": ("events-lost", 1_000_000),
+    "events-resume-jump": ("events-resume-jump", 1_000_000),  # a long stream, then a resume
+    "events-resume-opaque": ("events-resume-opaque", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),
     "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)
     "log-events-gap": ("log-events-gap", 1_000_000),
+    "log-events-opaque": ("log-events-opaque", 1_000_000),
 }
 # The ordinary gap: a silent live gap in the session samples/hostile.py's ordinary_gap
 # opens. Told by rule, verdict and session, not by its IDs: beside a stream whose IDs

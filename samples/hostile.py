@@ -322,10 +322,15 @@ def signal_flood(w: PcapWriter, n: int, stream_gap: bool = False) -> None:
 
 
 def _one_stream(
-    w: PcapWriter, events: Iterable[bytes], chunked: bool, lose_at: int | None = None
+    w: PcapWriter,
+    events: Iterable[bytes],
+    chunked: bool,
+    lose_at: int | None = None,
+    hang_up: bool = False,
 ) -> None:
     """A ``tools/call`` answered by ``events``, many per segment; ``lose_at``: the
-    segment holding that event (0-based) is left out of the capture."""
+    segment holding that event (0-based) is left out of the capture; ``hang_up``: the
+    client closes the connection after the last event, before the body ends."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -359,9 +364,66 @@ def _one_stream(
             buf, size = [], 0
     if buf:
         send()
-    if chunked:
+    if chunked and not hang_up:
         flow.send(False, PSH | ACK, b"0\r\n\r\n")
     flow.send(True, ACK)
+    flow.close()
+
+
+def resume_request(last_event_id: bytes, session: bytes) -> bytes:
+    return (
+        b"GET /mcp HTTP/1.1\r\nHost: mcp.example.test\r\nAccept: text/event-stream\r\n"
+        + _session_field(session)
+        + b"Last-Event-ID: %s\r\n\r\n" % last_event_id
+    )
+
+
+def opaque_id(n: int) -> bytes:
+    """A distinct opaque event ID per ``n`` (no counter in it)."""
+    return b"op%010xz" % ((n * 0x9E37_79B1) & 0xFF_FFFF_FFFF)
+
+
+def long_stream_resume(
+    w: PcapWriter,
+    n: int,
+    skip: int = 0,
+    leid: int = 0,
+    opaque: bool = False,
+    closing: bytes = b"",
+) -> None:
+    """One stream of ``n`` events (IDs 1 … n, or ``opaque``) the client hangs up on, then
+    its resume (a GET with Last-Event-ID the ID of event ``n + leid``, on a new connection)
+    answered 200 with 20 events from event ``n + 1 + skip`` (5: a silent resume jump over
+    five events; below 0: events the client had): the replay is judged against a long
+    earlier stream (issue 16). ``closing``: ``bd`` ends the stream with a
+    ``backpressure-disconnect`` for event n; ``declared`` with a ``stream-gap`` for the
+    ``skip`` events the replay leaves out."""
+    payload = b'{"jsonrpc":"2.0","method":"notifications/message"}'
+
+    def id_of(e: int) -> bytes:
+        return opaque_id(e) if opaque else b"%d" % e
+
+    def events() -> Iterable[bytes]:
+        for e in range(1, n + 1):
+            yield b"id: %s\ndata: %s\n\n" % (id_of(e), payload)
+        if closing == b"bd":
+            yield b'event: backpressure-disconnect\ndata: {"last_written_id":"%s"}\n\n' % id_of(n)
+        elif closing == b"declared":
+            yield b'event: stream-gap\ndata: {"first":"%s","last":"%s"}\n\n' % (
+                id_of(n + 1),
+                id_of(n + skip),
+            )
+
+    _one_stream(w, events(), chunked=True, hang_up=True)
+    flow = Flow(w, client_ip(1), 40_001, isn=2_000)
+    session = session_of(1)
+    flow.handshake()
+    flow.data(True, resume_request(id_of(n + leid), session))
+    first = n + 1 + skip
+    body = b"".join(
+        chunk(b"id: %s\ndata: %s\n\n" % (id_of(e), payload)) for e in range(first, first + 20)
+    )
+    flow.data(False, response_head(session) + body + b"0\r\n\r\n")
     flow.close()
 
 
@@ -481,6 +543,9 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events-gap": lambda w, n: long_stream(w, n, gap=True),
     "events-every-jump": lambda w, n: long_stream(w, n, step=2),
     "events-lost": lambda w, n: long_stream(w, n, lose=n // 2),
+    "events-resume": lambda w, n: long_stream_resume(w, n),
+    "events-resume-jump": lambda w, n: long_stream_resume(w, n, skip=5),
+    "events-resume-opaque": lambda w, n: long_stream_resume(w, n, -4, -10, opaque=True),
     "signals": lambda w, n: signal_flood(w, n),
     "signals-stream-gap": lambda w, n: signal_flood(w, n, stream_gap=True),
     "big-event": lambda w, n: big_event(w, n),
@@ -494,27 +559,40 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
 # -- event logs -----------------------------------------------------------------------------
 
 
-def _log_records(session: str, request: str, ids: Iterable[int], t0: float) -> Iterable[bytes]:
+def _log_records(
+    session: str,
+    request: str,
+    ids: Iterable[int],
+    t0: float,
+    id_of: Callable[[int], bytes] = b"%d".__mod__,
+    unwritten: range = range(0),
+) -> Iterable[bytes]:
     """An event log's ``emitted`` and ``written`` records of one stream, one ID after the
-    other, 10 µs apart."""
+    other, 10 µs apart (``id_of``: each ID as written; those in ``unwritten`` emitted only)."""
     head = b'{"session":"%s","stream":"stream-1","request":"%s",' % (
         session.encode(),
         request.encode(),
     )
     for k, n in enumerate(ids):
-        for kind in (b"emitted", b"written"):
-            yield head + b'"ts":%.5f,"event_id":"%d","kind":"%s"}\n' % (t0 + k * 1e-5, n, kind)
+        for kind in (b"emitted", b"written") if n not in unwritten else (b"emitted",):
+            yield head + b'"ts":%.5f,"event_id":"%s","kind":"%s"}\n' % (
+                t0 + k * 1e-5,
+                id_of(n),
+                kind,
+            )
 
 
 ORDINARY_LOG_SESSION = "ordinary-gap-0001"
 
 
-def write_event_log(path: Path, n: int, gap: bool = True) -> int:
+def write_event_log(path: Path, n: int, gap: bool = True, opaque: bool = False) -> int:
     """An event log (JSON lines) holding the ordinary gap (a stream that writes 1-7 then
     13-20: 8-12 emitted, never written, nor evicted, nor signalled), then one stream of
     ``n`` events whose IDs jump by 5 halfway (unless not ``gap``), every one emitted and
     written (issue 16: whether the client left a long stream with events pending is told
-    from its last written event, not from every one). Returns the number of records."""
+    from its last written event, not from every one); ``opaque``: its IDs are opaque, and
+    the five events after the middle one are emitted, never written (a gap told by the
+    producer's order). Returns the number of records."""
     count = 0
     with open(path, "wb") as out:
         ordinary = [*range(1, 21)]
@@ -527,9 +605,21 @@ def write_event_log(path: Path, n: int, gap: bool = True) -> int:
                 continue
             out.write(rec)
             count += 1
-        ids = (e + 5 * (gap and e > n // 2) for e in range(1, n + 1))
+        ids = (e + 5 * (gap and not opaque and e > n // 2) for e in range(1, n + 1))
+        records = (
+            _log_records(
+                "hostile-long-0001",
+                "x2",
+                ids,
+                START_S + 1,
+                opaque_id,
+                range(n // 2 + 1, n // 2 + 6),
+            )
+            if opaque
+            else _log_records("hostile-long-0001", "x2", ids, START_S + 1)
+        )
         buf: list[bytes] = []
-        for rec in _log_records("hostile-long-0001", "x2", ids, START_S + 1):
+        for rec in records:
             buf.append(rec)
             if len(buf) >= 65_536:
                 out.write(b"".join(buf))
@@ -543,6 +633,7 @@ def write_event_log(path: Path, n: int, gap: bool = True) -> int:
 LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
     "log-events": lambda path, n: write_event_log(path, n, gap=False),
     "log-events-gap": write_event_log,
+    "log-events-opaque": lambda path, n: write_event_log(path, n, opaque=True),
 }
 
 

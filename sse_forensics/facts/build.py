@@ -22,6 +22,7 @@ from sse_forensics.facts.columns import (
     keyed_roots,
     stream_frame,
 )
+from sse_forensics.facts.earlier import events_where
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
@@ -126,9 +127,9 @@ def build_facts(
     streams = build_streams(exchanges, connections, by_exchange)
     # Before any event is read: keys need it.
     codecs = assign_ids(streams, front.codecs, front.stream_codecs, front.links)
-    # The events the resumes are judged on, read in one pass: every stream of a resumed
-    # logical stream (the replay judgements walk them all).
-    prefetch_events(s.exchange for s in _resumed_groups(streams, front.links))
+    # The events the resumes are judged on, read in one pass: every short stream of a
+    # resumed logical stream (a long one's are asked of its columns: facts.earlier).
+    prefetch_events(s.exchange for s in _resumed_groups(streams, front.links) if read_whole(s))
     link_resumes(streams, front.links)
     counter_scopes(streams, front.scopes)
     index = StreamIndex(streams)
@@ -551,11 +552,15 @@ def _delivered_later(s: StreamRecord, succ: str | None, index: StreamIndex) -> b
     if succ is None:
         return False
     rank = index.rank(s)
+    succ_data = (pl.col("kind") == "data") & (pl.col("id_field") == succ)
     return any(
-        e.kind == "data" and e.sse.id_field == succ
+        next(
+            events_where(later, succ_data, lambda e: e.kind == "data" and e.sse.id_field == succ),
+            None,
+        )
+        is not None
         for later in index.logical(s)
         if index.rank(later) > rank
-        for e in later.events
     )
 
 

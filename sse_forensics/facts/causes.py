@@ -28,6 +28,9 @@ never eviction.
 
 from __future__ import annotations
 
+import polars as pl
+
+from sse_forensics.facts.earlier import events_where
 from sse_forensics.facts.gaps import GapRecord
 from sse_forensics.facts.model import Evidence, StreamRecord, evidence
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT
@@ -129,9 +132,9 @@ def _live_contiguous_until_close(
 
 def _server_closed(origin: StreamRecord) -> list[Evidence]:
     """Evidence that the server ended the stream the resume continues."""
-    for e in origin.events:
-        if e.sse.event == BACKPRESSURE_DISCONNECT:
-            return [e.cite("server closed the stream: backpressure-disconnect")]
+    bd = pl.col("event") == BACKPRESSURE_DISCONNECT
+    for e in events_where(origin, bd, lambda e: e.sse.event == BACKPRESSURE_DISCONNECT):
+        return [e.cite("server closed the stream: backpressure-disconnect")]
     conn = origin.connection
     server_fin, client_fin = conn.fin.get("server"), conn.fin.get("client")
     if conn.rst is not None and conn.rst_by == "server":

@@ -19,7 +19,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import polars as pl
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
@@ -30,6 +32,9 @@ from sse_forensics.facts.taken import TakenKeys
 from sse_forensics.provenance import Origin
 from sse_forensics.reassembly.exchange import BodyHole
 from sse_forensics.reassembly.stream import MissingSpan
+
+if TYPE_CHECKING:
+    from sse_forensics.facts.earlier import IdOrder
 
 Verdict = Literal["expected_gap", "silent_corruption", "indeterminate"]
 # A gap of thousands of events cites the first few eviction records, not all of them.
@@ -537,13 +542,13 @@ def _log_order_gaps(
     return out
 
 
-def observed_order(stream: StreamRecord, index: StreamIndex) -> list[EventRecord]:
-    """Data events of the logical stream that precede ``stream``: the original response and
-    earlier resumes of it, in time order (the only continuity opaque IDs allow)."""
-    out: list[EventRecord] = []
-    for s in index.logical_before(stream):
-        out.extend(e for e in s.events if e.kind == "data" and e.carries_id)
-    return out
+def observed_order(stream: StreamRecord, index: StreamIndex) -> IdOrder:
+    """The IDs of the data events of the logical stream that precede ``stream``: the
+    original response and earlier resumes of it, in time order (the only continuity opaque
+    IDs allow), read from the columns of a long one (:mod:`.earlier`, issue 16)."""
+    from sse_forensics.facts.earlier import observed_ids  # earlier reads through windows
+
+    return observed_ids(stream, index)
 
 
 def resume_gap(
@@ -582,17 +587,18 @@ def resume_gap(
         lo, hi = _render(codec, rng, leid)
         gap = GapRecord("resume", resume, "id-jump", lo, hi, rng.count, after=first, keys=rng)
     else:
-        order = [e.id_field for e in observed_order(resume, index)]
-        if leid not in order:
+        order = observed_order(resume, index)
+        li = order.last(leid)
+        if li is None:
             return None
-        after_leid = order[len(order) - 1 - order[::-1].index(leid) + 1 :]
-        if not after_leid or first.sse.id_field == after_leid[0]:
+        if li + 1 >= len(order) or first.sse.id_field == order[li + 1]:
             return None
-        replayed = {e.sse.id_field for e in resume.events}
-        if first.sse.id_field in after_leid:
-            missing = after_leid[: after_leid.index(first.sse.id_field)]
+        replayed = {e.id_field for e in resume.events}
+        at = order.first_from(first.id_field, li + 1)
+        if at is not None:
+            missing = order.between(li + 1, at)
         else:
-            missing = [i for i in after_leid if i not in replayed]
+            missing = order.tail_without(li + 1, replayed)
         if not missing:
             return None
         gap = GapRecord.of_ids("resume", resume, "observed-order", missing, after=first)
@@ -626,9 +632,15 @@ def _cover_resume(
     # A stream-gap on the stream before the resume that already declared the range dropped
     # (docs/profile.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
     # is no such signal: it names the last event written and so promises the successor.
+    from sse_forensics.facts.earlier import events_where  # earlier reads through windows
+
     for s in index.logical_before(resume):
-        for sig in s.events:
-            if sig.kind == "signal" and sig.sse.event == STREAM_GAP and sig.signal is not None:
+        for sig in events_where(
+            s,
+            (pl.col("kind") == "signal") & (pl.col("event") == STREAM_GAP),
+            lambda e: e.kind == "signal" and e.sse.event == STREAM_GAP and e.signal is not None,
+        ):
+            if sig.signal is not None:
                 if gap.keys is not None:
                     # A Last-Event-ID inside the declared range is no cursor before it: a 2xx
                     # to that resume stays silent corruption (docs/profile.md, "What counts
@@ -665,9 +677,8 @@ def successor(
         while nxt in taken:
             nxt = IdKey(key.prefix, nxt.seq + 1)
         return codec.render(nxt, leid)
-    order = [e.sse.id_field for e in observed_order(resume, index)]
-    if leid in order:
-        idx = len(order) - 1 - order[::-1].index(leid)
-        if idx + 1 < len(order):
-            return order[idx + 1]
+    order = observed_order(resume, index)
+    idx = order.last(leid)
+    if idx is not None and idx + 1 < len(order):
+        return order[idx + 1]
     return None

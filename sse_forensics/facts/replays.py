@@ -7,11 +7,23 @@ writes the results as columns of the ``resumes`` table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import polars as pl
+
+from sse_forensics.facts.earlier import (
+    CARRIES_ID,
+    DATA_WITH_ID,
+    IdOrder,
+    events_where,
+    has_data,
+    key_prefixes,
+    observed_ids,
+    top_counter,
+)
 from sse_forensics.facts.front import ForeignEvent
-from sse_forensics.facts.gaps import GapRecord, observed_order
+from sse_forensics.facts.gaps import GapRecord
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
@@ -54,13 +66,22 @@ def _is_2xx_stream(s: StreamRecord) -> bool:
     return s.status is not None and 200 <= s.status < 300 and s.exchange.is_event_stream
 
 
+# An event that may carry a JSON-RPC response (its first message, or more than one).
+_MAY_ANSWER = pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
+
+
 def _answered(stream: StreamRecord, index: StreamIndex, until: float) -> set[str | None]:
     """JSON-RPC ids answered on the logical stream before ``until``."""
     ids: set[str | None] = set()
     for s in index.logical(stream):
-        for e in s.events:
-            if e.rpc and (e.origin is None or e.origin.ts < until):
-                ids.update(m.rpc_id for m in e.rpc if m.kind in ("response", "error"))
+        for e in events_where(
+            s,
+            _MAY_ANSWER,
+            lambda e: bool(e.rpc) and (e.origin is None or e.origin.ts < until),
+            ("rpc_kind", "rpc_more"),
+        ):
+            assert e.rpc is not None
+            ids.update(m.rpc_id for m in e.rpc if m.kind in ("response", "error"))
     return ids
 
 
@@ -105,10 +126,14 @@ class ReplayJudge:
                     for s in self.streams
                     if (s.exchange.connection_id, s.exchange.index) in holders
                 ]
+            # Only the pairs asked for are looked up: a long stream's other events are
+            # left in their columns.
+            where = DATA_WITH_ID
+            if self._first_seen_in is not None:
+                where = where & pl.col("id_field").is_in(sorted({i for i, _ in pairs}))
             for s in candidates:
-                for e in s.events:
-                    if e.kind == "data" and e.carries_id:
-                        self._first_seen.setdefault((e.id_field, e.sse.data), e)
+                for e in events_where(s, where, lambda e: e.kind == "data" and e.carries_id):
+                    self._first_seen.setdefault((e.id_field, e.sse.data), e)
         return self._first_seen
 
     def judge(self, r: StreamRecord, gap: GapRecord | None) -> ReplayFacts:
@@ -117,8 +142,8 @@ class ReplayJudge:
         same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None
-        order = [e.id_field for e in observed_order(r, self.index)]
-        li = len(order) - 1 - order[::-1].index(leid) if leid in order else None
+        order = observed_ids(r, self.index)
+        li = order.last(leid)
 
         facts.bd_last_written = self._backpressure_w(same_logical)
         facts.cursor_attempt = self._attempt(r, self.index)
@@ -148,12 +173,12 @@ class ReplayJudge:
             wk = codec.key(facts.bd_last_written)
             if wk is not None and first.key is not None:
                 facts.continues_after_bd = first.key == IdKey(wk.prefix, wk.seq + 1)
-            elif facts.bd_last_written in order:
-                wi = len(order) - 1 - order[::-1].index(facts.bd_last_written)
+            elif (wi := order.last(facts.bd_last_written)) is not None:
                 facts.continues_after_bd = (
                     wi + 1 < len(order) and order[wi + 1] == first.sse.id_field
                 )
-        before_leid = set(order[: li + 1]) if li is not None else set()
+        replayed = {e.id_field for e in data}
+        before_leid = order.among(replayed, li + 1) if li is not None else set()
         for e in data:
             if lk is not None and e.key is not None and e.key.prefix == lk.prefix:
                 facts.duplicates += e.key.seq <= lk.seq
@@ -170,7 +195,7 @@ class ReplayJudge:
         gap: GapRecord | None,
         codec: IdCodec,
         lk: IdKey | None,
-        order: list[str],
+        order: IdOrder,
         li: int | None,
         leid: str,
     ) -> str:
@@ -184,16 +209,24 @@ class ReplayJudge:
             return "unknown"
         if first.sse.id_field == leid:
             return "duplicate"
-        return "older" if first.sse.id_field in order[:li] else "successor"
+        return "older" if order.before(first.sse.id_field, li) else "successor"
 
     @staticmethod
     def _backpressure_w(same_logical: list[StreamRecord]) -> str | None:
-        w = None
-        for s in same_logical:
-            for e in s.events:
-                if e.sse.event == BACKPRESSURE_DISCONNECT and e.signal and e.signal.valid:
-                    w = e.signal.first
-        return w
+        for s in reversed(same_logical):  # the last one sent
+            for e in events_where(
+                s,
+                pl.col("event") == BACKPRESSURE_DISCONNECT,
+                lambda e: (
+                    e.sse.event == BACKPRESSURE_DISCONNECT
+                    and e.signal is not None
+                    and e.signal.valid
+                ),
+                reverse=True,
+            ):
+                assert e.signal is not None
+                return e.signal.first
+        return None
 
     @staticmethod
     def _attempt(r: StreamRecord, index: StreamIndex) -> int:
@@ -214,14 +247,14 @@ class ReplayJudge:
         for s in sorted(earlier, key=index.rank, reverse=True):
             if not same_stream(s):
                 continue
-            if s.data_events():
+            if has_data(s):
                 break
             if s.kind == "resume" and s.last_event_id == r.last_event_id:
                 attempt += 1
         return attempt
 
     def _later_events(
-        self, r: StreamRecord, lk: IdKey | None, order: list[str], li: int | None
+        self, r: StreamRecord, lk: IdKey | None, order: IdOrder, li: int | None
     ) -> bool:
         """The logical stream is known to have had events after Last-Event-ID while this
         resume was answered: seen on the wire anywhere before its answer ended, or its
@@ -229,18 +262,28 @@ class ReplayJudge:
         polling stream that the server closed on purpose, 2025-11-25) do not count."""
         end = r.exchange.last_body_origin or r.response_origin
         until = end.ts if end is not None else r.first_ts
-        for s in self.index.logical(r):
+        for s in self.index.logical(r) if lk is not None else ():
             if s is r:
                 continue
-            for e in s.data_events():
-                if (
-                    lk is not None
+            assert lk is not None
+            later = (
+                (pl.col("kind") == "data")
+                & (pl.col("prefix") == lk.prefix)
+                & (pl.col("seq") > lk.seq)
+                & (pl.col("first_ts").is_null() | (pl.col("first_ts") <= until))
+            )
+
+            def test(e: EventRecord, lk: IdKey = lk) -> bool:
+                return (
+                    e.kind == "data"
                     and e.key is not None
                     and e.key.prefix == lk.prefix
                     and e.key.seq > lk.seq
                     and (e.origin is None or e.origin.ts <= until)
-                ):
-                    return True
+                )
+
+            if next(events_where(s, later, test, ("kind", "first_ts"), keyed=True), None):
+                return True
         if li is not None and li + 1 < len(order):
             return True
         for s in self.index.logical(r):  # the server's event log: produced after it
@@ -288,12 +331,7 @@ class ReplayJudge:
         # Prefixed IDs name their stream: an ID under the resumed stream's own prefix is that
         # stream's, even when another session uses the same prefix (per-session stream
         # numbering like `1_8` repeats across sessions, and so may a progress notification).
-        own_prefixes = {
-            ev.key.prefix
-            for s in self.index.logical(r)
-            for ev in s.events
-            if ev.key is not None and s is not r
-        }
+        own_prefixes = {p for s in self.index.logical(r) if s is not r for p in key_prefixes(s)}
         foreign = self.foreign.get((r.exchange.connection_id, r.exchange.index), {})
         for e in data:
             if not e.carries_id:
@@ -354,35 +392,50 @@ class ReplayJudge:
         """Last-Event-ID ahead of the last ID the stream being resumed carried."""
         if lk is None or r.resumed_from is not None:
             return False, None
-        candidates = [
-            s
-            for s in self.index.session_before(r)
-            if any(e.key is not None and e.key.prefix == lk.prefix for e in s.id_events())
-        ]
-        if not candidates:
+        resumed = next(
+            (
+                s.logical
+                for s in reversed(self.index.session_before(r))
+                if next(self._keyed_as(s, lk.prefix), None) is not None
+            ),
+            None,
+        )
+        if resumed is None:
             return False, None
-        resumed = candidates[-1].logical
         earlier = self.index.root_before(resumed, r)
-        seen = [
-            e
-            for s in earlier
-            for e in s.id_events()
-            if e.key is not None and e.key.prefix == lk.prefix
-        ]
-        last = max(seen, key=lambda e: e.counter.seq)
+        last: EventRecord | None = None
+        for s in earlier:  # the first event with the highest counter (max)
+            top = top_counter(s, lk.prefix)
+            if top is not None and (last is None or top.counter.seq > last.counter.seq):
+                last = top
+        assert last is not None
         # A cursor moved to the end of a range the server declared dropped (`stream-gap`
         # F..L, then Last-Event-ID L) skips nothing the server still had.
         declared = [
             k.seq
             for s in earlier
-            for e in s.events
-            if e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid
+            for e in events_where(
+                s,
+                pl.col("event") == STREAM_GAP,
+                lambda e: e.sse.event == STREAM_GAP and e.signal is not None and e.signal.valid,
+            )
+            if e.signal is not None
             for k in [codec.key(e.signal.last or "")]
             if k is not None and k.prefix == lk.prefix and k.seq >= last.counter.seq
         ]
         if declared and lk.seq <= max(declared):
             return False, last.sse.id_field
         return lk.seq > last.counter.seq, last.sse.id_field
+
+    @staticmethod
+    def _keyed_as(s: StreamRecord, prefix: str) -> Iterator[EventRecord]:
+        """``s``'s events that carry an ID whose key is under ``prefix``."""
+        return events_where(
+            s,
+            CARRIES_ID & (pl.col("prefix") == prefix),
+            lambda e: e.carries_id and e.key is not None and e.key.prefix == prefix,
+            keyed=True,
+        )
 
     def _cursor_lost(self, r: StreamRecord) -> bool:
         """After this resume failed, the client's next stream request in the session came

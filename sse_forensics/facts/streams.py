@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from sse_forensics.evidence.tables import split_by
+from sse_forensics.facts.earlier import event_at
 from sse_forensics.facts.front import label_of
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.facts.model import (
@@ -121,7 +122,7 @@ def link_resumes(
         target = by_key.get(target_key)
         if target is None:
             continue
-        stream.resumed_from, stream.resumed_event = target, target.events[position]
+        stream.resumed_from, stream.resumed_event = target, event_at(target, position)
         stream.root = target.logical
 
 
