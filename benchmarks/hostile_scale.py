@@ -40,6 +40,7 @@ SERIES = {
     "events-every-jump": ("events-every-jump", 5_000),
     "streams-midstream": ("streams-midstream", 5_000),
     "events-lost": ("events-lost", 1_000_000),
+    "events-zero-window": ("events-zero-window", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),
     "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)
