@@ -2,9 +2,11 @@
 
 Called once per connection when reassembly finalises it: the connection's objects (heads,
 bodies, SSE events) are reduced to rows and released, so a capture never keeps one Python
-object per event beyond the connection that is still open. Bodies are not kept: what the
-facts need of them (JSON-RPC requests and their call signatures, the ids a JSON answer
-answers, the negotiated protocol version) is read here.
+object per event beyond the connection that is still open; within it, the exact path hands
+a long event stream's events over every ``SPILL_EVENTS`` (:meth:`CaptureEvidence.spill`),
+so an open stream holds a window of objects and its earlier rows as compacted columns.
+Bodies are not kept: what the facts need of them (JSON-RPC requests and their call
+signatures, the ids a JSON answer answers, the negotiated protocol version) is read here.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 from support.fast_path import assert_equivalent, fast
 from support.scripts import load_script
 
+from sse_forensics.evidence import from_capture
 from sse_forensics.reassembly import capture
 
 hostile = load_script("samples/hostile.py", "samples_hostile")
@@ -42,4 +43,5 @@ def test_a_lossy_long_stream_holds_a_window_of_events(
     assert 0 < held[0] <= WINDOW + SEGMENT_EVENTS
     monkeypatch.undo()
     monkeypatch.setattr(capture, "SPILL_EVENTS", WINDOW, raising=False)
+    monkeypatch.setattr(from_capture, "HAND_ON_FRAMES", 4, raising=False)  # several batches
     assert_equivalent([str(path)], shards=(1, 2))
