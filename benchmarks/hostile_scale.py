@@ -42,6 +42,7 @@ SERIES = {
     "events-lost": ("events-lost", 1_000_000),
     "events-resume-jump": ("events-resume-jump", 1_000_000),  # a long stream, then a resume
     "events-resume-opaque": ("events-resume-opaque", 1_000_000),
+    "events-zero-window": ("events-zero-window", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),
     "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)

@@ -90,20 +90,32 @@ class Flow:
         self.seq = {True: isn, False: (isn * 7919 + 12345) % SEQ_MOD}  # True: the client
 
     def frame(
-        self, from_client: bool, flags: int, payload: bytes = b"", seq: int | None = None
+        self,
+        from_client: bool,
+        flags: int,
+        payload: bytes = b"",
+        seq: int | None = None,
+        window: int = 65535,
     ) -> bytes:
         src, dst = (self.client, SERVER_IP) if from_client else (SERVER_IP, self.client)
         sport, dport = (self.port, SERVER_PORT) if from_client else (SERVER_PORT, self.port)
         own = self.seq[from_client] if seq is None else seq
         ack = self.seq[not from_client] if flags & ACK else 0
-        tcp = _TCP.pack(sport, dport, own % SEQ_MOD, ack % SEQ_MOD, 5 << 4, flags, 65535, 0, 0)
+        tcp = _TCP.pack(sport, dport, own % SEQ_MOD, ack % SEQ_MOD, 5 << 4, flags, window, 0, 0)
         ip = _IP.pack(0x45, 0, 40 + len(payload), 0, 0x4000, 64, 6, 0, src, dst)
         if seq is None:
             self.seq[from_client] += len(payload) + (1 if flags & (SYN | FIN) else 0)
         return (_ETH_C2S if from_client else _ETH_S2C) + ip + tcp + payload
 
-    def send(self, from_client: bool, flags: int, payload: bytes = b"", seq: int | None = None):
-        self.w.write(self.frame(from_client, flags, payload, seq))
+    def send(
+        self,
+        from_client: bool,
+        flags: int,
+        payload: bytes = b"",
+        seq: int | None = None,
+        window: int = 65535,
+    ):
+        self.w.write(self.frame(from_client, flags, payload, seq, window))
 
     def handshake(self) -> None:
         self.send(True, SYN)
@@ -261,13 +273,16 @@ def long_stream(
     step: int = 1,
     late_signal: bool = False,
     lose: int | None = None,
+    zero_window: int | None = None,
 ) -> None:
     """One stream of ``n`` events, many events per segment: one chunk per segment, or
     (not ``chunked``) a close-delimited body; with ``gap``, its IDs jump by 5 halfway
     (a second silent gap, in the long stream itself), and with ``late_signal`` data
     events and a ``stream-gap`` event covering that jump three events after it (a late
     signal); IDs ``step`` apart (2: every one a jump); ``lose``: the segment that holds
-    that event (0-based) is missing from the capture (capture loss inside the stream)."""
+    that event (0-based) is missing from the capture (capture loss inside the stream);
+    ``zero_window``: after the segment holding that event the client advertises a zero
+    window, then opens it again (a zero-window episode: the exact TCP analysis)."""
     # With a late signal, data events (a JSON-RPC notification each): the signal is late
     # when it comes after the jump's next data event.
     payload = b'{"jsonrpc":"2.0","method":"notifications/message"}' if late_signal else b"{}"
@@ -283,7 +298,7 @@ def long_stream(
                 )
             yield ev
 
-    _one_stream(w, events(), chunked, lose_at=lose)
+    _one_stream(w, events(), chunked, lose_at=lose, zero_at=zero_window)
 
 
 SIGNALS = (
@@ -327,10 +342,13 @@ def _one_stream(
     chunked: bool,
     lose_at: int | None = None,
     hang_up: bool = False,
+    zero_at: int | None = None,
 ) -> None:
     """A ``tools/call`` answered by ``events``, many per segment; ``lose_at``: the
     segment holding that event (0-based) is left out of the capture; ``hang_up``: the
-    client closes the connection after the last event, before the body ends."""
+    client closes the connection after the last event, before the body ends; ``zero_at``:
+    after the segment holding that event, the client's window closes (an ACK of window 0)
+    and opens again."""
     flow = Flow(w, client_ip(1), 40_000)
     session = session_of(1)
     flow.handshake()
@@ -340,10 +358,10 @@ def _one_stream(
     size = 0
     segments = 0
     count = 0
-    lost = False
+    lost = zeroed = False
 
     def send() -> None:
-        nonlocal segments, lost
+        nonlocal segments, lost, zeroed
         data = b"".join(buf)
         payload = chunk(data) if chunked else data
         if lose_at is not None and not lost and count > lose_at:  # the segment holds it
@@ -352,6 +370,10 @@ def _one_stream(
         else:
             flow.send(False, PSH | ACK, payload)
         segments += 1
+        if zero_at is not None and not zeroed and count > zero_at:
+            flow.send(True, ACK, window=0)  # the receiver's buffer is full
+            flow.send(True, ACK)  # a window update: it opens again
+            zeroed = True
         if segments % 16 == 0:
             flow.send(True, ACK)
 
@@ -546,6 +568,7 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events-resume": lambda w, n: long_stream_resume(w, n),
     "events-resume-jump": lambda w, n: long_stream_resume(w, n, skip=5),
     "events-resume-opaque": lambda w, n: long_stream_resume(w, n, -4, -10, opaque=True),
+    "events-zero-window": lambda w, n: long_stream(w, n, zero_window=n // 2),
     "signals": lambda w, n: signal_flood(w, n),
     "signals-stream-gap": lambda w, n: signal_flood(w, n, stream_gap=True),
     "big-event": lambda w, n: big_event(w, n),

@@ -2,9 +2,11 @@
 
 Called once per connection when reassembly finalises it: the connection's objects (heads,
 bodies, SSE events) are reduced to rows and released, so a capture never keeps one Python
-object per event beyond the connection that is still open. Bodies are not kept: what the
-facts need of them (JSON-RPC requests and their call signatures, the ids a JSON answer
-answers, the negotiated protocol version) is read here.
+object per event beyond the connection that is still open; within it, the exact path hands
+a long event stream's events over every ``SPILL_EVENTS`` (:meth:`CaptureEvidence.spill`),
+so an open stream holds a window of objects and its earlier rows as compacted columns.
+Bodies are not kept: what the facts need of them (JSON-RPC requests and their call
+signatures, the ids a JSON answer answers, the negotiated protocol version) is read here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import polars as pl
 
 from sse_forensics.evidence.classify import classify, put_classified
 from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
+from sse_forensics.evidence.store import compact
 from sse_forensics.evidence.tables import (
     ConnectionColumns,
     EventColumns,
@@ -26,7 +29,7 @@ from sse_forensics.evidence.tables import (
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.jsonrpc import parse_messages, protocol_version
 from sse_forensics.facts.requests import call_signature
-from sse_forensics.reassembly.exchange import BodyHole, Exchange
+from sse_forensics.reassembly.exchange import BodyHole, Exchange, SpilledEvents
 from sse_forensics.reassembly.flows import Connection
 from sse_forensics.reassembly.http_events import header
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
@@ -140,7 +143,7 @@ def exchange_rows(
         value = header(ex.request_headers, config.session_header) or header(
             ex.response_headers, config.session_header
         )
-        endpoint = [sse.data for sse in ex.events[:2] if sse.event == "endpoint"]
+        endpoint = [sse.data for sse in ex.lead_events() if sse.event == "endpoint"]
         target = ex.request.target if ex.request is not None else None
         explicit.append(explicit_session(value, target, endpoint, config))
     keys = attribute_connection(
@@ -205,10 +208,11 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
     n = len(ex.events)
     if not n:
         return
+    first = ex.spilled.events if ex.spilled is not None else 0  # positions handed on
     buf["conn_id"].extend([ex.connection_id] * n)
     buf["ex_index"].extend([ex.index] * n)
     buf["session"].extend([session] * n)
-    buf["position"].extend(range(n))
+    buf["position"].extend(range(first, first + n))
     for sse in ex.events:
         buf["id"].append(sse.id)
         buf["id_field"].append(sse.id_field)
@@ -225,6 +229,9 @@ def _event_rows(ex: Exchange, session: str, buf: dict[str, list[Any]]) -> None:
         put_origin(buf, "first", origins[0] if origins else None)
         put_origin(buf, "last", origins[-1] if origins else None)
 
+
+# Spilled event frames (of a ``SPILL_EVENTS`` window each) handed to the store at once.
+HAND_ON_FRAMES = 16
 
 # Rows buffered before they become a polars batch: large enough that building the batch
 # costs little per row, small enough to stay a few megabytes.
@@ -247,6 +254,9 @@ class CaptureEvidence:
         self.store = store
         self.config = config
         self.exchanges = 0
+        # Event rows of streams still open, by (connection, exchange): spilled (``spill``)
+        # before their session is known, handed on when the connection is.
+        self._held: dict[tuple[int, int], list[pl.DataFrame]] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -258,12 +268,64 @@ class CaptureEvidence:
     def __call__(self, conn: Connection, exchanges: list[Exchange]) -> None:
         if not exchanges:
             return
+        if self._held and any(ex.spilled is not None for ex in exchanges):
+            self._with_spilled(conn, exchanges)
+            return
         connection_row(conn, self._conns)
         exchange_rows(conn, exchanges, self.config, self._exs, self._evs)
         self.exchanges += len(exchanges)
         self._rows += len(exchanges) + sum(len(ex.events) for ex in exchanges)
         if self._rows >= FLUSH_ROWS:
             self.flush()
+
+    def spill(self, ex: Exchange) -> None:
+        """The exact path's ``spill`` hook (issue 16): ``ex``'s events so far become rows
+        held here until the connection ends (their session is known only then), and the
+        objects are dropped; ``ex.spilled`` keeps what the exchange row reads of them."""
+        spilled = ex.spilled
+        if spilled is None:
+            spilled = ex.spilled = SpilledEvents(lead=ex.events[:2])
+        if not spilled.version_data:  # the first data an exchange's version is read from
+            for sse in ex.events:
+                if sse.data and exchange_protocol_version([sse.data], None) is not None:
+                    spilled.version_data.append(sse.data)
+                    break
+        buf = EventColumns.buffer()
+        _event_rows(ex, "", buf)
+        # Stored once where a column holds one value (the connection, the sources, sparse
+        # columns): a window of a long stream costs its varying columns only.
+        frame = compact(EventColumns.frame(buf))
+        self._held.setdefault((ex.connection_id, ex.index), []).append(frame)
+        spilled.events += len(ex.events)
+        spilled.comments += len(ex.comments)
+        ex.events = []
+        ex.comments = []
+
+    def _with_spilled(self, conn: Connection, exchanges: list[Exchange]) -> None:
+        """A connection some of whose events were spilled: its rows, then each exchange's
+        events in order (spilled rows under the session now known, then the rest)."""
+        self.flush()  # rows of earlier connections go first, as they would have
+        connection_row(conn, self._conns)
+        sessions = exchange_rows(conn, exchanges, self.config, self._exs, self._evs)
+        self.exchanges += len(exchanges)
+        tails = EventColumns.frame(self._evs)
+        self.store.add(
+            ConnectionColumns.frame(self._conns), ExchangeColumns.frame(self._exs), tails.clear()
+        )
+        self._reset()
+        no_conns, no_exs = ConnectionColumns.frame(), ExchangeColumns.frame()
+        at = 0
+        for ex, session in zip(sorted(exchanges, key=lambda e: e.index), sessions, strict=True):
+            named = pl.lit(session, pl.String).alias("session")
+            held = self._held.pop((ex.connection_id, ex.index), [])
+            for lo in range(0, len(held), HAND_ON_FRAMES):
+                # Whole columns again, in batches as large as the fast path's (the store
+                # and the facts read many small, partly scalar, batches slowly).
+                rows = pl.concat(held[lo : lo + HAND_ON_FRAMES], rechunk=True)
+                self.store.add(no_conns, no_exs, rows.with_columns(named))
+            if ex.events:
+                self.store.add(no_conns, no_exs, tails.slice(at, len(ex.events)))
+                at += len(ex.events)
 
     def flush(self) -> None:
         if self._rows or self._conns["conn_id"]:

@@ -49,6 +49,12 @@ from sse_forensics.reassembly.tls.session import TLSEvent
 BODY_FRAMES_KEPT = 4096
 """Frames whose response-body bytes are remembered (exchange, body offsets), so that an
 inconsistent retransmission of them is placed in the body it touches."""
+SPILL_EVENTS = 8192
+"""Events an exchange holds as objects before a ``spill`` hook hands them on as rows
+(issue 16: a stream of millions of events costs a window of them, not all)."""
+EventSpill = Callable[[Exchange], None]
+"""Takes an exchange's ``events`` (and comments) so far as rows and empties them, noting what
+it took in ``Exchange.spilled`` (``evidence.from_capture.CaptureEvidence.spill``)."""
 REPORTED_SSE_ANOMALIES = {
     "invalid-utf8": "event-stream line is not valid UTF-8 (decoded with U+FFFD)",
     "id-contains-nul": "id field contains NUL and was ignored (WHATWG)",
@@ -113,6 +119,7 @@ class _ConnectionAnalyzer:
         "not_http",
         "parsers",
         "sniffed",
+        "spill",
         "streams",
         "tls",
         "tls_first",
@@ -127,8 +134,10 @@ class _ConnectionAnalyzer:
         keys: TLSKeys | None = None,
         limits: Limits = DEFAULT_LIMITS,
         streams: StreamTable | None = None,
+        spill: EventSpill | None = None,
     ) -> None:
         self.connection = connection
+        self.spill = spill  # hands a long stream's events on as rows (None: keep them)
         self.keys = keys
         self.limits = limits
         self.tls: TLSSession | None = None
@@ -519,6 +528,8 @@ class _ConnectionAnalyzer:
                         self.streams.touch(self, ev.exchange)
                     ex.events.extend(parser.feed(ev.data, ev.origin))
                     self._drain(ex, parser)
+                    if self.spill is not None and len(ex.events) >= SPILL_EVENTS:
+                        self.spill(ex)
                 else:
                     ex.keep_response_body(ev.data)
             elif isinstance(ev, RequestHead):

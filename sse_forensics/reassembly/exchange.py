@@ -36,6 +36,18 @@ class ColumnarBody:
 
 
 @dataclass(slots=True)
+class SpilledEvents:
+    """What an exchange keeps of the events it already handed on as rows (issue 16: a long
+    event stream read by the exact path is turned into rows as it is read, not held whole):
+    what the exchange row reads of them."""
+
+    events: int = 0  # events handed on: the first ones; ``Exchange.events`` holds the rest
+    lead: list[SSEEvent] = field(default_factory=list)  # the first two (an ``endpoint``)
+    version_data: list[str] = field(default_factory=list)  # the first ``data`` naming a version
+    comments: int = 0  # comments counted and dropped
+
+
+@dataclass(slots=True)
 class Exchange:
     """Request ``index`` on its connection and the final response that answered it."""
 
@@ -58,6 +70,7 @@ class Exchange:
     trailing: bytes = b""
     body_bytes: int = 0
     columnar: ColumnarBody | None = None  # the body as the columnar path keeps it
+    spilled: SpilledEvents | None = None  # events already handed on as rows
     from_log: bool = False  # described by a log, not reassembled from a capture
 
     @property
@@ -72,10 +85,18 @@ class Exchange:
         """Each SSE event's ``data``, in order, whichever path parsed the body."""
         if self.columnar is not None:
             return self.columnar.event_data
-        return [sse.data for sse in self.events]
+        data = [sse.data for sse in self.events]
+        return self.spilled.version_data + data if self.spilled is not None else data
+
+    def lead_events(self) -> list[SSEEvent]:
+        """The first two events (spilled or not)."""
+        return self.spilled.lead if self.spilled is not None else self.events[:2]
 
     def comment_count(self) -> int:
-        return self.columnar.comments if self.columnar is not None else len(self.comments)
+        if self.columnar is not None:
+            return self.columnar.comments
+        spilled = self.spilled.comments if self.spilled is not None else 0
+        return spilled + len(self.comments)
 
     @property
     def is_event_stream(self) -> bool:

@@ -304,6 +304,7 @@ def reassemble_fast(
         config.limits,
         ledger=ledger,
         report_caps=part == 0,
+        spill=evidence.spill,
     )
     if not bool(check.candidate.all()):
         # The rows of every other group, ascending (masked, not gathered group by group:
@@ -355,6 +356,7 @@ def reassemble_fast(
             tls_keys=tls_keys,
             limits=config.limits,
             ledger=ledger,
+            spill=evidence.spill,
         )
         late_rows = [groups.group_rows(g) for g, _c, _w in ctx.late]
         driver.feed_rows(np.sort(np.concatenate(late_rows)))

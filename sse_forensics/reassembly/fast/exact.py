@@ -13,6 +13,10 @@ depends on the other flows is supplied from outside:
   ``ConnectionTracker.close`` releases flows) — so errors of several drivers and of the
   packet index merge into the order ``reassemble`` reports them in.
 
+With ``spill``, a connection's event streams are handed on as rows while they are read
+(in windows of :data:`~sse_forensics.reassembly.capture.SPILL_EVENTS` events), so a long
+stream the fast path could not take does not hold an object per event.
+
 With ``own`` (sharding), HTTP/SSE analysis runs only for the connections it accepts; the
 others are still tracked (their ids count) but produce nothing.
 
@@ -32,7 +36,12 @@ import numpy as np
 from sse_forensics.errors import ReadError
 from sse_forensics.ingest.packet_index import PacketIndex
 from sse_forensics.limits import DEFAULT_LIMITS, CapHit, Limits
-from sse_forensics.reassembly.capture import ConnectionSink, _ConnectionAnalyzer, flows_capped
+from sse_forensics.reassembly.capture import (
+    ConnectionSink,
+    EventSpill,
+    _ConnectionAnalyzer,
+    flows_capped,
+)
 from sse_forensics.reassembly.flows import Connection, ConnectionLedger, ConnectionTracker
 from sse_forensics.reassembly.stream import Direction, Inconsistency, MissingSpan, StreamData
 from sse_forensics.reassembly.stream_table import StreamTable, streams_capped
@@ -71,8 +80,10 @@ class ExactDriver:
         limits: Limits = DEFAULT_LIMITS,
         ledger: ConnectionLedger | None = None,
         report_caps: bool = True,
+        spill: EventSpill | None = None,
     ) -> None:
         self.index = index
+        self.spill = spill  # a long stream's events go on as rows as they are read
         self.tls_keys = tls_keys
         self.limits = limits
         self.assign_id = assign_id
@@ -106,7 +117,7 @@ class ExactDriver:
             analyzer = analyzers.get(conn.id)
             if analyzer is None:
                 analyzer = analyzers[conn.id] = _ConnectionAnalyzer(
-                    conn, errors, self.tls_keys, self.limits, self.streams
+                    conn, errors, self.tls_keys, self.limits, self.streams, self.spill
                 )
             analyzer.data(direction, piece)
 
