@@ -131,7 +131,7 @@ def test_a_long_stream_with_one_jump_materialises_the_events_around_it(
     of its jump are built as records, not the stream's 6,000."""
     whole = findings_jsonl(_scan(one_jump))
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     built = records_built(monkeypatch)
     result = _scan(one_jump)
     assert findings_jsonl(result) == whole
@@ -162,7 +162,7 @@ def test_a_late_signal_is_judged_alike_around_the_jump_and_on_the_whole_stream(
     (``EventSource.next_of_kind``, from held events or from the pieces of a large
     partition) and says what the whole stream's records say."""
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     path = tmp_path / "late-signal.pcap"
     hostile.write(path, lambda w: hostile.long_stream(w, 6000, gap=True, late_signal=True))
 

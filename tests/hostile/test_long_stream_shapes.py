@@ -55,7 +55,7 @@ def test_a_long_stream_with_capture_loss_is_told_unjudged_from_its_two_ends(
     path = tmp_path / "lost.pcap"
     hostile.write(path, lambda w: hostile.long_stream(w, EVENTS, lose=lose))
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     built = records_built(monkeypatch)
     windowed = _judged(scan_paths([str(path)], jobs=1))
     assert windowed[1][0][0] == 1  # the stream lacks one span
@@ -101,7 +101,7 @@ def test_a_signal_flood_reads_its_stream_gaps_and_the_values_signals_took(
     events = _flood(6400)
     hostile.write(path, lambda w: hostile._one_stream(w, events, chunked=True))
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     built = records_built(monkeypatch)
     windowed = _judged(scan_paths([str(path)], jobs=1))
     assert len(built) == 3, sorted(built)  # 99, 140 and the stream-gap
@@ -168,7 +168,7 @@ def test_a_stream_gap_flood_builds_the_signals_judged_and_no_other(
     events = _stream_gap_flood(6400)
     hostile.write(path, lambda w: hostile._one_stream(w, events, chunked=True))
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     config = AnalysisConfig(limits=Limits(gaps_per_stream=10))
 
     def judged(result: ScanResult) -> tuple[object, ...]:
@@ -253,7 +253,7 @@ def test_when_the_client_left_a_long_logged_stream_is_read_from_its_last_written
     path = tmp_path / "pending.events.jsonl"
     _pending_log(path, 6000)
     if from_pieces:
-        monkeypatch.setattr(pieces, "STREAM_ROWS", 1)
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
     built = records_built(monkeypatch)
     result = scan_paths([str(path)], jobs=1, keep_records=True)
     assert result.facts is not None
