@@ -50,15 +50,14 @@ from sse_forensics.evidence import log_numbers as N
 from sse_forensics.evidence.log_partitions import (
     SPILL_SHARE,
     ClientFirsts,
+    ClientRows,
     LogIngest,
     LogRouter,
     Spill,
     SpillFiles,
     attach_waiting,
-    client_budget,
     client_rows,
     group_order,
-    merge_client_files,
     session_rows,
 )
 from sse_forensics.evidence.store import DEFAULT_MEMORY_BUDGET, EvidenceStore
@@ -245,19 +244,19 @@ def client_partition(
     """Step 4b: the access pseudo-connections of the client partitions ``group`` (their
     first lines' numbers in ``numbers``: :func:`.log_numbers.client_ids`), in partition
     order, written under ``store_dir``: their
-    rows fall into every session partition, which keeps at most
-    :data:`~sse_forensics.evidence.log_partitions.CLIENT_FILES` files of them."""
+    rows fall into every session partition, one file per partition and table
+    (:class:`~sse_forensics.evidence.log_partitions.ClientRows`)."""
     store = EvidenceStore(buckets, scratch=store_dir)  # not closed: its files live on
     spill = _spill(buckets, scratch, files)
+    sink = ClientRows(store)
     exchanges = connections = 0
-    with store.holding(client_budget(store.memory_budget, buckets)):
-        for bucket in group:
-            ids = N.client_ids(spill, bucket, numbers[bucket])
-            added = client_rows(spill, bucket, ids, config, store)
-            exchanges += added[0]
-            connections += added[1]
+    for bucket in group:
+        ids = N.client_ids(spill, bucket, numbers[bucket])
+        added = client_rows(spill, bucket, ids, config, sink)
+        exchanges += added[0]
+        connections += added[1]
+    sink.finish()
     store.spill()
-    merge_client_files(store, {})
     return PartRows(store.files(), dict(store.rows), exchanges, connections)
 
 

@@ -17,8 +17,9 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
 3. per session partition, the rows (:func:`.from_logs.session_part`); the access lines no
    stream took join their client's partition (their first lines the client table);
 4. the client table numbers the access pseudo-connections (no read of the lines), then,
-   per client partition, their rows (:func:`.from_logs.client_part`), straight into the
-   store's session partitions (:func:`merge_client_files` bounds the files they leave).
+   per client partition, their rows (:func:`.from_logs.client_part`), routed to the
+   store's session partitions and written there one partition at a time
+   (:class:`ClientRows`: one file per partition and table).
 
 Peak memory follows the largest partition (and the largest client address), not the input.
 The numbering holds a few numbers per stream exchange (no string); the client table one
@@ -46,7 +47,7 @@ from sse_forensics.evidence.store import (
     compact,
     constant_value,
 )
-from sse_forensics.evidence.tables import EventColumns, split_by
+from sse_forensics.evidence.tables import EVIDENCE_TABLES, EventColumns, split_by
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.ingest.logs import LogBatch, StreamSessions
 from sse_forensics.ingest.logs.model import own_strings
@@ -71,17 +72,17 @@ SPILL_PER_PARTITION = 512 << 10
 SPILL_MAX = 64 << 20
 
 
-# The store's budget while it takes the access pseudo-connections (step 4b): each of its
-# spills then writes a file to every session partition, and past CLIENT_FILES of them they
-# are read back and rewritten as one. On the 1.2 GB --big log set (153 partitions) the
-# store's own 32 MiB made 8,866 files and 294 merges, ~14% of the scan's CPU time
-# (185 -> 158 CPU s with 128 MiB, same peak RSS: the scan's peak is elsewhere).
+# The access pseudo-connections' rows held before they are written (step 4b,
+# :class:`ClientRows`): each flush leaves a part in every session partition, read back
+# once per part. On the 1.2 GB --big log set (153 partitions) 32 MiB made the store's
+# spills write 8,866 files, ~14% of the scan's CPU time (185 -> 158 CPU s with 128 MiB,
+# same peak RSS: the scan's peak is elsewhere).
 CLIENT_PER_PARTITION = 1 << 20
 CLIENT_MAX = 128 << 20
 
 
 def client_budget(store_budget: int, buckets: int) -> int:
-    """The bytes the store holds while it takes the client rows of step 4b."""
+    """The bytes of client rows :class:`ClientRows` holds before it writes them."""
     return max(store_budget, min(CLIENT_MAX, buckets * CLIENT_PER_PARTITION))
 
 
@@ -331,22 +332,18 @@ def ingest_logs(
         # Each client partition joins its own clients only (see the groups above).
         client_parts = _by_bucket(spill, client_ids, pl.col("client"))
         del client_ids
-        # A client partition's rows go to every session partition: each store spill
-        # writes a file to every partition; past CLIENT_FILES of them, merged.
-        before = store.file_counts()
-        with store.holding(client_budget(store.memory_budget, buckets)):
-            for b in range(buckets):
-                mine = client_parts.pop(b) if b in client_parts else None
-                if mine is None:  # no client: no line either
-                    spill.drop("unmatched", b)
-                    continue
-                exchanges, connections = client_rows(spill, b, mine, config, store)
+        # A client partition's rows go to every session partition (ClientRows).
+        sink = ClientRows(store)
+        for b in range(buckets):
+            mine = client_parts.pop(b) if b in client_parts else None
+            if mine is None:  # no client: no line either
                 spill.drop("unmatched", b)
-                out.exchanges += exchanges
-                out.connections += connections
-        if buckets > 1:
-            store.spill()
-            merge_client_files(store, before)
+                continue
+            exchanges, connections = client_rows(spill, b, mine, config, sink)
+            spill.drop("unmatched", b)
+            out.exchanges += exchanges
+            out.connections += connections
+        sink.finish()
     out.next_conn_id = next_id
     out.stats = log_stats(
         files() if files is not None else [], router.access_rows, router.event_rows, started
@@ -544,10 +541,11 @@ def client_rows(
     bucket: int,
     client_ids: pl.DataFrame,
     config: AnalysisConfig,
-    store: EvidenceStore,
+    store: EvidenceStore | ClientRows,
 ) -> tuple[int, int]:
-    """Step 4b: one client partition's access pseudo-connections into ``store``. Returns
-    (exchanges, connections) added."""
+    """Step 4b: one client partition's access pseudo-connections into ``store`` (through
+    :class:`ClientRows`, when the store has several partitions). Returns (exchanges,
+    connections) added."""
     unmatched = spill.load("unmatched", bucket)
     if not unmatched.height:
         return 0, 0
@@ -560,19 +558,48 @@ def client_rows(
     return exchanges.height, conns.height
 
 
-# The files a partition and table may be left by the client rows (each store spill of
-# step 4b writes one to every partition): past them, they are merged into one. The mid
-# log set (19 partitions) leaves 3-4; the cross-session queries open every file.
-CLIENT_FILES = 8
+class ClientRows:
+    """Step 4b's rows on their way to ``store``: each client partition's rows fall into
+    every session partition, so they are routed to the store's partitions and held in a
+    :class:`Spill` of their own (one file per table and flush, whatever the number of
+    partitions), then :meth:`finish` writes each partition's rows to the store as one file
+    per table. The store's own spills wrote a file to every partition per flush, then read
+    them back and rewrote them past eight (1.2 GB --big log set, 153 partitions: ~3,000
+    files and a merge pass). A store of one partition takes the rows as they come."""
 
+    def __init__(self, store: EvidenceStore) -> None:
+        self.store = store
+        buckets = store.buckets
+        budget = client_budget(store.memory_budget, buckets)
+        self._routed = (
+            Spill(buckets, store.scratch_dir(), budget, prefix="client") if buckets > 1 else None
+        )
 
-def merge_client_files(store: EvidenceStore, before: dict[tuple[int, str], int]) -> None:
-    """Merge the files each partition and table gained since ``before``
-    (:meth:`EvidenceStore.file_counts`) into one where they are more than
-    :data:`CLIENT_FILES`."""
-    for (bucket, name), count in store.file_counts().items():
-        if count - before.get((bucket, name), 0) > CLIENT_FILES:
-            store.merge_files(bucket, name, before.get((bucket, name), 0))
+    def add(self, connections: pl.DataFrame, exchanges: pl.DataFrame, events: pl.DataFrame) -> None:
+        """Rows as :meth:`EvidenceStore.add` takes them (routed as it routes them)."""
+        if self._routed is None:
+            self.store.add(connections, exchanges, events)
+            return
+        for bucket, table, df in self.store.route(connections, exchanges, events):
+            if df.height:
+                self._routed.hold(table.name, bucket, df)
+
+    def finish(self) -> None:
+        """Every partition's rows into the store, in the order they were added, one
+        partition at a time (written at once: memory holds one partition)."""
+        routed = self._routed
+        if routed is None:
+            return
+        for b in range(self.store.buckets):
+            held = False
+            for table in EVIDENCE_TABLES:
+                rows = routed.load(table.name, b)
+                routed.drop(table.name, b)
+                if rows.height:
+                    self.store.add_routed(b, table, table.conform(rows))
+                    held = True
+            if held:
+                self.store.spill()
 
 
 _CLIENT_KEYS = ["client_ip", *F.LINE_ORDER]

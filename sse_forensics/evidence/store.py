@@ -13,7 +13,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -362,18 +361,6 @@ class EvidenceStore:
         if self._held > self.memory_budget:
             self.spill()
 
-    @contextmanager
-    def holding(self, budget: int) -> Iterator[None]:
-        """Hold up to ``budget`` bytes before a spill while the block runs: for a step
-        whose every spill writes a file to every partition
-        (:func:`~sse_forensics.evidence.log_partitions.client_budget`)."""
-        own = self.memory_budget
-        self.memory_budget = budget
-        try:
-            yield
-        finally:
-            self.memory_budget = own
-
     def route(
         self,
         connections: pl.DataFrame,
@@ -398,6 +385,13 @@ class EvidenceStore:
         for table, df in routed:
             for bucket, part in split_by(df, "_bucket", keep_key=False).items():
                 yield int(bucket), table, part
+
+    def add_routed(self, bucket: int, table: type[Columns], df: pl.DataFrame) -> None:
+        """Rows of ``table`` that :meth:`route` sent to ``bucket`` (routed once: a second
+        route may reorder a partition's connections)."""
+        self._hold(bucket, table, df)
+        if self._held > self.memory_budget:
+            self.spill()
 
     def _hold(self, bucket: int, table: type[Columns], df: pl.DataFrame) -> None:
         if not df.height:
@@ -430,29 +424,6 @@ class EvidenceStore:
         for name, n in rows.items():
             self.rows[name] += n
         self._spills = max(self._spills, 1)
-
-    def file_counts(self) -> dict[tuple[int, str], int]:
-        """(bucket, table) → how many files it spilled."""
-        return {
-            (b, name): len(paths)
-            for b, part in enumerate(self._parts)
-            for name, paths in part.files.items()
-        }
-
-    def merge_files(self, bucket: int, name: str, first: int) -> None:
-        """Rewrite the spilled files of ``bucket`` and table ``name`` from the ``first``-th
-        on as one file (rows in the same order), after :meth:`spill`."""
-        files = self._parts[bucket].files[name]
-        if len(files) - first < 2:
-            return
-        table = next(t for t in EVIDENCE_TABLES if t.name == name)
-        self._spills += 1
-        path = self.scratch_dir() / f"{name}-{bucket:05d}-{self._spills:05d}.parquet"
-        rows = concat([pl.read_parquet(p) for p in files[first:]], table)
-        rows.write_parquet(path, compression=SCRATCH_COMPRESSION, statistics=False)
-        for old in files[first:]:
-            old.unlink(missing_ok=True)
-        files[first:] = [path]
 
     def spill(self) -> None:
         """Write every batch held in memory to the scratch directory."""
