@@ -18,14 +18,12 @@ import polars as pl
 
 from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.index import StreamIndex
+from sse_forensics.facts.load import CARRIES_ID, DATA_WITH_ID
 from sse_forensics.facts.model import EventRecord, StreamRecord
 from sse_forensics.facts.windows import _events_at, read_whole
 
 # Records built at a time (at most) from the positions a filter found.
 RECORD_SLICE = 64
-
-CARRIES_ID = pl.col("id_field").fill_null("") != ""
-DATA_WITH_ID = (pl.col("kind") == "data") & CARRIES_ID
 
 
 def events_where(

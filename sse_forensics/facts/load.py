@@ -380,7 +380,7 @@ class EventSource:
         """The position of the last data event of exchange ``key`` that carries an ID
         (``None`` when none does), read as :meth:`id_ends` reads (``facts.build``: when
         a client left a stream)."""
-        return self._last(key, _DATA_WITH_ID, 0)
+        return self._last(key, DATA_WITH_ID, 0)
 
     def _last(self, key: tuple[int, int], where: pl.Expr, down_to: int) -> int | None:
         """The position of the last event of exchange ``key`` at or past ``down_to`` that
@@ -401,10 +401,10 @@ class EventSource:
                 yield at + int(hits[-1] if last else hits[0])
 
 
-_CARRIES_ID = pl.col("id_field").fill_null("") != ""
+CARRIES_ID = pl.col("id_field").fill_null("") != ""
 # An event whose ID continuity is judged: it carries an ID and is no signal.
-_ID_NO_SIGNAL = _CARRIES_ID & (pl.col("kind") != "signal")
-_DATA_WITH_ID = _CARRIES_ID & (pl.col("kind") == "data")
+_ID_NO_SIGNAL = CARRIES_ID & (pl.col("kind") != "signal")
+DATA_WITH_ID = CARRIES_ID & (pl.col("kind") == "data")
 
 # Events' kinds read at a time by EventSource.next_of_kind.
 KIND_SLICE = 1 << 16
