@@ -78,21 +78,96 @@ _ENTRY = pl.List(
 )
 
 
+# Rows of the sessions table decoded at a time: the decoded items of one slice are the
+# transient peak, whatever the number of sessions (issue 10: deciding the 2.45 GB log set's
+# 509k items at once took the client from ~250 MB to its ~1 GB end peak).
+SLICE_ROWS = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class StreamItems:
+    """The unjudged event streams and resumes, one item each, kept as the ``session_id`` and
+    ``unjudged`` (JSON text) columns of the sessions table they come from and decoded
+    :data:`SLICE_ROWS` rows at a time wherever they are read; ``count``, ``whole`` (streams
+    not judged at all) and whether any / every item is about bytes the capture lacks, found
+    in one such pass (:meth:`of_sessions`). ``decoded``: rows already in
+    :data:`_ITEM_COLUMNS`."""
+
+    source: pl.DataFrame
+    decoded: bool
+    count: int
+    whole: int = 0
+    any_lost: bool = False
+    all_lost: bool = True
+
+    @classmethod
+    def of_sessions(cls, sessions: pl.DataFrame) -> StreamItems:
+        source = sessions.select("session_id", "unjudged")  # the table's columns, no copy
+        count = whole = 0
+        any_lost, all_lost = False, True
+        for part in _decoded(source):
+            lost = pl.col("missing_bytes").fill_null(0) != 0
+            n_whole, a, b = part.select(
+                pl.col("whole").fill_null(False).sum(), lost.any(), lost.all().alias("all")
+            ).row(0)
+            count, whole = count + part.height, whole + int(n_whole)
+            any_lost, all_lost = any_lost or bool(a), all_lost and bool(b)
+        return cls(source, False, count, whole, any_lost, all_lost)
+
+    @classmethod
+    def of_rows(cls, rows: pl.DataFrame) -> StreamItems:
+        """Items already decoded (:data:`_ITEM_COLUMNS`)."""
+        lost = pl.col("missing_bytes").fill_null(0) != 0
+        any_lost, all_lost = rows.select(lost.any(), lost.all().alias("all")).row(0)
+        return cls(rows, True, rows.height, 0, bool(any_lost), bool(all_lost))
+
+    def batches(self) -> Iterator[pl.DataFrame]:
+        """The items in order, as frames of :data:`_ITEM_COLUMNS`."""
+        if self.decoded:
+            yield self.source
+            return
+        for part in _decoded(self.source):
+            yield part.drop("whole")
+
+
+def _decoded(source: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    """``source``'s entries (``session_id``, ``unjudged``), one item a row, a slice of the
+    table at a time (none for a slice without entries)."""
+    for part in source.iter_slices(SLICE_ROWS):
+        rows = (
+            part.lazy()
+            .filter(pl.col("unjudged").is_not_null())
+            .select("session_id", pl.col("unjudged").str.json_decode(_ENTRY))
+            .explode("unjudged")
+            .unnest("unjudged")
+            .select(
+                pl.lit("stream").alias("scope"),
+                pl.format("stream {}", "stream").alias("what"),
+                *_ITEM_COLUMNS[2:],
+                "whole",
+            )
+            .collect()
+        )
+        if rows.height:
+            yield rows
+
+
 @dataclass(slots=True)
 class Coverage:
     """``nothing_judged``: the inputs held no event stream or resume the rules could judge;
     what could not be judged and why (nothing when everything could): ``head``, the few
-    items about the inputs and connections, then ``streams``, one row per event stream or
-    resume, kept as columns (the --big log set has 254,615 of them, a cluster scan's 2.45 GB
-    set 509k: built as objects only where a renderer reads them, issue 10's client peak)."""
+    items about the inputs and connections, then ``streams``, one item per event stream or
+    resume, kept as the sessions table's columns (the --big log set has 254,615 of them, a
+    cluster scan's 2.45 GB set 509k: built as objects only where a renderer reads them,
+    decoded a slice at a time — issue 10's client peak)."""
 
     nothing_judged: bool
     head: list[Unjudged] = field(default_factory=list)
-    streams: pl.DataFrame | None = None
+    streams: StreamItems | None = None
 
     @property
     def count(self) -> int:
-        return len(self.head) + (self.streams.height if self.streams is not None else 0)
+        return len(self.head) + (self.streams.count if self.streams is not None else 0)
 
     @property
     def complete(self) -> bool:
@@ -101,11 +176,16 @@ class Coverage:
     def items(self, limit: int | None = None) -> Iterator[Unjudged]:
         """The items in order, the first ``limit`` of them where given."""
         yield from self.head[:limit]
-        if self.streams is None or (limit is not None and limit <= len(self.head)):
+        left = None if limit is None else limit - len(self.head)
+        if self.streams is None or (left is not None and left <= 0):
             return
-        rows = self.streams if limit is None else self.streams.head(limit - len(self.head))
-        for row in rows.iter_rows():
-            yield Unjudged(*row)
+        for rows in self.streams.batches():
+            for row in rows.head(left).iter_rows() if left is not None else rows.iter_rows():
+                yield Unjudged(*row)
+            if left is not None:
+                left -= rows.height
+                if left <= 0:
+                    return
 
     def missing_bytes(self) -> tuple[bool, bool]:
         """Whether any item, and whether every item, is about bytes missing from the
@@ -114,16 +194,15 @@ class Coverage:
             any(u.missing_bytes for u in self.head),
             all(u.missing_bytes for u in self.head),
         )
-        if self.streams is not None and self.streams.height:
-            lost = pl.col("missing_bytes").fill_null(0) != 0
-            rows_any, rows_all = self.streams.select(lost.any(), lost.all().alias("all")).row(0)
-            any_, all_ = any_ or bool(rows_any), all_ and bool(rows_all)
+        if self.streams is not None and self.streams.count:
+            any_, all_ = any_ or self.streams.any_lost, all_ and self.streams.all_lost
         return any_, all_
 
     def as_dict(self) -> dict[str, object]:
         items = [u.as_dict() for u in self.head]
         if self.streams is not None:
-            items += self.streams.to_dicts()
+            for rows in self.streams.batches():
+                items += rows.to_dicts()
         return {"nothing_judged": self.nothing_judged, "items": items}
 
 
@@ -189,28 +268,13 @@ def _connections(result: ScanResult) -> list[Unjudged]:
     return out
 
 
-def _streams(result: ScanResult) -> tuple[pl.DataFrame | None, int]:
-    """Event streams the capture lacks bytes of that no two readable IDs bracket, one row
-    each in :data:`_ITEM_COLUMNS`, and how many of them could not be judged at all."""
+def _streams(result: ScanResult) -> StreamItems | None:
+    """Event streams the capture lacks bytes of that no two readable IDs bracket, and
+    resumes that could not be placed: the sessions table's ``unjudged`` entries."""
     sessions = result.tables.get("sessions")
     if sessions is None or "unjudged" not in sessions.columns:
-        return None, 0
-    rows = (
-        sessions.lazy()
-        .filter(pl.col("unjudged").is_not_null())
-        .select("session_id", pl.col("unjudged").str.json_decode(_ENTRY))
-        .explode("unjudged")
-        .unnest("unjudged")
-        .select(
-            pl.lit("stream").alias("scope"),
-            pl.format("stream {}", "stream").alias("what"),
-            *_ITEM_COLUMNS[2:],
-            "whole",
-        )
-        .collect()
-    )
-    whole = int(rows.get_column("whole").fill_null(False).sum())
-    return rows.drop("whole"), whole
+        return None
+    return StreamItems.of_sessions(sessions)
 
 
 def coverage(result: ScanResult) -> Coverage:
@@ -224,8 +288,8 @@ def coverage(result: ScanResult) -> Coverage:
 
 def _coverage(result: ScanResult) -> Coverage:
     stats = result.stats
-    streams, whole = _streams(result)
-    judged = stats.streams - whole + stats.resumes
+    streams = _streams(result)
+    judged = stats.streams - (streams.whole if streams is not None else 0) + stats.resumes
     if judged > 0:
         return Coverage(False, streams=streams)
     items: list[Unjudged] = []
@@ -254,7 +318,7 @@ def _coverage(result: ScanResult) -> Coverage:
     loss = _capture_loss(result)
     if loss is not None:
         items.append(loss)
-    if streams is None or not streams.height:
+    if streams is None or not streams.count:
         items.extend(_connections(result))
     return Coverage(True, items, streams)
 

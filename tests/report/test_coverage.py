@@ -1,7 +1,7 @@
-"""What a scan could not judge (``sse_forensics.coverage``) is kept as columns: one row per
-unjudged stream or resume, built as an object only where a renderer reads it (issue 10: a
-cluster scan's 2.45 GB log set has 509k of them, and one object each was the client's peak
-at the end)."""
+"""What a scan could not judge (``sse_forensics.coverage``) is kept as the sessions table's
+columns: one item per unjudged stream or resume, decoded a slice of sessions at a time and
+built as an object only where a renderer reads it (issue 10: a cluster scan's 2.45 GB log
+set has 509k of them, and decoding them at once was the client's peak at the end)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 
-from sse_forensics.coverage import Coverage, Unjudged, coverage
+from sse_forensics import coverage as coverage_module
+from sse_forensics.coverage import Coverage, StreamItems, Unjudged, coverage
 from sse_forensics.pipeline import LogOptions, scan_paths
 
 ACCESS_FORMAT = (
@@ -61,7 +63,7 @@ def test_unjudged_resumes_stay_columns_and_read_back_as_their_entries(tmp_path: 
     log = _resumes_only(tmp_path, 40)
     result = scan_paths([str(log)], logs=LogOptions(access_format=ACCESS_FORMAT))
     cov = coverage(result)
-    assert cov.head == [] and cov.streams is not None and cov.streams.height == 40
+    assert cov.head == [] and cov.streams is not None and cov.streams.count == 40
     assert cov.count == 40 and not cov.complete and not cov.nothing_judged
     expected = _old_items(result.tables["sessions"])
     assert len(expected) == 40
@@ -93,15 +95,37 @@ def test_missing_bytes_reads_the_head_and_the_rows() -> None:
             schema_overrides={"missing_bytes": pl.Int64, "frame": pl.Int64, "line": pl.Int64},
         )
 
+    def items(*missing: int | None) -> StreamItems:
+        return StreamItems.of_rows(rows(*missing))
+
     lossy = Unjudged("input", "capture", "lost", missing_bytes=10)
     assert Coverage(False).missing_bytes() == (False, True)
-    assert Coverage(False, streams=rows(5, 7)).missing_bytes() == (True, True)
-    assert Coverage(False, streams=rows(5, None)).missing_bytes() == (True, False)
-    assert Coverage(False, streams=rows(0, None)).missing_bytes() == (False, False)
-    assert Coverage(True, [lossy], rows(5)).missing_bytes() == (True, True)
-    assert Coverage(True, [lossy], rows(None)).missing_bytes() == (True, False)
-    both = Coverage(True, [lossy], rows(3, None))
+    assert Coverage(False, streams=items(5, 7)).missing_bytes() == (True, True)
+    assert Coverage(False, streams=items(5, None)).missing_bytes() == (True, False)
+    assert Coverage(False, streams=items(0, None)).missing_bytes() == (False, False)
+    assert Coverage(True, [lossy], items(5)).missing_bytes() == (True, True)
+    assert Coverage(True, [lossy], items(None)).missing_bytes() == (True, False)
+    both = Coverage(True, [lossy], items(3, None))
     assert [u.what for u in both.items()] == ["capture", "stream s0", "stream s1"]
     assert [u.what for u in both.items(2)] == ["capture", "stream s0"]
     assert [u.what for u in both.items(1)] == ["capture"]
     assert both.count == 3 and both.as_dict()["items"][1]["missing_bytes"] == 3
+
+
+def test_items_are_decoded_a_slice_of_sessions_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many sessions hold unjudged entries, at most one slice of them is decoded
+    at once; the items, their order and a limit crossing slices are unchanged."""
+    log = _resumes_only(tmp_path, 40)
+    result = scan_paths([str(log)], logs=LogOptions(access_format=ACCESS_FORMAT))
+    expected = _old_items(result.tables["sessions"])
+    monkeypatch.setattr(coverage_module, "SLICE_ROWS", 7)
+    cov = coverage(result)
+    assert cov.streams is not None and cov.count == 40
+    assert max(rows.height for rows in cov.streams.batches()) <= 7
+    assert len(list(cov.streams.batches())) == 6
+    assert [u.as_dict() for u in cov.items()] == expected
+    assert [u.as_dict() for u in cov.items(10)] == expected[:10]
+    assert [u.as_dict() for u in cov.items(14)] == expected[:14]
+    assert cov.as_dict()["items"] == expected
