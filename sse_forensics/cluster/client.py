@@ -26,7 +26,12 @@ WAIT_FOR_WORKERS_S = 60.0
 # Plain values travel inside each task; anything else (the cross-session front, the rules,
 # the analysis config) is sent to the cluster once and referenced by every task.
 _SCALARS = (str, bytes, int, float, bool, type(None), PurePath, FunctionType)
-_INLINE = (*_SCALARS, list, tuple, dict, set, frozenset)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_INLINE = (*_SCALARS, *_CONTAINERS)
+# A container that pickles to more than this is shared like any other value: sent once as
+# a task of its own, not inside its task's graph (Dask warns on stderr past 10 MB of graph,
+# "Sending large graph", and the scheduler holds the graph until the task is done).
+INLINE_BYTES = 1 << 20
 
 ProgressCall = Callable[[str, int, int], None]
 
@@ -187,17 +192,23 @@ class ClusterExecutor(Executor):
         return future
 
     def _shared(self, value: object, used: list[int]) -> object:
-        """``value`` itself (:data:`_INLINE`), or the future of the task that gives it to
-        its tasks (its id() appended to ``used``: :meth:`_release` once they are done)."""
-        if isinstance(value, _INLINE):
+        """``value`` itself (:data:`_INLINE`, a container of at most :data:`INLINE_BYTES`
+        pickled), or the future of the task that gives it to its tasks (its id() appended to
+        ``used``: :meth:`_release` once they are done)."""
+        from distributed.protocol.pickle import dumps
+
+        if isinstance(value, _SCALARS):
             return value
         with self._lock:
             hit = self._sent.get(id(value))
             if hit is not None:
                 self._users[id(value)] += 1
+        blob: bytes | None = None
+        if hit is None and isinstance(value, _CONTAINERS):
+            blob = dumps(value)  # type: ignore[no-untyped-call]
+            if len(blob) <= INLINE_BYTES:
+                return value
         if hit is None:
-            from distributed.protocol.pickle import dumps
-
             # A task that returns the value, not ``scatter``: the scheduler keeps the task,
             # so a value lost with its worker is computed again; scattered data would be
             # lost for good, and every task that needs it with it. (The object is kept
@@ -209,7 +220,8 @@ class ClusterExecutor(Executor):
             # of the 8x growth log set: 50,920 replayed events' first sightings), all of
             # them on this process's one core while the workers wait for their shares.
             # distributed.protocol.pickle has no annotations (pickle, else cloudpickle).
-            blob: bytes = dumps(value)  # type: ignore[no-untyped-call]
+            if blob is None:
+                blob = dumps(value)  # type: ignore[no-untyped-call]
             with warnings.catch_warnings():
                 # Dask advises against large task graphs; this one is sent exactly once.
                 warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
