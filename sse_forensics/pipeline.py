@@ -56,7 +56,13 @@ from sse_forensics.query_engine import engine_for
 from sse_forensics.reassembly.capture import Reassembly, reassemble
 from sse_forensics.reassembly.fast import FastReassembly, combine, reassemble_fast
 from sse_forensics.reassembly.sse_columns import RETRY_MAX
-from sse_forensics.result import SCAN_SESSION_COLUMNS, ScanProgress, ScanResult, ScanStats
+from sse_forensics.result import (
+    SCAN_SESSION_CATEGORIES,
+    SCAN_SESSION_COLUMNS,
+    ScanProgress,
+    ScanResult,
+    ScanStats,
+)
 from sse_forensics.verdicts import PROVIDED_BY
 from sse_forensics.workers import SHARD_BYTES, input_bytes
 from sse_forensics.workers import start_workers as _started
@@ -388,7 +394,7 @@ def analyze_partition(
     tables = (
         fact_tables
         if keep_tables
-        else {"sessions": compact(fact_tables["sessions"].select(SCAN_SESSION_COLUMNS))}
+        else {"sessions": compact(_scan_sessions(fact_tables["sessions"]))}
     )
     first_seen = (
         fact_tables["sessions"]
@@ -397,6 +403,15 @@ def analyze_partition(
         .select("conn_id", "index")
     )
     return PartitionResult(tables, findings, counts, kept, first_seen, caps)
+
+
+def _scan_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
+    """The ``sessions`` columns a scan keeps (:data:`SCAN_SESSION_COLUMNS`), its strings of
+    a few values as categories (:data:`SCAN_SESSION_CATEGORIES`): what the scan's process
+    holds for every session until the scan's output is written."""
+    return sessions.select(SCAN_SESSION_COLUMNS).with_columns(
+        pl.col(SCAN_SESSION_CATEGORIES).cast(pl.Categorical)
+    )
 
 
 def _first_exchanges(exchanges: pl.DataFrame) -> pl.DataFrame:
