@@ -12,6 +12,7 @@ something could not be judged and nothing at or above ``--fail-on`` was found
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -85,49 +86,114 @@ SLICE_ROWS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
-class StreamItems:
-    """The unjudged event streams and resumes, one item each, kept as the ``session_id`` and
-    ``unjudged`` (JSON text) columns of the sessions table they come from and decoded
-    :data:`SLICE_ROWS` rows at a time wherever they are read; ``count``, ``whole`` (streams
-    not judged at all) and whether any / every item is about bytes the capture lacks, found
-    in one such pass (:meth:`of_sessions`). ``decoded``: rows already in
-    :data:`_ITEM_COLUMNS`."""
+class UnjudgedTotals:
+    """How many unjudged items a scan found, how many of them are streams not judged at
+    all, whether any / every one is about bytes the capture lacks — kept where a scan keeps
+    only the first ``listed`` items themselves (:func:`keep_listed`)."""
 
-    source: pl.DataFrame
-    decoded: bool
-    count: int
+    count: int = 0
     whole: int = 0
     any_lost: bool = False
     all_lost: bool = True
+    listed: int | None = None  # None: every item kept
+
+    def __add__(self, other: UnjudgedTotals) -> UnjudgedTotals:
+        return UnjudgedTotals(
+            self.count + other.count,
+            self.whole + other.whole,
+            self.any_lost or other.any_lost,
+            self.all_lost and other.all_lost,
+            self.listed if self.listed is not None else other.listed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StreamItems:
+    """The unjudged event streams and resumes, one item each, kept as the ``session_id`` and
+    ``unjudged`` (JSON text) columns of the sessions table they come from and decoded
+    :data:`SLICE_ROWS` rows at a time wherever they are read; ``totals`` found in one such
+    pass (:meth:`of_sessions`), or handed over by a scan that kept only the first
+    ``totals.listed`` items. ``decoded``: rows already in :data:`_ITEM_COLUMNS`."""
+
+    source: pl.DataFrame
+    decoded: bool
+    totals: UnjudgedTotals
+
+    @property
+    def count(self) -> int:
+        return self.totals.count
+
+    @property
+    def whole(self) -> int:
+        return self.totals.whole
 
     @classmethod
-    def of_sessions(cls, sessions: pl.DataFrame) -> StreamItems:
+    def of_sessions(
+        cls, sessions: pl.DataFrame, totals: UnjudgedTotals | None = None
+    ) -> StreamItems:
         source = sessions.select("session_id", "unjudged")  # the table's columns, no copy
-        count = whole = 0
-        any_lost, all_lost = False, True
-        for part in _decoded(source):
-            lost = pl.col("missing_bytes").fill_null(0) != 0
-            n_whole, a, b = part.select(
-                pl.col("whole").fill_null(False).sum(), lost.any(), lost.all().alias("all")
-            ).row(0)
-            count, whole = count + part.height, whole + int(n_whole)
-            any_lost, all_lost = any_lost or bool(a), all_lost and bool(b)
-        return cls(source, False, count, whole, any_lost, all_lost)
+        return cls(source, False, totals if totals is not None else _totals(source))
 
     @classmethod
     def of_rows(cls, rows: pl.DataFrame) -> StreamItems:
         """Items already decoded (:data:`_ITEM_COLUMNS`)."""
         lost = pl.col("missing_bytes").fill_null(0) != 0
         any_lost, all_lost = rows.select(lost.any(), lost.all().alias("all")).row(0)
-        return cls(rows, True, rows.height, 0, bool(any_lost), bool(all_lost))
+        return cls(rows, True, UnjudgedTotals(rows.height, 0, bool(any_lost), bool(all_lost)))
 
-    def batches(self) -> Iterator[pl.DataFrame]:
-        """The items in order, as frames of :data:`_ITEM_COLUMNS`."""
+    def batches(self, limit: int | None = None) -> Iterator[pl.DataFrame]:
+        """The items in order, as frames of :data:`_ITEM_COLUMNS`: enough of them for the
+        first ``limit`` items where given. Asking past the items a scan kept is a bug
+        (``ValueError``): that scan was told how many its output lists."""
+        listed = self.totals.listed
+        if listed is not None and (limit is None or limit > listed):
+            raise ValueError(f"the scan kept the first {listed} unjudged item(s) only")
         if self.decoded:
             yield self.source
             return
         for part in _decoded(self.source):
             yield part.drop("whole")
+
+
+def _totals(source: pl.DataFrame) -> UnjudgedTotals:
+    """The totals of the entries of ``source`` (``session_id``, ``unjudged``)."""
+    totals = UnjudgedTotals()
+    lost = pl.col("missing_bytes").fill_null(0) != 0
+    for part in _decoded(source):
+        whole, any_lost, all_lost = part.select(
+            pl.col("whole").fill_null(False).sum(), lost.any(), lost.all().alias("all")
+        ).row(0)
+        totals += UnjudgedTotals(part.height, int(whole), bool(any_lost), bool(all_lost))
+    return totals
+
+
+def keep_listed(
+    sessions: pl.DataFrame, first_seen: pl.DataFrame, listed: int
+) -> tuple[pl.DataFrame, UnjudgedTotals]:
+    """``sessions`` (one partition's) keeping the ``unjudged`` entries of its first sessions
+    in the scan's order — by first exchange (``first_seen``, row for row), then those
+    without one by ID (``pipeline._session_order``) — until they hold ``listed`` items, and
+    the totals of all of them: the scan's first ``listed`` items are among its partitions'
+    first ``listed``, and the rest are counted, not held (issue 10: 509k items, ~170 MB of
+    JSON text on the client at the end of a scan of the 2.45 GB log set, whose output lists
+    20)."""
+    source = sessions.select("session_id", "unjudged")
+    totals = dataclasses.replace(_totals(source), listed=listed)
+    if totals.count <= listed:
+        return sessions, totals
+    items = pl.col("unjudged").str.json_decode(_ENTRY).list.len()
+    keep = (
+        pl.concat([source.select("session_id", items.alias("n")), first_seen], how="horizontal")
+        .with_row_index("row")
+        .filter(pl.col("n").is_not_null())
+        .sort("conn_id", "index", "session_id", nulls_last=True)
+        .filter(pl.col("n").cum_sum() - pl.col("n") < listed)
+        .get_column("row")
+    )
+    kept = pl.Series("unjudged", [None] * sessions.height, pl.String).scatter(
+        keep, sessions.get_column("unjudged").gather(keep)
+    )
+    return sessions.with_columns(kept), totals
 
 
 def _decoded(source: pl.DataFrame) -> Iterator[pl.DataFrame]:
@@ -179,7 +245,7 @@ class Coverage:
         left = None if limit is None else limit - len(self.head)
         if self.streams is None or (left is not None and left <= 0):
             return
-        for rows in self.streams.batches():
+        for rows in self.streams.batches(left):
             for row in rows.head(left).iter_rows() if left is not None else rows.iter_rows():
                 yield Unjudged(*row)
             if left is not None:
@@ -195,7 +261,8 @@ class Coverage:
             all(u.missing_bytes for u in self.head),
         )
         if self.streams is not None and self.streams.count:
-            any_, all_ = any_ or self.streams.any_lost, all_ and self.streams.all_lost
+            totals = self.streams.totals
+            any_, all_ = any_ or totals.any_lost, all_ and totals.all_lost
         return any_, all_
 
     def as_dict(self) -> dict[str, object]:
@@ -274,7 +341,7 @@ def _streams(result: ScanResult) -> StreamItems | None:
     sessions = result.tables.get("sessions")
     if sessions is None or "unjudged" not in sessions.columns:
         return None
-    return StreamItems.of_sessions(sessions)
+    return StreamItems.of_sessions(sessions, result.unjudged)
 
 
 def coverage(result: ScanResult) -> Coverage:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
+from sse_forensics.coverage import UnjudgedTotals, keep_listed
 from sse_forensics.engine.evaluate import evaluate, not_judged_rules
 from sse_forensics.engine.finding import Finding
 from sse_forensics.engine.registry import RuleSet, load_rules
@@ -325,6 +326,8 @@ class PartitionResult:
     caps: list[CapHit] = field(default_factory=list)  # caps that fired while judging
     # The ``sessions`` rows and ``first_seen`` written here instead (:mod:`.judged`).
     sessions_file: str | None = None
+    # The totals of the could-not-judge items, where only the first few were kept.
+    unjudged: UnjudgedTotals | None = None
 
 
 def analyze_partition(
@@ -336,12 +339,14 @@ def analyze_partition(
     provided: frozenset[str],
     keep_records: bool = False,
     keep_tables: bool = True,
+    unjudged_listed: int | None = None,
 ) -> PartitionResult:
     """Facts and rules over one partition's evidence: a pure function (partition tables and
     the scan's cross-session facts in, fact tables and findings out) that a worker process —
     or a cluster task — can run. Without ``keep_tables`` only the ``sessions`` table comes
     back, the columns a scan shows (the other tables are counted): a scan's memory then
-    does not grow with its events."""
+    does not grow with its events; with ``unjudged_listed`` too, of what could not be
+    judged only the items the scan may list and the totals (:func:`keep_listed`)."""
     with _scan_gc():
         sessions, latest_post = session_table(exchanges, front.dropped)
         firsts = _first_exchanges(exchanges)
@@ -389,20 +394,23 @@ def analyze_partition(
             del records, facts
     counts = {name: df.height for name, df in fact_tables.items()}
     counts["events"] = event_rows
-    # The sessions table kept compact until the scan merges it: the columns the scan shows,
-    # those of one value (sparse ones, where no session had a silent gap) stored once.
-    tables = (
-        fact_tables
-        if keep_tables
-        else {"sessions": compact(_scan_sessions(fact_tables["sessions"]))}
-    )
     first_seen = (
         fact_tables["sessions"]
         .select("session_id")
         .join(firsts, on="session_id", how="left", maintain_order="left")
         .select("conn_id", "index")
     )
-    return PartitionResult(tables, findings, counts, kept, first_seen, caps)
+    # The sessions table kept compact until the scan merges it: the columns the scan shows,
+    # those of one value (sparse ones, where no session had a silent gap) stored once.
+    unjudged = None
+    if keep_tables:
+        tables = fact_tables
+    else:
+        scan_sessions = _scan_sessions(fact_tables["sessions"])
+        if unjudged_listed is not None:
+            scan_sessions, unjudged = keep_listed(scan_sessions, first_seen, unjudged_listed)
+        tables = {"sessions": compact(scan_sessions)}
+    return PartitionResult(tables, findings, counts, kept, first_seen, caps, unjudged=unjudged)
 
 
 def _scan_sessions(sessions: pl.DataFrame) -> pl.DataFrame:
@@ -557,6 +565,7 @@ def _analyze_files(
     provided: frozenset[str],
     keep_tables: bool,
     sessions_to: tuple[str, str] | None = None,
+    unjudged_listed: int | None = None,
 ) -> PartitionResult:
     """One task in a worker process: its Parquet files and its share of the front
     (:meth:`~sse_forensics.facts.front.Front.split`) in, its facts and findings out; with
@@ -565,7 +574,14 @@ def _analyze_files(
     handed back (:mod:`.judged`)."""
     connections, exchanges, events = open_files(files)
     result = analyze_partition(
-        connections, exchanges, events, front, rules, provided, keep_tables=keep_tables
+        connections,
+        exchanges,
+        events,
+        front,
+        rules,
+        provided,
+        keep_tables=keep_tables,
+        unjudged_listed=unjudged_listed,
     )
     if sessions_to is None:
         return result
@@ -593,6 +609,7 @@ def analyze_store(
     keep_tables: bool = True,
     executor: Executor | None = None,
     pool: Executor | None = None,
+    unjudged_listed: int | None = None,
 ) -> list[PartitionResult]:
     """The cross-session facts over the whole store, then every task (one or more
     partitions a cross-session link joins) judged on its own — in ``jobs`` worker
@@ -605,7 +622,9 @@ def analyze_store(
         front = cross_session_front(store, config)
         shared = _shares(front, nonempty)  # each task's share; the whole scan's let go
         del front
-        return _judge_here(store, shared, rules, provided, keep_records, keep_tables)
+        return _judge_here(
+            store, shared, rules, provided, keep_records, keep_tables, unjudged_listed
+        )
     store.spill()  # workers read the partitions from disk, not through a pipe
     size = min(jobs, len(nonempty))
     with _worker_pool(executor or pool, size) as workers:
@@ -613,7 +632,9 @@ def analyze_store(
         shared = _shares(front, nonempty)
         del front
         if executor is None and len(shared) < 2:  # one task: judged here
-            return _judge_here(store, shared, rules, provided, keep_records, keep_tables)
+            return _judge_here(
+                store, shared, rules, provided, keep_records, keep_tables, unjudged_listed
+            )
         # Each task is sent its own share of the front, not the whole scan's; a cluster's
         # tasks write their sessions rows beside the store's files (read in scan order by
         # scan_paths, before the store goes).
@@ -626,7 +647,8 @@ def analyze_store(
                 rules,
                 provided,
                 keep_tables,
-                *([(judged, f"judged-{k:05d}.parquet")] if judged is not None else []),
+                (judged, f"judged-{k:05d}.parquet") if judged is not None else None,
+                unjudged_listed,
             )
             for k, (t, share) in enumerate(shared)
         ]
@@ -646,6 +668,7 @@ def _judge_here(
     provided: frozenset[str],
     keep_records: bool,
     keep_tables: bool,
+    unjudged_listed: int | None = None,
 ) -> list[PartitionResult]:
     """Every task judged in this process, one after another."""
     out = []
@@ -663,6 +686,7 @@ def _judge_here(
                 provided,
                 keep_records,
                 keep_tables,
+                unjudged_listed,
             )
         )
     return out
@@ -760,6 +784,7 @@ def scan_paths(
     executor: Executor | None = None,
     scratch: str | None = None,
     pool: Executor | None = None,
+    unjudged_listed: int | None = None,
 ) -> ScanResult:
     """Scan ``paths`` (captures and logs; files, directories or globs) with ``rules``.
     ``executor`` (a cluster's, :mod:`sse_forensics.cluster`) runs the capture shards and the
@@ -767,7 +792,9 @@ def scan_paths(
     ``scratch`` (default: the system's temp directory), which it must be able to read.
     ``pool``: the ``jobs`` local processes, started by the caller
     (:func:`~sse_forensics.workers.early_workers`): used where the scan would start its
-    own, and shut down either way."""
+    own, and shut down either way. ``unjudged_listed``: how many could-not-judge items the
+    output lists (the terminal's first few): a scan without ``keep_tables`` then keeps
+    those and the totals only (:attr:`ScanResult.unjudged`), not every item's text."""
     return_freed_memory()
     config = config or AnalysisConfig()
     rules = rules or load_rules(rule_dirs)
@@ -806,6 +833,7 @@ def scan_paths(
             keep_tables,
             executor,
             local,
+            None if keep_tables else unjudged_listed,
         )
         if local is not None:
             local.shutdown(wait=False)  # the workers exit while the scan finishes
@@ -867,10 +895,19 @@ def scan_paths(
         facts=facts,
         ignored=ingested.ignored,
         limits=config.limits,
+        unjudged=_unjudged_totals(results, None if keep_tables else unjudged_listed),
     )
     # Findings, errors and records cite `x.pcap.gz` or `<stdin>`, never the spooled copy.
     restored: ScanResult = restore_names(result, spool.names)
     return restored
+
+
+def _unjudged_totals(results: list[PartitionResult], listed: int | None) -> UnjudgedTotals | None:
+    """The scan's could-not-judge totals where its partitions kept ``listed`` items only."""
+    if listed is None:
+        return None
+    parts = (r.unjudged for r in results if r.unjudged is not None)
+    return sum(parts, UnjudgedTotals(listed=listed))
 
 
 def reassemble_paths(paths: list[str]) -> Reassembly:

@@ -16,7 +16,7 @@ from sse_forensics.limits import CapHit, Limits, cap_hits
 if TYPE_CHECKING:
     import polars as pl
 
-    from sse_forensics.coverage import Coverage
+    from sse_forensics.coverage import Coverage, UnjudgedTotals
     from sse_forensics.facts.build import Facts
     from sse_forensics.reassembly.flows import Connection
     from sse_forensics.reassembly.loss import CaptureLoss
@@ -83,6 +83,9 @@ class ScanResult:
     facts: Facts | None = None
     ignored: list[str] = field(default_factory=list)  # documents in a scanned directory
     limits: Limits = field(default_factory=Limits)  # the caps this scan ran under
+    # A scan told how many could-not-judge items its output lists keeps those and their
+    # totals only (sse_forensics.coverage.keep_listed); None: every item, in ``sessions``.
+    unjudged: UnjudgedTotals | None = None
     # What could not be judged (sse_forensics.coverage.coverage), found at its first ask.
     coverage: Coverage | None = field(default=None, init=False, repr=False, compare=False)
 

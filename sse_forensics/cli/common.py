@@ -298,11 +298,13 @@ def run_scan(
     scratch: str | None = None,
     quiet: bool = False,
     pool: Executor | None = None,
+    unjudged_listed: int | None = None,
 ) -> tuple[ScanResult, RuleSet]:
     """Load the rules and scan, with a progress bar on stderr when asked; input that cannot
     be read at all (or a log format that does not fit) is a usage error, exit 2. With
     ``cluster``, on Dask: a cluster that cannot be used is exit 2 as well. ``pool``: the
-    scan's worker processes, started early (:func:`early_workers`); shut down here."""
+    scan's worker processes, started early (:func:`early_workers`); shut down here.
+    ``unjudged_listed``: how many could-not-judge items the output lists (None: all)."""
     from rich.console import Console
 
     from sse_forensics.cluster import ClusterUnavailable
@@ -317,7 +319,15 @@ def run_scan(
         with scan_progress(Console(stderr=True), show_progress) as progress:
             if cluster is not None:
                 return _scan_on_cluster(
-                    paths, cluster, scratch, config, ruleset, logs, progress, quiet
+                    paths,
+                    cluster,
+                    scratch,
+                    config,
+                    ruleset,
+                    logs,
+                    progress,
+                    quiet,
+                    unjudged_listed,
                 ), ruleset
             result = scan_paths(
                 paths,
@@ -329,6 +339,7 @@ def run_scan(
                 keep_tables=keep_records,  # a scan reports counts and the sessions table
                 jobs=scan_jobs(jobs),
                 pool=pool,
+                unjudged_listed=unjudged_listed,
             )
     # A log format or field map that does not compile was refused before (log_options):
     # any other exception is a bug, never to be passed off as the user's mistake.
@@ -367,6 +378,7 @@ def _scan_on_cluster(
     logs: LogOptions,
     progress: ScanProgress | None,
     quiet: bool,
+    unjudged_listed: int | None = None,
 ) -> ScanResult:
     from rich.console import Console
     from rich.text import Text
@@ -387,6 +399,7 @@ def _scan_on_cluster(
         keep_tables=False,  # a scan reports counts and the sessions table
         scratch=scratch,
         on_dashboard=announce,
+        unjudged_listed=unjudged_listed,
     )
 
 

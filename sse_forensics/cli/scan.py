@@ -99,7 +99,7 @@ def scan(
 
     from sse_forensics.report.jsonout import findings_jsonl, scan_document
     from sse_forensics.report.ocsf import findings_ocsf
-    from sse_forensics.report.terminal import render_scan
+    from sse_forensics.report.terminal import MAX_UNJUDGED_SHOWN, render_scan
 
     # The bar goes to stderr, and only when stdout is a terminal too: a pipe gets no noise.
     show_progress = not quiet and sys.stdout.isatty() and output is None
@@ -114,6 +114,9 @@ def scan(
         scratch=scratch,
         quiet=quiet,
         pool=pool,
+        # The JSON document lists every item it could not judge; the terminal (and stderr
+        # beside JSON lines, OCSF or tickets) the first few: the scan keeps those only.
+        unjudged_listed=None if format is ScanFormat.json else MAX_UNJUDGED_SHOWN,
     )
     option_warnings(result, id_scheme, log_format)
     # The IDs as a column, read as Python strings only if --session asks (1.28M sessions:

@@ -104,12 +104,14 @@ def scan_on_cluster(
     keep_tables: bool = True,
     scratch: str | None = None,
     on_dashboard: Callable[[str], None] | None = None,
+    unjudged_listed: int | None = None,
 ) -> ScanResult:
     """Scan ``paths`` (local paths, ``file://`` or fsspec URLs; files, directories, globs)
     on ``cluster``: ``local``, ``local:N``, a scheduler address, a :class:`ClusterSpec`, or
     a ``distributed.Client`` already open (left open). The result is the one a local scan
-    of the same inputs gives. Raises :class:`UnreadableInput` (inputs) and
-    :class:`ClusterUnavailable` (cluster, scratch)."""
+    of the same inputs gives (``unjudged_listed``: as
+    :func:`~sse_forensics.pipeline.scan_paths` takes it). Raises :class:`UnreadableInput`
+    (inputs) and :class:`ClusterUnavailable` (cluster, scratch)."""
     root, url = _scratch_root(scratch)
     mirror = Mirror(str(root), f"{url}/{root.name}") if url is not None else None
     try:
@@ -127,6 +129,7 @@ def scan_on_cluster(
                     progress,
                     keep_tables,
                     on_dashboard,
+                    unjudged_listed,
                 )
             finally:
                 if mirror is not None:
@@ -177,6 +180,7 @@ def _run(
     progress: ScanProgress | None,
     keep_tables: bool,
     on_dashboard: Callable[[str], None] | None,
+    unjudged_listed: int | None = None,
 ) -> ScanResult:
     from distributed import KilledWorker
 
@@ -207,6 +211,7 @@ def _run(
                 keep_tables=keep_tables,
                 executor=executor,
                 scratch=str(root),
+                unjudged_listed=unjudged_listed,
             )
     except UnreadableInput as exc:
         raise UnreadableInput(staged.source(exc.source), exc.reason) from exc

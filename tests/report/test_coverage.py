@@ -23,12 +23,13 @@ ACCESS_FORMAT = (
 
 
 def _resumes_only(tmp_path: Path, n: int) -> Path:
-    """An access log alone: every resume is unjudged (no event ID is seen)."""
+    """An access log alone: every resume is unjudged (no event ID is seen); the session IDs
+    out of the lines' order, which is the scan's."""
     log = tmp_path / "access.log"
     log.write_text(
         "".join(
             f'10.0.0.{k % 250} - - [01/Dec/2026:00:00:{k % 60:02d} +0000] "GET /mcp HTTP/1.1" '
-            f'200 4680 "-" "node" "{10 + k}" "session{k:04d}" 0.036\n'
+            f'200 4680 "-" "node" "{10 + k}" "session{(k * 17) % n:04d}" 0.036\n'
             for k in range(n)
         )
     )
@@ -129,3 +130,31 @@ def test_items_are_decoded_a_slice_of_sessions_at_a_time(
     assert [u.as_dict() for u in cov.items(10)] == expected[:10]
     assert [u.as_dict() for u in cov.items(14)] == expected[:14]
     assert cov.as_dict()["items"] == expected
+
+
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_a_scan_that_lists_a_few_keeps_those_and_the_totals(tmp_path: Path, buckets: int) -> None:
+    """Told how many items its output lists, a scan keeps those — the same first items, in
+    the same order, whatever partition holds them — and the totals of the rest, not their
+    text (issue 10: the client's end peak); listing past them is refused."""
+    log = _resumes_only(tmp_path, 40)
+    options = LogOptions(access_format=ACCESS_FORMAT)
+    full = scan_paths([str(log)], logs=options, keep_tables=False, buckets=buckets)
+    listed = scan_paths(
+        [str(log)], logs=options, keep_tables=False, buckets=buckets, unjudged_listed=3
+    )
+    assert listed.stats.partitions == full.stats.partitions == buckets
+    everything = [u.as_dict() for u in coverage(full).items()]
+    assert len(everything) == 40
+    cov = coverage(listed)
+    assert cov.count == 40 and not cov.complete and not cov.nothing_judged
+    assert [u.as_dict() for u in cov.items(3)] == everything[:3]
+    assert [u.as_dict() for u in cov.items(2)] == everything[:2]
+    assert cov.missing_bytes() == coverage(full).missing_bytes()
+    kept = listed.tables["sessions"].get_column("unjudged").drop_nulls()
+    assert 3 <= kept.len() <= 3 * buckets  # each partition's first three at most
+    with pytest.raises(ValueError):
+        list(cov.items(4))
+    with pytest.raises(ValueError):
+        cov.as_dict()
+    assert listed.findings == full.findings
