@@ -487,9 +487,11 @@ class _StoreSource:
     ) -> Iterator[tuple[int, pl.DataFrame]]:
         return self.store.bucket_columns(ExchangeColumns, columns, where)
 
-    def servers(self) -> pl.DataFrame:
+    def servers(self, conn_ids: pl.Series) -> pl.DataFrame:
         return self.store.columns(
-            ConnectionColumns, ["conn_id", "server_ip", "server_port"]
+            ConnectionColumns,
+            ["conn_id", "server_ip", "server_port"],
+            pl.col("conn_id").is_in(conn_ids.implode()),
         ).unique("conn_id")
 
 
