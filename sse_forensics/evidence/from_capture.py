@@ -18,6 +18,7 @@ import orjson
 import polars as pl
 
 from sse_forensics.evidence.classify import classify, put_classified
+from sse_forensics.evidence.held_rows import HeldRows
 from sse_forensics.evidence.sessions import attribute_connection, explicit_session, inferred_session
 from sse_forensics.evidence.store import compact
 from sse_forensics.evidence.tables import (
@@ -255,8 +256,9 @@ class CaptureEvidence:
         self.config = config
         self.exchanges = 0
         # Event rows of streams still open, by (connection, exchange): spilled (``spill``)
-        # before their session is known, handed on when the connection is.
-        self._held: dict[tuple[int, int], list[pl.DataFrame]] = {}
+        # before their session is known, handed on when the connection is (in scratch
+        # files past a budget: :mod:`.held_rows`).
+        self._held = HeldRows()
         self._reset()
 
     def _reset(self) -> None:
@@ -295,7 +297,7 @@ class CaptureEvidence:
         # Stored once where a column holds one value (the connection, the sources, sparse
         # columns): a window of a long stream costs its varying columns only.
         frame = compact(EventColumns.frame(buf))
-        self._held.setdefault((ex.connection_id, ex.index), []).append(frame)
+        self._held.add((ex.connection_id, ex.index), frame)
         spilled.events += len(ex.events)
         spilled.comments += len(ex.comments)
         ex.events = []
@@ -317,11 +319,9 @@ class CaptureEvidence:
         at = 0
         for ex, session in zip(sorted(exchanges, key=lambda e: e.index), sessions, strict=True):
             named = pl.lit(session, pl.String).alias("session")
-            held = self._held.pop((ex.connection_id, ex.index), [])
-            for lo in range(0, len(held), HAND_ON_FRAMES):
-                # Whole columns again, in batches as large as the fast path's (the store
-                # and the facts read many small, partly scalar, batches slowly).
-                rows = pl.concat(held[lo : lo + HAND_ON_FRAMES], rechunk=True)
+            # Whole columns again, in batches as large as the fast path's (the store and
+            # the facts read many small, partly scalar, batches slowly).
+            for rows in self._held.take((ex.connection_id, ex.index), HAND_ON_FRAMES):
                 self.store.add(no_conns, no_exs, rows.with_columns(named))
             if ex.events:
                 self.store.add(no_conns, no_exs, tails.slice(at, len(ex.events)))

@@ -45,3 +45,29 @@ def test_a_lossy_long_stream_holds_a_window_of_events(
     monkeypatch.setattr(capture, "SPILL_EVENTS", WINDOW, raising=False)
     monkeypatch.setattr(from_capture, "HAND_ON_FRAMES", 4, raising=False)  # several batches
     assert_equivalent([str(path)], shards=(1, 2))
+
+
+def test_held_rows_past_their_budget_wait_in_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows a still-open stream's windows become wait in scratch files once the held
+    rows pass ``HELD_BYTES`` (none held in memory here), and the evidence is the same."""
+    from sse_forensics.evidence import held_rows
+
+    path = tmp_path / "lost.pcap"
+    hostile.write(path, lambda w: hostile.long_stream(w, EVENTS, lose=10))
+    monkeypatch.setattr(capture, "SPILL_EVENTS", WINDOW, raising=False)
+    monkeypatch.setattr(held_rows, "HELD_BYTES", 0)
+    written = []
+    add = held_rows.HeldRows.add
+
+    def counted(self: held_rows.HeldRows, key: held_rows.Key, rows) -> None:
+        add(self, key, rows)
+        written.append(self.written)
+        assert self._bytes == 0  # nothing in memory
+
+    monkeypatch.setattr(held_rows.HeldRows, "add", counted)
+    monkeypatch.setattr(from_capture, "HAND_ON_FRAMES", 4, raising=False)
+    assert_equivalent([str(path)], shards=(1, 2))
+    # A window is SPILL_EVENTS and up to a segment more.
+    assert written and written[-1] >= EVENTS // (WINDOW + SEGMENT_EVENTS)
