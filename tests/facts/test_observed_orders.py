@@ -55,9 +55,14 @@ RESUMED = [
 
 
 @pytest.mark.parametrize("sample", RESUMED)
+@pytest.mark.parametrize("slice_events", [None, 1, 3])
 def test_each_resume_gets_what_its_order_alone_gives(
-    sample: str, monkeypatch: pytest.MonkeyPatch
+    sample: str, slice_events: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also read a few events at a time: a logical stream's IDs then span slices, and the
+    ID after Last-Event-ID is often the first of the next slice."""
+    if slice_events is not None:
+        monkeypatch.setattr(observed, "ORDER_SLICE", slice_events)
     asked = observed.ObservedOrders.of
     seen: list[tuple[tuple[int, int | None, str | None], tuple[int, int | None, str | None]]] = []
 
