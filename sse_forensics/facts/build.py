@@ -44,6 +44,7 @@ from sse_forensics.facts.model import (
     StreamRecord,
     evidence,
 )
+from sse_forensics.facts.observed import ObservedOrders, ResumeOrder
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
 from sse_forensics.facts.session_rows import sessions_table
@@ -146,7 +147,8 @@ def build_facts(
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
-    judge = ReplayJudge(index, requests, front.foreign, first_seen_in=_replayed_in(cols))
+    orders = ObservedOrders(index, cols, frame_)
+    judge = ReplayJudge(index, requests, front.foreign, _replayed_in(cols), orders)
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
@@ -188,6 +190,7 @@ def build_facts(
             live_by_logical[s.logical],
             gap,
             judge.judge(s, gap),
+            orders.of(s),
         )
         for s, gap in resumes
     ]
@@ -463,11 +466,12 @@ def _resume_row(
     live: list[GapRecord],
     gap: GapRecord | None,
     replay: ReplayFacts,
+    order: ResumeOrder,
 ) -> dict[str, Any]:
     """A resume, whether the ID it must continue at lies in a known dropped range, and what
     its answer and the client did (:mod:`.replays`). ``live``: the live gaps of its logical
-    stream."""
-    succ = successor(s, codec, index, taken) if s.last_event_id else None
+    stream; ``order``: where its Last-Event-ID sits in their observed order."""
+    succ = _successor(s, codec, index, taken, order) if s.last_event_id else None
     dropped_by = None
     if succ is not None:
         earlier = [g for g in live if g is not gap and g.stream.first_ts <= s.first_ts]
@@ -544,6 +548,16 @@ def _resume_row(
         "ts": s.first_ts,
         "evidence": ev,
     }
+
+
+def _successor(
+    s: StreamRecord, codec: IdCodec, index: StreamIndex, taken: TakenKeys, order: ResumeOrder
+) -> str | None:
+    """:func:`.gaps.successor`, the observed order's answer taken from ``order`` (found for
+    every resume at once, :mod:`.observed`) rather than asked of the columns again."""
+    if codec.arithmetic and codec.key(s.last_event_id or "") is not None:
+        return successor(s, codec, index, taken)
+    return order.following
 
 
 def _delivered_later(s: StreamRecord, succ: str | None, index: StreamIndex) -> bool:

@@ -15,11 +15,9 @@ import polars as pl
 from sse_forensics.facts.earlier import (
     CARRIES_ID,
     DATA_WITH_ID,
-    IdOrder,
     events_where,
     has_data,
     key_prefixes,
-    observed_ids,
     top_counter,
 )
 from sse_forensics.facts.front import ForeignEvent
@@ -27,6 +25,7 @@ from sse_forensics.facts.gaps import GapRecord
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
+from sse_forensics.facts.observed import ObservedOrders, ResumeOrder
 from sse_forensics.facts.requests import RequestIndex
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
 
@@ -94,8 +93,11 @@ class ReplayJudge:
         requests: RequestIndex,
         foreign: dict[tuple[int, int], dict[int, ForeignEvent]] | None = None,
         first_seen_in: Callable[[set[tuple[str, str]]], set[tuple[int, int]]] | None = None,
+        orders: ObservedOrders | None = None,
     ) -> None:
         self.index = index
+        # Where each resume's Last-Event-ID sits in its observed order (:mod:`.observed`).
+        self.orders = orders
         self.streams = index.streams
         self.requests = requests
         # Replayed events whose first sighting another partition holds (:mod:`.front`).
@@ -142,8 +144,8 @@ class ReplayJudge:
         same_logical = self.index.logical_before(r)
         leid = r.last_event_id or ""
         lk = codec.key(leid) if codec.arithmetic else None
-        order = observed_ids(r, self.index)
-        li = order.last(leid)
+        order = self.order(r)
+        li = order.last
 
         facts.bd_last_written = self._backpressure_w(same_logical)
         facts.cursor_attempt = self._attempt(r, self.index)
@@ -151,7 +153,7 @@ class ReplayJudge:
             facts.reissued = self.requests.reissue_after(r, r.first_ts) is not None
         else:  # no request body to compare (an access log): any later POST may be the re-issue
             facts.reissued = self.requests.post_after(r, r.first_ts)
-        facts.later_events_known = self._later_events(r, lk, order, li)
+        facts.later_events_known = self._later_events(r, lk, order)
         facts.client_adjusted, facts.last_seen_id = self._adjusted(r, codec, lk)
         if facts.client_adjusted and lk is not None and facts.last_seen_id is not None:
             seen = codec.key(facts.last_seen_id)
@@ -173,19 +175,27 @@ class ReplayJudge:
             wk = codec.key(facts.bd_last_written)
             if wk is not None and first.key is not None:
                 facts.continues_after_bd = first.key == IdKey(wk.prefix, wk.seq + 1)
-            elif (wi := order.last(facts.bd_last_written)) is not None:
-                facts.continues_after_bd = (
-                    wi + 1 < len(order) and order[wi + 1] == first.sse.id_field
-                )
-        replayed = {e.id_field for e in data}
-        before_leid = order.among(replayed, li + 1) if li is not None else set()
+            elif (wi := order.ids().last(facts.bd_last_written)) is not None:
+                ids = order.ids()
+                facts.continues_after_bd = wi + 1 < len(ids) and ids[wi + 1] == first.sse.id_field
+        before_leid: set[str] | None = None  # read only for an event without a matching key
         for e in data:
             if lk is not None and e.key is not None and e.key.prefix == lk.prefix:
                 facts.duplicates += e.key.seq <= lk.seq
-            elif e.sse.id_field in before_leid:
+                continue
+            if before_leid is None:
+                replayed = {e.id_field for e in data}
+                before_leid = order.ids().among(replayed, li + 1) if li is not None else set()
+            if e.sse.id_field in before_leid:
                 facts.duplicates += 1
         self._crossings(r, data, facts, codec)
         return facts
+
+    def order(self, r: StreamRecord) -> ResumeOrder:
+        """Where ``r``'s Last-Event-ID sits in its observed order (:mod:`.observed`)."""
+        if self.orders is None:
+            self.orders = ObservedOrders(self.index)
+        return self.orders.of(r)
 
     # -- individual judgements -------------------------------------------------------
 
@@ -195,7 +205,7 @@ class ReplayJudge:
         gap: GapRecord | None,
         codec: IdCodec,
         lk: IdKey | None,
-        order: IdOrder,
+        order: ResumeOrder,
         li: int | None,
         leid: str,
     ) -> str:
@@ -209,7 +219,7 @@ class ReplayJudge:
             return "unknown"
         if first.sse.id_field == leid:
             return "duplicate"
-        return "older" if order.before(first.sse.id_field, li) else "successor"
+        return "older" if order.ids().before(first.sse.id_field, li) else "successor"
 
     @staticmethod
     def _backpressure_w(same_logical: list[StreamRecord]) -> str | None:
@@ -253,9 +263,7 @@ class ReplayJudge:
                 attempt += 1
         return attempt
 
-    def _later_events(
-        self, r: StreamRecord, lk: IdKey | None, order: IdOrder, li: int | None
-    ) -> bool:
+    def _later_events(self, r: StreamRecord, lk: IdKey | None, order: ResumeOrder) -> bool:
         """The logical stream is known to have had events after Last-Event-ID while this
         resume was answered: seen on the wire anywhere before its answer ended, or its
         originating request never answered. Events first sent after it (a later resume of a
@@ -284,7 +292,7 @@ class ReplayJudge:
 
             if next(events_where(s, later, test, ("kind", "first_ts"), keyed=True), None):
                 return True
-        if li is not None and li + 1 < len(order):
+        if order.last is not None and order.last + 1 < order.length:
             return True
         for s in self.index.logical(r):  # the server's event log: produced after it
             log = s.exchange.log
