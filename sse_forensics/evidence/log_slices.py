@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 # A partition of more event-log records than this is read a spill part at a time; read
 # when called (a test lowers it).
 SLICE_RECORDS = 1 << 18
-# Records read at once, at most (a spill part is a flush's worth already; a test lowers it).
-PIECE_ROWS = 1 << 17
+# Records read, and events rows made, at once at most (a spill part is a flush's worth of
+# log rows already, but its events rows are several times their size); a test lowers it.
+PIECE_ROWS = 1 << 16
 
 _KEYS = ["session", "stream"]
 # The SSE records step 1 keeps (the written data records, ``wire``, are step 2's).
@@ -56,10 +57,13 @@ _SSE_COLUMNS = [
 ]  # fmt: skip
 
 
-def _pieces(spill: Spill, bucket: int, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """The partition's records, :data:`PIECE_ROWS` at most at a time, in order."""
+def _pieces(
+    spill: Spill, bucket: int, columns: list[str] | None = None, name: str = "events"
+) -> Iterator[pl.DataFrame]:
+    """A partition's rows of table ``name``, :data:`PIECE_ROWS` at most at a time, in
+    order."""
     size = PIECE_ROWS
-    for piece in spill.pieces("events", bucket, columns):
+    for piece in spill.pieces(name, bucket, columns):
         for at in range(0, piece.height, size):
             yield piece.slice(at, size)
 
@@ -241,7 +245,7 @@ def _hand_on(
     carries = pl.col("role").is_in(["wire", "wire-signal"]) & (pl.col("event_id") != "")
     for group in groups.get_column("group").to_list():
         position, carry = 0, None
-        for part in by_group.pieces("sse", group):
+        for part in _pieces(by_group, group, name="sse"):
             store.add(no_conns, no_exchanges, F._event_log_events(part, groups, position, carry))
             position += part.height
             last = part.filter(carries.fill_null(False)).get_column("event_id")
