@@ -242,13 +242,39 @@ def _hand_on(
         for group, part in split_by(wire, "group").items():
             by_group.hold("sse", int(group), part)
     no_conns, no_exchanges = ConnectionColumns.frame(), ExchangeColumns.frame()
-    carries = pl.col("role").is_in(["wire", "wire-signal"]) & (pl.col("event_id") != "")
+    # Groups from their first row, several at a time (a partition of many short streams
+    # costs a call per PIECE_ROWS rows, not per stream); a later part of a group alone,
+    # from its position and last-event-ID buffer so far.
+    starting: list[pl.DataFrame] = []
+    waiting = 0
+
+    def hand(rows: pl.DataFrame, start: int = 0, carry: str | None = None) -> None:
+        store.add(no_conns, no_exchanges, F._event_log_events(rows, groups, start, carry))
+
     for group in groups.get_column("group").to_list():
-        position, carry = 0, None
+        position, carry, before = 0, None, None
         for part in _pieces(by_group, group, name="sse"):
-            store.add(no_conns, no_exchanges, F._event_log_events(part, groups, position, carry))
+            if before is not None:
+                carry = _last_id(before, carry)
+            if position == 0:
+                starting.append(part)
+                waiting += part.height
+            if position or waiting >= PIECE_ROWS:
+                if starting:
+                    hand(pl.concat(starting))
+                starting, waiting = [], 0
+            if position:
+                hand(part, position, carry)
             position += part.height
-            last = part.filter(carries.fill_null(False)).get_column("event_id")
-            carry = last[-1] if last.len() else carry
+            before = part
+    if starting:
+        hand(pl.concat(starting))
     for group in range(by_group.buckets):
         by_group.drop("sse", group)
+
+
+def _last_id(rows: pl.DataFrame, carry: str | None) -> str | None:
+    """The last-event-ID buffer after ``rows`` of a group, ``carry`` before them."""
+    carries = pl.col("role").is_in(["wire", "wire-signal"]) & (pl.col("event_id") != "")
+    ids = rows.filter(carries.fill_null(False)).get_column("event_id")
+    return str(ids[-1]) if ids.len() else carry
