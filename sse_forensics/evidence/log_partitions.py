@@ -21,7 +21,9 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
    store's session partitions and written there one partition at a time
    (:class:`ClientRows`: one file per partition and table).
 
-Peak memory follows the largest partition (and the largest client address), not the input.
+Peak memory follows the largest partition (and the largest client address), not the input;
+a partition of many event-log records (one long stream: a session cannot be split) is read
+a spill part at a time in steps 2 and 3 (:mod:`.log_slices`).
 The numbering holds a few numbers per stream exchange (no string); the client table one
 row per client address (one process; the tasks of :mod:`sse_forensics.cluster.logs` leave
 it in the client partitions).
