@@ -18,6 +18,7 @@ across runs, and never mistaken for a TCP flow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,7 +116,7 @@ def line_times() -> list[pl.Expr]:
 
 
 @dataclass(slots=True)
-class _EventLog:
+class EventLog:
     """What :func:`_event_log_streams` gives for the records of whole sessions."""
 
     groups: pl.DataFrame  # one row per response (groups_of), with comments and version
@@ -123,7 +124,7 @@ class _EventLog:
     info: pl.DataFrame  # per (session, stream): producer order, evictions
 
 
-def _event_log_streams(events: pl.DataFrame) -> _EventLog:
+def _event_log_streams(events: pl.DataFrame) -> EventLog:
     """The responses the event log describes, the records that are their SSE events (a
     decision the written record of the same signal also shows is left out), and per
     (session, stream) what the log adds beyond them."""
@@ -131,6 +132,18 @@ def _event_log_streams(events: pl.DataFrame) -> _EventLog:
     # What is read of every record (the emitted ones too) first; then only the records
     # that describe a response are held (issue 16: a long stream's records held twice).
     info = _log_info(rows)
+    held = [rows]
+    del rows
+    return streams_of(held, info, ("wire", "wire-signal", "decision"))
+
+
+def streams_of(held: list[pl.DataFrame], info: pl.DataFrame, roles: tuple[str, ...]) -> EventLog:
+    """:func:`_event_log_streams` of the records ``held`` (:func:`.log_records.sorted_records`;
+    taken from the list, so that they are let go here) and their ``info``: the records of
+    ``roles`` are the SSE events. :mod:`.log_slices` gives a partition's records less its
+    written data records, all but those that decide its groups' ends, and hands the
+    written ones on itself."""
+    rows = held.pop()
     versions = (
         rows.filter((pl.col("role") == "initialize") & pl.col("protocol_version").is_not_null())
         .group_by("session", maintain_order=True)
@@ -153,11 +166,11 @@ def _event_log_streams(events: pl.DataFrame) -> _EventLog:
     groups = groups.join(extras, on="group", how="left").join(
         versions, on="session", how="left", nulls_equal=True
     )
-    events_of = pl.col("role").is_in(["wire", "wire-signal", "decision"]).fill_null(False)
+    events_of = pl.col("role").is_in(list(roles)).fill_null(False)
     sse = records if records.select(events_of.all()).item() else records.filter(events_of)
     del records
     sse = _drop_echoed_decisions(sse.with_columns(_signal_data().alias("payload")))
-    return _EventLog(groups.sort("group"), sse, info)
+    return EventLog(groups.sort("group"), sse, info)
 
 
 def _rising(df: pl.DataFrame, major: str, minor: str) -> bool:
@@ -251,9 +264,20 @@ def _log_info(rows: pl.DataFrame) -> pl.DataFrame:
         emitted = emitted.join(priming, on=[*keys, "event_id"], how="anti", nulls_equal=True)
     emitted = emitted.group_by(keys, maintain_order=True).agg(pl.col("event_id").alias("emitted"))
     del ided
+    return info_table(emitted, rows.filter(evicted_record()))
+
+
+def evicted_record() -> pl.Expr:
+    """The records :func:`info_table` reads evictions from."""
+    return (pl.col("kind") == "evicted") & pl.col("event_id").is_not_null()
+
+
+def info_table(emitted: pl.DataFrame, evicted_rows: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_log_info` of the ``emitted`` IDs per (session, stream) and the eviction
+    records."""
+    keys = ["session", "stream"]
     evicted = (
-        rows.filter((pl.col("kind") == "evicted") & pl.col("event_id").is_not_null())
-        .with_columns(
+        evicted_rows.with_columns(
             pl.concat_str(
                 [
                     pl.when(pl.col("reason") != "").then(pl.col("reason")),
@@ -316,28 +340,62 @@ def _group_connections(
     )
 
 
-def _info_json(row: dict[str, Any] | None, stream: str | None) -> str:
+_EVICTED = ["evicted_ids", "evicted_src", "evicted_line", "evicted_ts", "evicted_why"]
+
+
+def _log_infos(groups: pl.DataFrame, info: pl.DataFrame) -> pl.Series:
+    """``log_info`` of each group (none for a refusal): the JSON of its stream's ``info``
+    (:class:`~sse_forensics.facts.model.LogStreamInfo`), the emitted IDs written by polars
+    (issue 16: a stream's million IDs were a million Python strings); the evictions, few,
+    by :func:`_evicted_json`."""
+    keys = ["session", "stream"]
+    rows = (
+        groups.select(*keys, "refused")
+        .with_row_index("__g")
+        .join(info, on=keys, how="left", nulls_equal=True)
+        .sort("__g")
+    )
+    evicted = rows.filter(pl.col("evicted_ids").is_not_null()).select("__g", *_EVICTED)
+    middle = pl.DataFrame(
+        {
+            "__g": evicted.get_column("__g"),
+            "__evicted": [_evicted_json(*row) for row in evicted.drop("__g").iter_rows()],
+        },
+        schema={"__g": rows.schema["__g"], "__evicted": pl.String},
+    )
+    emitted = pl.col("emitted")
+    head = (  # {"emitted":[...]  as orjson writes it
+        pl.when(emitted.is_null())
+        .then(pl.lit('{"emitted":[]'))
+        .otherwise(pl.struct(emitted).struct.json_encode().str.strip_suffix("}"))
+    )
+    tail = pl.struct(pl.col("stream").fill_null("")).struct.json_encode().str.strip_prefix("{")
+    text = pl.concat_str(
+        head,
+        pl.lit(',"evicted":'),
+        pl.col("__evicted").fill_null('{},"evicted_why":{}'),
+        pl.lit(","),
+        tail,
+    )
+    return (
+        rows.join(middle, on="__g", how="left")
+        .sort("__g")
+        .select(pl.when(~pl.col("refused")).then(text).alias("log_info"))
+        .get_column("log_info")
+    )
+
+
+def _evicted_json(
+    ids: list[str], srcs: list[str], lines: list[int], tss: list[float], whys: list[str]
+) -> str:
+    """``"evicted"``'s object, then ``"evicted_why"`` and its object: each ID's eviction
+    record (a later record of the same ID wins) and why."""
     evicted: dict[str, list[Any]] = {}
     why: dict[str, str] = {}
-    row = row or {}
-    for eid, src, line, ts, reason in zip(
-        row.get("evicted_ids") or [],
-        row.get("evicted_src") or [],
-        row.get("evicted_line") or [],
-        row.get("evicted_ts") or [],
-        row.get("evicted_why") or [],
-        strict=True,
-    ):
-        evicted[eid] = [src, line, ts, "line"]  # a later record of the same ID wins
+    for eid, src, line, ts, reason in zip(ids, srcs, lines, tss, whys, strict=True):
+        evicted[eid] = [src, line, ts, "line"]
         why[eid] = reason
-    return orjson.dumps(
-        {
-            "emitted": row.get("emitted") or [],
-            "evicted": evicted,
-            "evicted_why": why,
-            "stream": stream or "",
-        }
-    ).decode()
+    return f'{orjson.dumps(evicted).decode()},"evicted_why":{orjson.dumps(why).decode()}'
 
 
 def _content_type() -> pl.Expr:
@@ -474,27 +532,49 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
     unmatched lines). ``conn_ids`` gives each group (:data:`GROUP_KEYS`) its
     pseudo-connection, numbered over the whole scan (:func:`group_order`); ``access``
     carries ``file_no``."""
-    access = access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index("arow")
+    access = numbered_access(access)
     if not events.height:
-        return SessionPart(
-            ConnectionColumns.frame(),
-            ExchangeColumns.frame(),
-            EventColumns.frame(),
-            access.drop("arow"),
-        )
+        return lines_only(access)
     log = _event_log_streams(events)
+    records = log.records
+    return log_part(
+        log, access, conn_ids, first_sent(records), lambda g: _event_log_events(records, g)
+    )
+
+
+def numbered_access(access: pl.DataFrame) -> pl.DataFrame:
+    """A partition's access lines in :data:`LINE_ORDER`, numbered (``arow``)."""
+    return access.sort(LINE_ORDER, nulls_last=True, maintain_order=True).with_row_index("arow")
+
+
+def lines_only(access: pl.DataFrame) -> SessionPart:
+    """:func:`session_part` of access lines (:func:`numbered_access`) and no event-log
+    response: every line stands alone."""
+    return SessionPart(
+        ConnectionColumns.frame(),
+        ExchangeColumns.frame(),
+        EventColumns.frame(),
+        access.drop("arow"),
+    )
+
+
+def log_part(
+    log: EventLog,
+    access: pl.DataFrame,
+    conn_ids: pl.DataFrame,
+    sent: pl.DataFrame,
+    events_of: Callable[[pl.DataFrame], pl.DataFrame],
+) -> SessionPart:
+    """:func:`session_part` of the responses ``log`` describes and the access lines
+    (:func:`numbered_access`); ``sent``: :func:`first_sent` of the written records (of those
+    the lines resume from, at least); ``events_of``: the events rows of the groups kept."""
     if not log.groups.height:  # no record was written or a signal (a map read `kind` wrongly)
-        return SessionPart(
-            ConnectionColumns.frame(),
-            ExchangeColumns.frame(),
-            EventColumns.frame(),
-            access.drop("arow"),
-        )
+        return lines_only(access)
     matched = _match_access(access, log.groups)
     refused = set(log.groups.filter(pl.col("refused")).get_column("group").to_list())
     merged = {a: g for a, g in matched.items() if g not in refused}
     line_of = {g: a for a, g in merged.items()}
-    access = _refine_times(access, log, merged)
+    access = _refine_times(access, log.groups, sent, merged)
     groups = (
         log.groups.filter(~pl.col("group").is_in(list(set(matched.values()) & refused)))
         .join(conn_ids.select(*GROUP_KEYS, "conn_id"), on=GROUP_KEYS, how="left", nulls_equal=True)
@@ -507,21 +587,18 @@ def session_part(events: pl.DataFrame, access: pl.DataFrame, conn_ids: pl.DataFr
         + "/"
         + pl.col("exchange_key")
     )
-    info_rows = {(r["session"], r["stream"]): r for r in log.info.iter_rows(named=True)}
-    log_info = [
-        None if refused else _info_json(info_rows.get((session, stream)), stream)
-        for session, stream, refused in groups.select("session", "stream", "refused").iter_rows()
-    ]
-    groups = groups.with_columns(pl.Series("log_info", log_info, dtype=pl.String))
+    groups = groups.with_columns(_log_infos(groups, log.info))
     return SessionPart(
         _group_connections(groups.with_columns(label.alias("label")), access, line_of),
         _event_log_exchanges(groups, access, line_of),
-        _event_log_events(log.records, groups),
+        events_of(groups),
         access.filter(~pl.col("arow").is_in(list(merged))).drop("arow"),
     )
 
 
-def _refine_times(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) -> pl.DataFrame:
+def _refine_times(
+    access: pl.DataFrame, groups: pl.DataFrame, sent: pl.DataFrame, merged: dict[int, int]
+) -> pl.DataFrame:
     """``access`` with ``t0``/``t1`` refined by what the event log and the file's order
     tell: ``$time_local`` has one-second resolution, but a line is written when its
     response ends, after the event log's last record of that response and after the lines
@@ -534,12 +611,7 @@ def _refine_times(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) 
     last = pl.DataFrame(
         {"arow": list(merged), "group": list(merged.values())},
         schema={"arow": pl.UInt32, "group": pl.UInt32},
-    ).join(log.groups.select("group", pl.col("last_ts").alias("g_last")), on="group", how="left")
-    sent = (
-        log.records.filter((pl.col("role") == "wire") & pl.col("event_id").is_not_null())
-        .group_by("session", pl.col("event_id").alias("last_event_id"))
-        .agg(pl.col("ts").min().alias("sent"))
-    )
+    ).join(groups.select("group", pl.col("last_ts").alias("g_last")), on="group", how="left")
     timed = pl.col("request_time").is_not_null() & pl.col("ts").is_not_null()
     refined = (
         access.join(last.select("arow", "g_last"), on="arow", how="left")
@@ -556,6 +628,16 @@ def _refine_times(access: pl.DataFrame, log: _EventLog, merged: dict[int, int]) 
         .select("arow", "t0", "t1")
     )
     return access.drop("t0", "t1").join(refined, on="arow", how="left").select(access.columns)
+
+
+def first_sent(records: pl.DataFrame) -> pl.DataFrame:
+    """When each (session, event ID) was first written (a resume that names it began
+    after): what :func:`_refine_times` reads of the written records."""
+    return (
+        records.filter((pl.col("role") == "wire") & pl.col("event_id").is_not_null())
+        .group_by("session", pl.col("event_id").alias("last_event_id"))
+        .agg(pl.col("ts").min().alias("sent"))
+    )
 
 
 def client_order(unmatched: pl.DataFrame) -> pl.DataFrame:
@@ -713,11 +795,15 @@ def _event_log_exchanges(
     return ExchangeColumns.conform(df)
 
 
-def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+def _event_log_events(
+    records: pl.DataFrame, groups: pl.DataFrame, start: int = 0, carry: str | None = None
+) -> pl.DataFrame:
     """The SSE events of each group (:func:`_event_log_streams`' records, in time order):
     a written record is the event it wrote (a data event, a priming event, a signal, a
     close), a decision record the signal or close it decided; the last-event-ID buffer
-    follows the written IDs (WHATWG: an event without ``id`` inherits it)."""
+    follows the written IDs (WHATWG: an event without ``id`` inherits it). ``records`` of
+    one group may be a later slice of it: ``start`` its first row's position, ``carry`` the
+    buffer's value before it (:mod:`.log_slices`)."""
     wire = pl.col("role").is_in(["wire", "wire-signal"])
     ctype = pl.col("ctype")
     sessions = groups.select("group", "conn_id", pl.col("session").alias("group_session"))
@@ -727,7 +813,7 @@ def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
         "sig_valid", "source", "line", "ts",
     )  # fmt: skip
     df = read.join(sessions, on="group", how="inner").with_columns(
-        pl.int_range(pl.len()).over("group").alias("position")
+        (pl.int_range(pl.len()).over("group") + start).alias("position")
     )
     session_named = pl.col("group_session").is_not_null() & (
         pl.col("group_session").str.strip_chars() != ""
@@ -755,6 +841,7 @@ def _event_log_events(records: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFra
         .otherwise(None)
         .forward_fill()
         .over("group")
+        .fill_null(pl.lit(carry, pl.String))
         .fill_null("")
         .alias("id"),
         pl.when(carries_id).then(pl.col("event_id")).alias("id_field"),

@@ -21,7 +21,9 @@ So the log batches are routed, as they are read, into Parquet partitions (:class
    store's session partitions and written there one partition at a time
    (:class:`ClientRows`: one file per partition and table).
 
-Peak memory follows the largest partition (and the largest client address), not the input.
+Peak memory follows the largest partition (and the largest client address), not the input;
+a partition of many event-log records (one long stream: a session cannot be split) is read
+a spill part at a time in steps 2 and 3 (:mod:`.log_slices`).
 The numbering holds a few numbers per stream exchange (no string); the client table one
 row per client address (one process; the tasks of :mod:`sse_forensics.cluster.logs` leave
 it in the client partitions).
@@ -30,7 +32,7 @@ it in the client partitions).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +42,7 @@ import polars as pl
 from sse_forensics.errors import ReadError
 from sse_forensics.evidence import from_logs as F
 from sse_forensics.evidence import log_numbers as N
+from sse_forensics.evidence import log_slices as S
 from sse_forensics.evidence.log_records import RECORD_COLUMNS
 from sse_forensics.evidence.store import (
     SCRATCH_COMPRESSION,
@@ -253,6 +256,23 @@ class Spill:
             frames.append((df.select(columns) if columns is not None else df).lazy())
         return pl.concat(frames, how="vertical_relaxed").collect() if frames else pl.DataFrame()
 
+    def rows(self, name: str, bucket: int) -> int:
+        """How many rows of table ``name`` partition ``bucket`` holds (none read)."""
+        held = self._held.get((name, bucket), [])
+        return sum(p.rows for p in self._files.get((name, bucket), [])) + sum(
+            df.height for df in held
+        )
+
+    def pieces(
+        self, name: str, bucket: int, columns: list[str] | None = None
+    ) -> Iterator[pl.DataFrame]:
+        """:meth:`load`'s rows a flush's part (or a held batch) at a time: at most a
+        budget's worth each (issue 16: a partition of one long stream is not held whole)."""
+        for part in list(self._files.get((name, bucket), [])):
+            yield part.read(columns)
+        for df in list(self._held.get((name, bucket), [])):
+            yield df.select(columns) if columns is not None else df
+
     def drop(self, name: str, bucket: int) -> None:
         """Forget a partition (a file is removed once none of its parts is wanted)."""
         for part in self._files.pop((name, bucket), []):
@@ -425,7 +445,10 @@ def attach_waiting(spill: Spill, sessions: StreamSessions, bucket: int) -> None:
 
 def group_order(spill: Spill, bucket: int) -> pl.DataFrame:
     """Step 2a: one session partition's event-log groups with their place in the scan's
-    order (:func:`.from_logs.group_order`)."""
+    order (:func:`.from_logs.group_order`); a partition of many records a part at a time
+    (:mod:`.log_slices`)."""
+    if S.sliced(spill, bucket) and (groups := S.group_order(spill, bucket)) is not None:
+        return own_strings(groups)
     return own_strings(F.group_order(spill.load("events", bucket, RECORD_COLUMNS)))
 
 
@@ -453,15 +476,21 @@ def session_rows(
     """Step 3: one session partition's evidence rows into ``store`` (written at once when
     there are several: memory holds one partition), its access lines no stream took to
     ``unmatched`` (and their clients' first lines to ``firsts``). Returns (exchanges,
-    connections) added."""
-    events = spill.load("events", bucket)
+    connections) added. A partition of many records is read a part at a time, its events
+    rows handed to ``store`` as they are made (:mod:`.log_slices`)."""
     access = spill.load("access", bucket)
-    if not events.height and not access.height:
-        return 0, 0
     if not access.height:
         access = pl.DataFrame(schema={**_access_schema()})
-    part = F.session_part(events, access, group_ids)
-    del events, access
+    part = None
+    if S.sliced(spill, bucket):
+        part = S.session_part(spill, bucket, access, group_ids, store)
+    if part is None:
+        events = spill.load("events", bucket)
+        if not events.height and not access.height:
+            return 0, 0
+        part = F.session_part(events, access, group_ids)
+        del events
+    del access
     store.add(part.connections, part.exchanges, part.events)
     if store.buckets > 1:
         # Written at once: memory holds one partition. A scan of one partition (less than

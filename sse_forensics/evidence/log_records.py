@@ -60,7 +60,7 @@ REFUSED_KEY = "refused:"
 _NO_SESSION = "\x00"
 
 
-def _role() -> pl.Expr:
+def role() -> pl.Expr:
     ctype = pl.col("ctype")
     written = pl.col("kind") == "written"
     control = pl.col("kind") == "control"
@@ -82,14 +82,14 @@ def _role() -> pl.Expr:
     )
 
 
-_RECORD_ORDER = ["ts", "source", "line"]
+RECORD_ORDER = ["ts", "source", "line"]
 
 
-def _in_record_order(events: pl.DataFrame) -> bool:
+def in_record_order(events: pl.DataFrame) -> bool:
     """``events`` are in (ts, source, line) order already, each after the one before (as
     a log file is read, its times rising): sorting them would give them back as they are,
     as a copy of every column (issue 16: a stream of a million records copied twice)."""
-    keys = [pl.col(c) for c in _RECORD_ORDER]
+    keys = [pl.col(c) for c in RECORD_ORDER]
     ts, src, line = keys[0], keys[1].cast(pl.String), keys[2]  # a category's text order
     after = (ts > ts.shift(1)) | (
         (ts == ts.shift(1))
@@ -105,19 +105,33 @@ def _in_record_order(events: pl.DataFrame) -> bool:
 def sorted_records(events: pl.DataFrame) -> pl.DataFrame:
     """The records in (ts, source, line) order, numbered (``order``), with ``ctype``
     (:func:`~sse_forensics.ingest.logs.model.control_type`) and ``role``."""
-    ordered = events if _in_record_order(events) else events.sort(_RECORD_ORDER, nulls_last=True)
+    ordered = events if in_record_order(events) else events.sort(RECORD_ORDER, nulls_last=True)
+    return numbered_records(ordered)
+
+
+def numbered_records(ordered: pl.DataFrame, offset: int = 0) -> pl.DataFrame:
+    """:func:`sorted_records` of records in order already, the first numbered ``offset``
+    (a slice of a partition's records: :mod:`.log_slices`)."""
     return (
-        ordered.with_row_index("order")
+        ordered.with_row_index("order", offset=offset)
         .with_columns(control_type().alias("ctype"))
-        .with_columns(_role().alias("role"))
+        .with_columns(role().alias("role"))
     )
 
 
-def _resume_of() -> pl.Expr:
+def resume_of() -> pl.Expr:
     """The ``Last-Event-ID`` a record names: its request's, or what a resume-gap or a
     refusal says was requested."""
     asked = pl.when(pl.col("ctype").is_in(["resume-gap", RESUME_REFUSED])).then(pl.col("requested"))
     return pl.coalesce(pl.col("last_event_id"), asked)
+
+
+def wire_key() -> pl.Expr:
+    """A written record's ``exchange_key`` (step 1): its ``request``, else the resume's
+    ``last_event_id``, else the live stream."""
+    return pl.coalesce(
+        pl.col("request"), pl.lit("resume:") + pl.col("last_event_id"), pl.lit("live")
+    )
 
 
 def assign_groups(rows: pl.DataFrame) -> pl.DataFrame:
@@ -131,9 +145,7 @@ def assign_groups(rows: pl.DataFrame) -> pl.DataFrame:
         (pl.col("role") == "wire-signal") & pl.col("request").is_null() & pl.col("stream").is_null()
     )
     wire = rows.filter(pl.col("role").is_in(["wire", "wire-signal"]) & ~unplaced).with_columns(
-        pl.coalesce(
-            pl.col("request"), pl.lit("resume:") + pl.col("last_event_id"), pl.lit("live")
-        ).alias("exchange_key")
+        wire_key().alias("exchange_key")
     )
     controls = rows.filter(pl.col("role").is_in(["decision", "keepalive"]))
     # 2. Controls naming their request: the written group of that request, else their own.
@@ -196,7 +208,7 @@ def _attach(loose: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     )
     candidates = candidates.with_columns(
         pl.col("session").fill_null(_NO_SESSION).alias("s_key"),
-        _resume_of().alias("leid"),
+        resume_of().alias("leid"),
     )
     picks = []
     for with_stream in (True, False):
@@ -264,7 +276,7 @@ def groups_of(records: pl.DataFrame) -> pl.DataFrame:
             pl.col("source").last().alias("last_src"),
             pl.col("line").last().alias("last_line"),
             pl.col("ts").last().alias("last_ts"),
-            _resume_of().drop_nulls().first().alias("leid"),
+            resume_of().drop_nulls().first().alias("leid"),
             (pl.col("role") == "refused").any().alias("refused"),
         )
         .with_columns(
