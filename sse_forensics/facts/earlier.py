@@ -172,18 +172,29 @@ class IdOrder:
         return tail.filter(~tail.is_in(list(left_out))).to_list()
 
 
-def data_ids(stream: StreamRecord) -> pl.Series:
-    """The IDs of ``stream``'s data events that carry one, in position order."""
+def data_id_rows(stream: StreamRecord) -> pl.DataFrame:
+    """``position, id_field`` of ``stream``'s data events that carry an ID, in position
+    order: read from the columns of a long stream, no record built."""
     ex, source = stream.exchange, stream.exchange.source
     if source is None or read_whole(stream):
-        ids = [e.id_field for e in stream.events if e.kind == "data" and e.carries_id]
-        return pl.Series("id_field", ids, pl.String)
+        rows = [
+            (e.position, e.id_field) for e in stream.events if e.kind == "data" and e.carries_id
+        ]
+        return pl.DataFrame(rows, schema=_ID_ROWS, orient="row")
     key = (ex.connection_id, ex.index)
     parts = [
-        hits.get_column("id_field")
+        hits.select(pl.col("position").cast(pl.Int64), "id_field")
         for hits in source.rows_where(key, DATA_WITH_ID, ("kind", "id_field"))
     ]
-    return pl.concat(parts) if parts else pl.Series("id_field", [], pl.String)
+    return pl.concat(parts) if parts else pl.DataFrame(schema=_ID_ROWS)
+
+
+_ID_ROWS = {"position": pl.Int64, "id_field": pl.String}
+
+
+def data_ids(stream: StreamRecord) -> pl.Series:
+    """The IDs of ``stream``'s data events that carry one, in position order."""
+    return data_id_rows(stream).get_column("id_field")
 
 
 def observed_ids(stream: StreamRecord, index: StreamIndex) -> IdOrder:

@@ -515,24 +515,52 @@ def _log_order_gaps(
 ) -> list[GapRecord]:
     """Opaque IDs allow no arithmetic, but an event log (``log``, the stream's) gives the
     producer's order: IDs emitted between two consecutive written events and never written
-    here are missing."""
-    position = {event_id: n for n, event_id in enumerate(log.emitted)}
-    written = [e for e in stream.events if e.kind == "data" and e.carries_id]
-    delivered = {e.id_field for e in written}
+    here are missing. Found by a polars query over the written events' IDs and the
+    producer's order; records are built for the two events around each gap only (issue
+    16: a stream of a million opaque IDs was read as a record per event, a dict and a set
+    of its IDs)."""
+    from sse_forensics.facts.earlier import data_id_rows  # earlier reads through windows
+    from sse_forensics.facts.windows import _events_at
+
+    written = data_id_rows(stream)
+    emitted = pl.Series("id_field", log.emitted, pl.String)
+    # Each written ID's last place in the producer's order, and the next written event's.
+    pairs = (
+        written.join(
+            emitted.to_frame().with_row_index("at").group_by("id_field").agg(pl.col("at").max()),
+            on="id_field",
+            how="left",
+            maintain_order="left",
+        )
+        .select(
+            pl.col("position").alias("a_pos"),
+            pl.col("position").shift(-1).alias("b_pos"),
+            pl.col("at").cast(pl.Int64).alias("ia"),
+            pl.col("at").shift(-1).cast(pl.Int64).alias("ib"),
+        )
+        .filter(pl.col("ib") > pl.col("ia") + 1)
+    )
+    if not pairs.height:
+        return []
+    # Emitted, never written: ``before[k]`` of them among the first k emitted.
+    unwritten = ~emitted.is_in(written.get_column("id_field").implode())
+    before = pl.concat([pl.Series([0], dtype=pl.UInt32), unwritten.cast(pl.UInt32).cum_sum()])
+    pairs = pairs.filter(
+        (before.gather(pairs.get_column("ib")) - before.gather(pairs.get_column("ia") + 1)) > 0
+    )
+    at = _events_at(stream, sorted({*pairs.get_column("a_pos"), *pairs.get_column("b_pos")}))
     out: list[GapRecord] = []
-    for a, b in pairwise(written):
-        ia, ib = position.get(a.id_field), position.get(b.id_field)
-        if ia is None or ib is None or ib <= ia + 1:
-            continue
-        missing = [i for i in log.emitted[ia + 1 : ib] if i not in delivered]
-        if not missing:
-            continue
-        gap = GapRecord.of_ids("live", stream, "producer-order", missing, before=a, after=b)
+    for a_pos, b_pos, ia, ib in pairs.iter_rows():
+        a, b = at[a_pos], at[b_pos]
+        missing = emitted.slice(ia + 1, ib - ia - 1).filter(unwritten.slice(ia + 1, ib - ia - 1))
+        gap = GapRecord.of_ids(
+            "live", stream, "producer-order", missing.to_list(), before=a, after=b
+        )
         for sig in signals:
             if (
                 sig.position > a.position
                 and sig.signal is not None
-                and (sig.signal.first == missing[0] and sig.signal.last == missing[-1])
+                and (sig.signal.first == gap.first and sig.signal.last == gap.last)
             ):
                 gap.signal, gap.signal_event = STREAM_GAP, sig
                 gap.signal_late = sig.position > b.position

@@ -284,3 +284,26 @@ def test_the_values_signals_took_are_kept_inside_the_jumps_only() -> None:
     )
     inside = windows._inside(signals, jumps)
     assert sorted((k.prefix, k.seq) for k in inside) == [("a", 2), ("a", 15), ("b", 2)]
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_an_opaque_event_log_stream_is_judged_from_its_ids_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """An event-log stream of 3,000 opaque IDs (past the windowed size the test sets),
+    five of them emitted and never written halfway: its gap in the producer's order is
+    found in its IDs' column, and only the events around it (and the last written one)
+    are built as records, where the whole stream's records were; the findings are the
+    whole records' (``gaps._log_order_gaps``, issue 16)."""
+    path = tmp_path / "opaque.events.jsonl"
+    hostile.write_event_log(path, 3000, opaque=True)
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 512)
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
+    built = records_built(monkeypatch)
+    windowed = findings_jsonl(scan_paths([str(path)], jobs=1))
+    assert b"Session hostile-long-0001" in windowed and b"opaque IDs" in windowed
+    assert len(built) == 3, sorted(built)  # the gap's two events, the last written
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert findings_jsonl(scan_paths([str(path)], jobs=1)) == windowed
+    assert len(built) > 2900  # its 2,995 written events
