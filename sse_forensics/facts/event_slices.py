@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterator
 
 import polars as pl
 
+from sse_forensics.facts.load import CARRIES_ID, CONSIDERED
 from sse_forensics.facts.signals import STREAM_GAP
 
 Key = tuple[int, int]
 Slices = Callable[[], Iterator[tuple[int, pl.DataFrame]]]
 
-_CARRIES = pl.col("id_field").fill_null("") != ""
-# The events whose ID order is judged: an ID, not a signal.
-CONSIDERED = _CARRIES & (pl.col("kind") != "signal")
 _OUTLIER = CONSIDERED & pl.col("arithmetic") & pl.col("seq").is_null()
 _ORIGIN = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
 
@@ -36,8 +34,8 @@ class Tally:
             part.group_by("conn_id", "ex_index", maintain_order=True).agg(
                 pl.len().alias("n"),
                 (pl.col("kind") == "data").sum().alias("data"),
-                pl.col("id_field").filter(_CARRIES).first().alias("first_id"),
-                pl.col("id_field").filter(_CARRIES).last().alias("last_id"),
+                pl.col("id_field").filter(CARRIES_ID).first().alias("first_id"),
+                pl.col("id_field").filter(CARRIES_ID).last().alias("last_id"),
                 _OUTLIER.sum().alias("outliers"),
                 pl.col("id_field").filter(_OUTLIER).first().alias("o_id"),
                 pl.col("first_src").filter(_OUTLIER).first().alias("o_src"),
