@@ -42,6 +42,8 @@ SERIES = {
     "events-lost": ("events-lost", 1_000_000),
     "events-resume-jump": ("events-resume-jump", 1_000_000),  # a long stream, then a resume
     "events-resume-opaque": ("events-resume-opaque", 1_000_000),
+    "events-long-replay": ("events-long-replay", 1_000_000),  # a resume answered at length
+    "events-long-replay-opaque": ("events-long-replay-opaque", 1_000_000),
     "events-zero-window": ("events-zero-window", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),

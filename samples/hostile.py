@@ -412,14 +412,15 @@ def long_stream_resume(
     leid: int = 0,
     opaque: bool = False,
     closing: bytes = b"",
+    replay: int = 20,
 ) -> None:
     """One stream of ``n`` events (IDs 1 … n, or ``opaque``) the client hangs up on, then
     its resume (a GET with Last-Event-ID the ID of event ``n + leid``, on a new connection)
-    answered 200 with 20 events from event ``n + 1 + skip`` (5: a silent resume jump over
-    five events; below 0: events the client had): the replay is judged against a long
-    earlier stream (issue 16). ``closing``: ``bd`` ends the stream with a
-    ``backpressure-disconnect`` for event n; ``declared`` with a ``stream-gap`` for the
-    ``skip`` events the replay leaves out."""
+    answered 200 with ``replay`` events from event ``n + 1 + skip`` (5: a silent resume
+    jump over five events; below 0: events the client had): the replay is judged against
+    a long earlier stream (issue 16), or is itself long. ``closing``: ``bd`` ends the
+    stream with a ``backpressure-disconnect`` for event n; ``declared`` with a
+    ``stream-gap`` for the ``skip`` events the replay leaves out."""
     payload = b'{"jsonrpc":"2.0","method":"notifications/message"}'
 
     def id_of(e: int) -> bytes:
@@ -443,7 +444,7 @@ def long_stream_resume(
     flow.data(True, resume_request(id_of(n + leid), session))
     first = n + 1 + skip
     body = b"".join(
-        chunk(b"id: %s\ndata: %s\n\n" % (id_of(e), payload)) for e in range(first, first + 20)
+        chunk(b"id: %s\ndata: %s\n\n" % (id_of(e), payload)) for e in range(first, first + replay)
     )
     flow.data(False, response_head(session) + body + b"0\r\n\r\n")
     flow.close()
@@ -568,6 +569,9 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events-resume": lambda w, n: long_stream_resume(w, n),
     "events-resume-jump": lambda w, n: long_stream_resume(w, n, skip=5),
     "events-resume-opaque": lambda w, n: long_stream_resume(w, n, -4, -10, opaque=True),
+    # A short stream, then a resume answered with n events after a silent jump of five.
+    "events-long-replay": lambda w, n: long_stream_resume(w, 20, 5, replay=n),
+    "events-long-replay-opaque": lambda w, n: long_stream_resume(w, 20, 5, opaque=True, replay=n),
     "events-zero-window": lambda w, n: long_stream(w, n, zero_window=n // 2),
     "signals": lambda w, n: signal_flood(w, n),
     "signals-stream-gap": lambda w, n: signal_flood(w, n, stream_gap=True),

@@ -166,10 +166,11 @@ class IdOrder:
     def between(self, start: int, stop: int | None = None) -> list[str]:
         return self.ids.slice(start, None if stop is None else stop - start).to_list()
 
-    def tail_without(self, start: int, left_out: set[str]) -> list[str]:
+    def tail_without(self, start: int, left_out: set[str] | pl.Series) -> list[str]:
         """The IDs from ``start`` on that are not in ``left_out``."""
         tail = self.ids.slice(start)
-        return tail.filter(~tail.is_in(list(left_out))).to_list()
+        out = left_out.implode() if isinstance(left_out, pl.Series) else list(left_out)
+        return tail.filter(~tail.is_in(out)).to_list()
 
 
 def data_id_rows(stream: StreamRecord) -> pl.DataFrame:
@@ -190,6 +191,19 @@ def data_id_rows(stream: StreamRecord) -> pl.DataFrame:
 
 
 _ID_ROWS = {"position": pl.Int64, "id_field": pl.String}
+
+
+def event_ids(stream: StreamRecord) -> pl.Series:
+    """The IDs ``stream``'s events carry (of any kind), in position order: read from the
+    columns of a long stream, no record built."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        return pl.Series("id_field", [e.id_field for e in stream.events if e.id_field], pl.String)
+    key = (ex.connection_id, ex.index)
+    parts = [
+        hits.get_column("id_field") for hits in source.rows_where(key, CARRIES_ID, ("id_field",))
+    ]
+    return pl.concat(parts) if parts else pl.Series("id_field", [], pl.String)
 
 
 def data_ids(stream: StreamRecord) -> pl.Series:

@@ -25,6 +25,7 @@ import polars as pl
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
+from sse_forensics.facts.load import CARRIES_ID
 from sse_forensics.facts.model import EventRecord, Evidence, LogStreamInfo, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP, SignalPayload
@@ -594,11 +595,13 @@ def resume_gap(
         return GapRecord("resume", resume, "status", succ, None, None, signal="410")
     if not (200 <= status < 300 and resume.exchange.is_event_stream):
         return None
-    data = resume.data_events()
-    if not data or not data[0].carries_id:
+    # A long resume's events are asked of its columns (.earlier, issue 16): its first
+    # data event, the IDs before it and its resume-gap signals; no other is built.
+    from sse_forensics.facts.earlier import event_ids, events_where
+
+    first = next(events_where(resume, pl.col("kind") == "data", lambda e: e.kind == "data"), None)
+    if first is None or not first.carries_id:
         return None
-    first = data[0]
-    before_first = [e for e in resume.events if e.position < first.position]
     gap: GapRecord | None = None
     # A Last-Event-ID that is an outlier of an arithmetic stream (facts.ids) has no counter:
     # the resume is judged by observed order, like an opaque one.
@@ -608,6 +611,11 @@ def resume_gap(
         fk = first.key
         if fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
             return None
+        before_first = events_where(
+            resume,
+            (pl.col("position") < first.position) & CARRIES_ID,
+            lambda e: e.position < first.position and e.key is not None,
+        )
         replay_keys = frozenset(e.key for e in before_first if e.key is not None)
         rng = _missing(lk, fk, taken.with_extra(replay_keys))
         if rng.count == 0:
@@ -621,12 +629,11 @@ def resume_gap(
             return None
         if li + 1 >= len(order) or first.sse.id_field == order[li + 1]:
             return None
-        replayed = {e.id_field for e in resume.events}
         at = order.first_from(first.id_field, li + 1)
         if at is not None:
             missing = order.between(li + 1, at)
         else:
-            missing = order.tail_without(li + 1, replayed)
+            missing = order.tail_without(li + 1, event_ids(resume))
         if not missing:
             return None
         gap = GapRecord.of_ids("resume", resume, "observed-order", missing, after=first)
@@ -646,9 +653,14 @@ def _cover_resume(
     index: StreamIndex,
     first: EventRecord,
 ) -> None:
-    for sig in resume.events:
-        if sig.kind != "signal" or sig.sse.event != RESUME_GAP or sig.signal is None:
-            continue
+    from sse_forensics.facts.earlier import events_where  # earlier reads through windows
+
+    for sig in events_where(
+        resume,
+        (pl.col("kind") == "signal") & (pl.col("event") == RESUME_GAP),
+        lambda e: e.kind == "signal" and e.sse.event == RESUME_GAP and e.signal is not None,
+    ):
+        assert sig.signal is not None  # the test above
         if gap.keys is not None:
             ok = _signal_covers(sig, gap.keys, codec, taken)
         else:
@@ -660,8 +672,6 @@ def _cover_resume(
     # A stream-gap on the stream before the resume that already declared the range dropped
     # (docs/profile.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
     # is no such signal: it names the last event written and so promises the successor.
-    from sse_forensics.facts.earlier import events_where  # earlier reads through windows
-
     for s in index.logical_before(resume):
         for sig in events_where(
             s,
