@@ -657,6 +657,33 @@ def write_event_log(path: Path, n: int, gap: bool = True, opaque: bool = False) 
     return count
 
 
+def write_logged_capture(folder: Path, n: int) -> int:
+    """A capture (``capture.pcap``: the ordinary gap, then :func:`long_stream` of ``n``
+    events) and the server's event log of that long stream (``events.jsonl``), which the
+    scan joins (issue 16: a stream both hold was read as an object per event on each
+    side). The two disagree: the log never records writing three events the capture
+    shows (emitted only, halfway) and writes three past the capture's last. Returns the
+    number of frames."""
+    folder.mkdir(parents=True, exist_ok=True)
+    frames = write(folder / "capture.pcap", lambda w: long_stream(w, n))
+    half = n // 2
+    records = _log_records(
+        session_of(1).decode(), "x1", range(1, n + 4), START_S, unwritten=range(half, half + 3)
+    )
+    with open(folder / "events.jsonl", "wb") as out:
+        buf: list[bytes] = []
+        for rec in records:
+            buf.append(rec)
+            if len(buf) >= 65_536:
+                out.write(b"".join(buf))
+                buf.clear()
+        out.write(b"".join(buf))
+    return frames
+
+
+# Kinds written as a folder of a capture and an event log, scanned together.
+PAIR_KINDS: dict[str, Callable[[Path, int], int]] = {"events-logged": write_logged_capture}
+
 LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
     "log-events": lambda path, n: write_event_log(path, n, gap=False),
     "log-events-gap": write_event_log,
@@ -666,12 +693,15 @@ LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
 
 def main(argv: Iterable[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS]))
+    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS, *PAIR_KINDS]))
     parser.add_argument("n", type=int, help="connections, streams, events or decoded bytes")
     parser.add_argument("out", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.kind in LOG_KINDS:
         print(f"{args.out}: {LOG_KINDS[args.kind](args.out, args.n)} records")
+        return
+    if args.kind in PAIR_KINDS:  # a folder
+        print(f"{args.out}: {PAIR_KINDS[args.kind](args.out, args.n)} frames")
         return
     frames = write(args.out, lambda w: KINDS[args.kind](w, args.n))
     print(f"{args.out}: {frames} frames")
