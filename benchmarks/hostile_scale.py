@@ -42,12 +42,16 @@ SERIES = {
     "events-lost": ("events-lost", 1_000_000),
     "events-resume-jump": ("events-resume-jump", 1_000_000),  # a long stream, then a resume
     "events-resume-opaque": ("events-resume-opaque", 1_000_000),
+    "events-long-replay": ("events-long-replay", 1_000_000),  # a resume answered at length
+    "events-long-replay-opaque": ("events-long-replay-opaque", 1_000_000),
     "events-zero-window": ("events-zero-window", 1_000_000),
     "signals": ("signals", 1_000_000),
     "signals-stream-gap": ("signals-stream-gap", 1_000_000),
     "log-events": ("log-events", 1_000_000),  # event logs (samples/hostile.py LOG_KINDS)
     "log-events-gap": ("log-events-gap", 1_000_000),
     "log-events-opaque": ("log-events-opaque", 1_000_000),
+    # a capture and the event log of its long stream (samples/hostile.py PAIR_KINDS)
+    "events-logged": ("events-logged", 1_000_000),
 }
 # The ordinary gap: a silent live gap in the session samples/hostile.py's ordinary_gap
 # opens. Told by rule, verdict and session, not by its IDs: beside a stream whose IDs
@@ -103,9 +107,13 @@ def run_series(
         n = base << k
         logged = kind in hostile.LOG_KINDS
         path = out / (f"{kind}-{n}.events.jsonl" if logged else f"{kind}-{n}.pcap")
+        if kind in hostile.PAIR_KINDS:
+            path = out / f"{kind}-{n}"
         frames = None
         if path.exists():
             pass
+        elif kind in hostile.PAIR_KINDS:
+            frames = hostile.PAIR_KINDS[kind](path, n)
         elif logged:
             hostile.LOG_KINDS[kind](path, n)
         else:
@@ -124,7 +132,7 @@ def run_series(
             {
                 "size": n,
                 "frames": frames or doc.get("stats", {}).get("frames"),
-                "mb": path.stat().st_size / 1e6,
+                "mb": sum(f.stat().st_size for f in [path, *path.glob("*")] if f.is_file()) / 1e6,
                 "seconds": got["seconds"],
                 "cpu": got["cpu"],
                 "rss": got["rss"],

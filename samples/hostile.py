@@ -412,14 +412,15 @@ def long_stream_resume(
     leid: int = 0,
     opaque: bool = False,
     closing: bytes = b"",
+    replay: int = 20,
 ) -> None:
     """One stream of ``n`` events (IDs 1 … n, or ``opaque``) the client hangs up on, then
     its resume (a GET with Last-Event-ID the ID of event ``n + leid``, on a new connection)
-    answered 200 with 20 events from event ``n + 1 + skip`` (5: a silent resume jump over
-    five events; below 0: events the client had): the replay is judged against a long
-    earlier stream (issue 16). ``closing``: ``bd`` ends the stream with a
-    ``backpressure-disconnect`` for event n; ``declared`` with a ``stream-gap`` for the
-    ``skip`` events the replay leaves out."""
+    answered 200 with ``replay`` events from event ``n + 1 + skip`` (5: a silent resume
+    jump over five events; below 0: events the client had): the replay is judged against
+    a long earlier stream (issue 16), or is itself long. ``closing``: ``bd`` ends the
+    stream with a ``backpressure-disconnect`` for event n; ``declared`` with a
+    ``stream-gap`` for the ``skip`` events the replay leaves out."""
     payload = b'{"jsonrpc":"2.0","method":"notifications/message"}'
 
     def id_of(e: int) -> bytes:
@@ -443,7 +444,7 @@ def long_stream_resume(
     flow.data(True, resume_request(id_of(n + leid), session))
     first = n + 1 + skip
     body = b"".join(
-        chunk(b"id: %s\ndata: %s\n\n" % (id_of(e), payload)) for e in range(first, first + 20)
+        chunk(b"id: %s\ndata: %s\n\n" % (id_of(e), payload)) for e in range(first, first + replay)
     )
     flow.data(False, response_head(session) + body + b"0\r\n\r\n")
     flow.close()
@@ -568,6 +569,9 @@ KINDS: dict[str, Callable[[PcapWriter, int], None]] = {
     "events-resume": lambda w, n: long_stream_resume(w, n),
     "events-resume-jump": lambda w, n: long_stream_resume(w, n, skip=5),
     "events-resume-opaque": lambda w, n: long_stream_resume(w, n, -4, -10, opaque=True),
+    # A short stream, then a resume answered with n events after a silent jump of five.
+    "events-long-replay": lambda w, n: long_stream_resume(w, 20, 5, replay=n),
+    "events-long-replay-opaque": lambda w, n: long_stream_resume(w, 20, 5, opaque=True, replay=n),
     "events-zero-window": lambda w, n: long_stream(w, n, zero_window=n // 2),
     "signals": lambda w, n: signal_flood(w, n),
     "signals-stream-gap": lambda w, n: signal_flood(w, n, stream_gap=True),
@@ -653,6 +657,33 @@ def write_event_log(path: Path, n: int, gap: bool = True, opaque: bool = False) 
     return count
 
 
+def write_logged_capture(folder: Path, n: int) -> int:
+    """A capture (``capture.pcap``: the ordinary gap, then :func:`long_stream` of ``n``
+    events) and the server's event log of that long stream (``events.jsonl``), which the
+    scan joins (issue 16: a stream both hold was read as an object per event on each
+    side). The two disagree: the log never records writing three events the capture
+    shows (emitted only, halfway) and writes three past the capture's last. Returns the
+    number of frames."""
+    folder.mkdir(parents=True, exist_ok=True)
+    frames = write(folder / "capture.pcap", lambda w: long_stream(w, n))
+    half = n // 2
+    records = _log_records(
+        session_of(1).decode(), "x1", range(1, n + 4), START_S, unwritten=range(half, half + 3)
+    )
+    with open(folder / "events.jsonl", "wb") as out:
+        buf: list[bytes] = []
+        for rec in records:
+            buf.append(rec)
+            if len(buf) >= 65_536:
+                out.write(b"".join(buf))
+                buf.clear()
+        out.write(b"".join(buf))
+    return frames
+
+
+# Kinds written as a folder of a capture and an event log, scanned together.
+PAIR_KINDS: dict[str, Callable[[Path, int], int]] = {"events-logged": write_logged_capture}
+
 LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
     "log-events": lambda path, n: write_event_log(path, n, gap=False),
     "log-events-gap": write_event_log,
@@ -662,12 +693,15 @@ LOG_KINDS: dict[str, Callable[[Path, int], int]] = {
 
 def main(argv: Iterable[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS]))
+    parser.add_argument("kind", choices=sorted([*KINDS, *LOG_KINDS, *PAIR_KINDS]))
     parser.add_argument("n", type=int, help="connections, streams, events or decoded bytes")
     parser.add_argument("out", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.kind in LOG_KINDS:
         print(f"{args.out}: {LOG_KINDS[args.kind](args.out, args.n)} records")
+        return
+    if args.kind in PAIR_KINDS:  # a folder
+        print(f"{args.out}: {PAIR_KINDS[args.kind](args.out, args.n)} frames")
         return
     frames = write(args.out, lambda w: KINDS[args.kind](w, args.n))
     print(f"{args.out}: {frames} frames")

@@ -26,7 +26,6 @@ from sse_forensics.facts.earlier import events_where
 from sse_forensics.facts.front import Front
 from sse_forensics.facts.gaps import (
     GapRecord,
-    full_view,
     incomplete_reason,
     live_gaps,
     missing_bytes,
@@ -139,11 +138,10 @@ def build_facts(
     logged = {(ex.connection_id, ex.index) for ex in exchanges if ex.has_log}
     cap = front.limits.gaps_per_stream
     cols = event_columns(events, frame_, codecs, logged, cap)
-    # Streams judged on every event: opaque IDs with a producer order to check. The others
-    # are judged on the events around their jumps (facts.windows), short ones read whole.
+    # Streams are judged on the events around their jumps (facts.windows) and an opaque
+    # one's producer order from its IDs' column (gaps._log_order_gaps); short ones read whole.
     judged = [s for s in streams if (s.exchange.connection_id, s.exchange.index) in cols.to_judge]
-    by_order = [s for s in judged if not _codec(s).arithmetic and s.exchange.has_log]
-    prefetch_events(s.exchange for s in judged if s in by_order or read_whole(s))
+    prefetch_events(s.exchange for s in judged if read_whole(s))
     taken = CounterExclusions(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
@@ -153,11 +151,10 @@ def build_facts(
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
     views = JumpViews(cols.jump_pairs, cols.signal_at, cols.past_cap)
-    ordered = set(by_order)
     for s in streams:
         if (s.exchange.connection_id, s.exchange.index) not in cols.to_judge:
             continue  # contiguous, no signal: no live gap (facts.columns)
-        view = full_view(s) if s in ordered else views.view(s)
+        view = views.view(s)
         gaps.extend(live_gaps(s, _codec(s), taken.get(s.logical), view, cap))
         views.signals_past_cap(s, view)
     caps = views.caps(streams, front.limits)

@@ -166,24 +166,49 @@ class IdOrder:
     def between(self, start: int, stop: int | None = None) -> list[str]:
         return self.ids.slice(start, None if stop is None else stop - start).to_list()
 
-    def tail_without(self, start: int, left_out: set[str]) -> list[str]:
+    def tail_without(self, start: int, left_out: set[str] | pl.Series) -> list[str]:
         """The IDs from ``start`` on that are not in ``left_out``."""
         tail = self.ids.slice(start)
-        return tail.filter(~tail.is_in(list(left_out))).to_list()
+        out = left_out.implode() if isinstance(left_out, pl.Series) else list(left_out)
+        return tail.filter(~tail.is_in(out)).to_list()
+
+
+def data_id_rows(stream: StreamRecord) -> pl.DataFrame:
+    """``position, id_field`` of ``stream``'s data events that carry an ID, in position
+    order: read from the columns of a long stream, no record built."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        rows = [
+            (e.position, e.id_field) for e in stream.events if e.kind == "data" and e.carries_id
+        ]
+        return pl.DataFrame(rows, schema=_ID_ROWS, orient="row")
+    key = (ex.connection_id, ex.index)
+    parts = [
+        hits.select(pl.col("position").cast(pl.Int64), "id_field")
+        for hits in source.rows_where(key, DATA_WITH_ID, ("kind", "id_field"))
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=_ID_ROWS)
+
+
+_ID_ROWS = {"position": pl.Int64, "id_field": pl.String}
+
+
+def event_ids(stream: StreamRecord) -> pl.Series:
+    """The IDs ``stream``'s events carry (of any kind), in position order: read from the
+    columns of a long stream, no record built."""
+    ex, source = stream.exchange, stream.exchange.source
+    if source is None or read_whole(stream):
+        return pl.Series("id_field", [e.id_field for e in stream.events if e.id_field], pl.String)
+    key = (ex.connection_id, ex.index)
+    parts = [
+        hits.get_column("id_field") for hits in source.rows_where(key, CARRIES_ID, ("id_field",))
+    ]
+    return pl.concat(parts) if parts else pl.Series("id_field", [], pl.String)
 
 
 def data_ids(stream: StreamRecord) -> pl.Series:
     """The IDs of ``stream``'s data events that carry one, in position order."""
-    ex, source = stream.exchange, stream.exchange.source
-    if source is None or read_whole(stream):
-        ids = [e.id_field for e in stream.events if e.kind == "data" and e.carries_id]
-        return pl.Series("id_field", ids, pl.String)
-    key = (ex.connection_id, ex.index)
-    parts = [
-        hits.get_column("id_field")
-        for hits in source.rows_where(key, DATA_WITH_ID, ("kind", "id_field"))
-    ]
-    return pl.concat(parts) if parts else pl.Series("id_field", [], pl.String)
+    return data_id_rows(stream).get_column("id_field")
 
 
 def observed_ids(stream: StreamRecord, index: StreamIndex) -> IdOrder:

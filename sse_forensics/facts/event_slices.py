@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterator
 
 import polars as pl
 
+from sse_forensics.facts.load import CARRIES_ID, CONSIDERED
 from sse_forensics.facts.signals import STREAM_GAP
 
 Key = tuple[int, int]
 Slices = Callable[[], Iterator[tuple[int, pl.DataFrame]]]
 
-_CARRIES = pl.col("id_field").fill_null("") != ""
-# The events whose ID order is judged: an ID, not a signal.
-CONSIDERED = _CARRIES & (pl.col("kind") != "signal")
 _OUTLIER = CONSIDERED & pl.col("arithmetic") & pl.col("seq").is_null()
 _ORIGIN = ("o_id", "o_src", "o_num", "o_ts", "o_kind")
 
@@ -36,8 +34,8 @@ class Tally:
             part.group_by("conn_id", "ex_index", maintain_order=True).agg(
                 pl.len().alias("n"),
                 (pl.col("kind") == "data").sum().alias("data"),
-                pl.col("id_field").filter(_CARRIES).first().alias("first_id"),
-                pl.col("id_field").filter(_CARRIES).last().alias("last_id"),
+                pl.col("id_field").filter(CARRIES_ID).first().alias("first_id"),
+                pl.col("id_field").filter(CARRIES_ID).last().alias("last_id"),
                 _OUTLIER.sum().alias("outliers"),
                 pl.col("id_field").filter(_OUTLIER).first().alias("o_id"),
                 pl.col("first_src").filter(_OUTLIER).first().alias("o_src"),
@@ -226,16 +224,23 @@ def considered(part: pl.DataFrame, offset: int, columns: tuple[str, ...]) -> pl.
     )
 
 
+# Each judged ID as a 64-bit hash (polars' own, stable within a process): what is held of
+# every event whose ID is looked up among the earlier ones, not the ID itself.
+_ID_HASH = pl.col("id_field").hash(0x5EED).alias("h")
+
+
 class Order:
     """``row, id_order, prev_row`` of the events whose ID repeats or goes backwards within
     their stream (``rank``): a counter at or below the one before it under the same prefix
     (told slice by slice, the previous judged event handed on), or, where either of the two
-    has no key, an ID seen earlier in the stream. Those are found after the pass, among the
-    few events that need it (:meth:`result`): no hash of every event's ID is held."""
+    has no key, an ID seen earlier in the stream. Those are found after the pass
+    (:meth:`result`): by the hash of each ID, then by the IDs of the few events whose hash
+    was seen before (issue 16: an opaque stream of a million IDs held every one of them,
+    several times over, to find none repeated)."""
 
     def __init__(self) -> None:
         self.flags: list[pl.DataFrame] = [pl.DataFrame(schema=ORDER_SCHEMA)]
-        self.unkeyed: list[pl.DataFrame] = []  # row, rank, id_field: judged by earlier IDs
+        self.unkeyed: list[pl.DataFrame] = []  # row, rank, h: judged by earlier IDs
         self.carried: pl.DataFrame | None = None  # the last judged event of the slices before
 
     def feed(self, part: pl.DataFrame, offset: int) -> None:
@@ -271,29 +276,54 @@ class Order:
             )
         )
         self.unkeyed.append(
-            c.filter(~keyed_pair & pl.col("p_row").is_not_null()).select("row", "rank", "id_field")
+            c.filter(~keyed_pair & pl.col("p_row").is_not_null()).select("row", "rank", _ID_HASH)
         )
 
     def result(self, slices: Slices) -> pl.DataFrame:
         """The flags; ``slices`` reads the events again (``rank``, ``id_field``, ``kind``)
-        when an event without a key pair must be looked up among the earlier ones."""
+        when an event without a key pair must be looked up among the earlier ones: once
+        for the first event of each hash, once more for the IDs behind the hashes seen
+        before (only if one was)."""
         unkeyed = pl.concat(self.unkeyed) if self.unkeyed else pl.DataFrame()
         if unkeyed.height:
-            wanted = unkeyed.select("rank", "id_field").unique()
-            by = ["rank", "id_field"]
-            firsts = [
-                considered(part, offset, ("rank", "id_field"))
-                .join(wanted, on=by, how="semi")
-                .group_by(by)
-                .agg(pl.col("row").min().alias("first_row"))
-                for offset, part in slices()
-            ]
-            first = pl.concat(firsts).group_by(by).agg(pl.col("first_row").min())
-            self.flags.append(
-                unkeyed.join(first, on=by, how="left")
-                .filter(pl.col("first_row") < pl.col("row"))
-                .select(
-                    "row", pl.lit("repeat").alias("id_order"), pl.col("first_row").alias("prev_row")
-                )
-            )
+            by = ["rank", "h"]
+            first = _first_rows(slices, unkeyed.select(by).unique(), by)
+            seen = unkeyed.join(first, on=by).filter(pl.col("first_row") < pl.col("row"))
+            if seen.height:
+                self.flags.append(_repeats(slices, seen.select("row", *by)))
         return pl.concat(self.flags, how="vertical_relaxed").sort("row")
+
+
+def _judged_ids(slices: Slices, wanted: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    """Per slice, ``row, rank, id_field, h`` of its judged events whose ``rank, h`` is
+    one of ``wanted``."""
+    for offset, part in slices():
+        yield (
+            considered(part, offset, ("rank", "id_field"))
+            .with_columns(_ID_HASH)
+            .join(wanted, on=["rank", "h"], how="semi")
+        )
+
+
+def _first_rows(slices: Slices, wanted: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``by, first_row``: the first judged event of each of ``wanted`` (``by`` values)."""
+    firsts = [
+        part.group_by(by).agg(pl.col("row").min().alias("first_row"))
+        for part in _judged_ids(slices, wanted)
+    ]
+    return pl.concat(firsts).group_by(by).agg(pl.col("first_row").min())
+
+
+def _repeats(slices: Slices, seen: pl.DataFrame) -> pl.DataFrame:
+    """The flags of the events of ``seen`` (``row, rank, h``: a judged event with the hash
+    of an earlier one) whose ID itself came earlier in their stream (not only its hash)."""
+    rows = pl.concat(list(_judged_ids(slices, seen.select("rank", "h").unique())))
+    by = ["rank", "id_field"]
+    first = rows.group_by(by).agg(pl.col("row").min().alias("first_row"))
+    return (
+        seen.select("row")
+        .join(rows.select("row", *by), on="row")
+        .join(first, on=by)
+        .filter(pl.col("first_row") < pl.col("row"))
+        .select("row", pl.lit("repeat").alias("id_order"), pl.col("first_row").alias("prev_row"))
+    )

@@ -25,6 +25,7 @@ import polars as pl
 
 from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
+from sse_forensics.facts.load import CARRIES_ID
 from sse_forensics.facts.model import EventRecord, Evidence, LogStreamInfo, StreamRecord, evidence
 from sse_forensics.facts.requests import RequestRecord
 from sse_forensics.facts.signals import RESUME_GAP, STREAM_GAP, SignalPayload
@@ -515,24 +516,52 @@ def _log_order_gaps(
 ) -> list[GapRecord]:
     """Opaque IDs allow no arithmetic, but an event log (``log``, the stream's) gives the
     producer's order: IDs emitted between two consecutive written events and never written
-    here are missing."""
-    position = {event_id: n for n, event_id in enumerate(log.emitted)}
-    written = [e for e in stream.events if e.kind == "data" and e.carries_id]
-    delivered = {e.id_field for e in written}
+    here are missing. Found by a polars query over the written events' IDs and the
+    producer's order; records are built for the two events around each gap only (issue
+    16: a stream of a million opaque IDs was read as a record per event, a dict and a set
+    of its IDs)."""
+    from sse_forensics.facts.earlier import data_id_rows  # earlier reads through windows
+    from sse_forensics.facts.windows import _events_at
+
+    written = data_id_rows(stream)
+    emitted = pl.Series("id_field", log.emitted, pl.String)
+    # Each written ID's last place in the producer's order, and the next written event's.
+    pairs = (
+        written.join(
+            emitted.to_frame().with_row_index("at").group_by("id_field").agg(pl.col("at").max()),
+            on="id_field",
+            how="left",
+            maintain_order="left",
+        )
+        .select(
+            pl.col("position").alias("a_pos"),
+            pl.col("position").shift(-1).alias("b_pos"),
+            pl.col("at").cast(pl.Int64).alias("ia"),
+            pl.col("at").shift(-1).cast(pl.Int64).alias("ib"),
+        )
+        .filter(pl.col("ib") > pl.col("ia") + 1)
+    )
+    if not pairs.height:
+        return []
+    # Emitted, never written: ``before[k]`` of them among the first k emitted.
+    unwritten = ~emitted.is_in(written.get_column("id_field").implode())
+    before = pl.concat([pl.Series([0], dtype=pl.UInt32), unwritten.cast(pl.UInt32).cum_sum()])
+    pairs = pairs.filter(
+        (before.gather(pairs.get_column("ib")) - before.gather(pairs.get_column("ia") + 1)) > 0
+    )
+    at = _events_at(stream, sorted({*pairs.get_column("a_pos"), *pairs.get_column("b_pos")}))
     out: list[GapRecord] = []
-    for a, b in pairwise(written):
-        ia, ib = position.get(a.id_field), position.get(b.id_field)
-        if ia is None or ib is None or ib <= ia + 1:
-            continue
-        missing = [i for i in log.emitted[ia + 1 : ib] if i not in delivered]
-        if not missing:
-            continue
-        gap = GapRecord.of_ids("live", stream, "producer-order", missing, before=a, after=b)
+    for a_pos, b_pos, ia, ib in pairs.iter_rows():
+        a, b = at[a_pos], at[b_pos]
+        missing = emitted.slice(ia + 1, ib - ia - 1).filter(unwritten.slice(ia + 1, ib - ia - 1))
+        gap = GapRecord.of_ids(
+            "live", stream, "producer-order", missing.to_list(), before=a, after=b
+        )
         for sig in signals:
             if (
                 sig.position > a.position
                 and sig.signal is not None
-                and (sig.signal.first == missing[0] and sig.signal.last == missing[-1])
+                and (sig.signal.first == gap.first and sig.signal.last == gap.last)
             ):
                 gap.signal, gap.signal_event = STREAM_GAP, sig
                 gap.signal_late = sig.position > b.position
@@ -566,11 +595,13 @@ def resume_gap(
         return GapRecord("resume", resume, "status", succ, None, None, signal="410")
     if not (200 <= status < 300 and resume.exchange.is_event_stream):
         return None
-    data = resume.data_events()
-    if not data or not data[0].carries_id:
+    # A long resume's events are asked of its columns (.earlier, issue 16): its first
+    # data event, the IDs before it and its resume-gap signals; no other is built.
+    from sse_forensics.facts.earlier import event_ids, events_where
+
+    first = next(events_where(resume, pl.col("kind") == "data", lambda e: e.kind == "data"), None)
+    if first is None or not first.carries_id:
         return None
-    first = data[0]
-    before_first = [e for e in resume.events if e.position < first.position]
     gap: GapRecord | None = None
     # A Last-Event-ID that is an outlier of an arithmetic stream (facts.ids) has no counter:
     # the resume is judged by observed order, like an opaque one.
@@ -580,6 +611,11 @@ def resume_gap(
         fk = first.key
         if fk is None or lk.prefix != fk.prefix or fk.seq <= lk.seq + 1:
             return None
+        before_first = events_where(
+            resume,
+            (pl.col("position") < first.position) & CARRIES_ID,
+            lambda e: e.position < first.position and e.key is not None,
+        )
         replay_keys = frozenset(e.key for e in before_first if e.key is not None)
         rng = _missing(lk, fk, taken.with_extra(replay_keys))
         if rng.count == 0:
@@ -593,12 +629,11 @@ def resume_gap(
             return None
         if li + 1 >= len(order) or first.sse.id_field == order[li + 1]:
             return None
-        replayed = {e.id_field for e in resume.events}
         at = order.first_from(first.id_field, li + 1)
         if at is not None:
             missing = order.between(li + 1, at)
         else:
-            missing = order.tail_without(li + 1, replayed)
+            missing = order.tail_without(li + 1, event_ids(resume))
         if not missing:
             return None
         gap = GapRecord.of_ids("resume", resume, "observed-order", missing, after=first)
@@ -618,9 +653,14 @@ def _cover_resume(
     index: StreamIndex,
     first: EventRecord,
 ) -> None:
-    for sig in resume.events:
-        if sig.kind != "signal" or sig.sse.event != RESUME_GAP or sig.signal is None:
-            continue
+    from sse_forensics.facts.earlier import events_where  # earlier reads through windows
+
+    for sig in events_where(
+        resume,
+        (pl.col("kind") == "signal") & (pl.col("event") == RESUME_GAP),
+        lambda e: e.kind == "signal" and e.sse.event == RESUME_GAP and e.signal is not None,
+    ):
+        assert sig.signal is not None  # the test above
         if gap.keys is not None:
             ok = _signal_covers(sig, gap.keys, codec, taken)
         else:
@@ -632,8 +672,6 @@ def _cover_resume(
     # A stream-gap on the stream before the resume that already declared the range dropped
     # (docs/profile.md, "What counts as what": a stream-gap covering it). A backpressure-disconnect
     # is no such signal: it names the last event written and so promises the successor.
-    from sse_forensics.facts.earlier import events_where  # earlier reads through windows
-
     for s in index.logical_before(resume):
         for sig in events_where(
             s,

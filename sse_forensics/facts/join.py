@@ -14,7 +14,11 @@ that disagreement is itself reported").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import polars as pl
+
+from sse_forensics.facts.load import CARRIES_ID
 from sse_forensics.facts.model import ExchangeRecord, LogStreamInfo, SessionRecord
 from sse_forensics.provenance import Origin
 
@@ -33,8 +37,45 @@ class Disagreement:
     what: str
 
 
-def _ids(ex: ExchangeRecord) -> list[str]:
-    return [e.id_field for e in ex.events if e.id_field]
+_ORIGIN = ("first_src", "first_num", "first_ts", "first_kind")
+_ID_ROWS = {
+    "id_field": pl.String,
+    "first_src": pl.String,
+    "first_num": pl.Int64,
+    "first_ts": pl.Float64,
+    "first_kind": pl.String,
+}
+
+
+def _id_rows(ex: ExchangeRecord) -> pl.DataFrame:
+    """``id_field`` and the first origin (``first_src, first_num, first_ts, first_kind``)
+    of each event of ``ex`` that carries an ID, in position order: read from its columns
+    when its events are not objects yet (issue 16: a stream both a capture and an event
+    log hold was read as an object per event on each side)."""
+    source = ex.source
+    if ex._events is not None or source is None:
+        rows: list[tuple[str, str | None, int | None, float | None, str | None]] = []
+        for e in ex.events:
+            if e.id_field:
+                o = e.origins[0] if e.origins else None
+                if o is None:
+                    rows.append((e.id_field, None, None, None, None))
+                else:
+                    rows.append((e.id_field, o.source, o.number, o.ts, o.kind))
+        return pl.DataFrame(rows, schema=_ID_ROWS, orient="row")
+    parts = [
+        hits.select(*_ID_ROWS)
+        for hits in source.rows_where(
+            (ex.connection_id, ex.index), CARRIES_ID, ("id_field", *_ORIGIN)
+        )
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=_ID_ROWS)
+
+
+def _origin(row: tuple[Any, ...]) -> Origin | None:
+    """The origin of an ``_id_rows`` row (``None`` without one)."""
+    _id, src, num, ts, kind = row
+    return None if src is None else Origin(src, num, ts, kind)
 
 
 def join_logs(
@@ -71,35 +112,43 @@ def _fold_event_log(
         evicted_why=info.evicted_why,
         stream=info.stream,
     )
-    on_wire = set(_ids(capture))
-    written = {e.id_field: e for e in log_ex.events if e.id_field}
     out: list[Disagreement] = []
     if session is None:
         return out
+    on_wire = _id_rows(capture)
+    # Each ID the log wrote, in the order first written, with its last record's origin.
+    written = (
+        _id_rows(log_ex)
+        .group_by("id_field", maintain_order=True)
+        .agg(pl.col(c).last() for c in _ORIGIN)
+    )
     holes = " (the capture lacks bytes of this response)" if capture.holes else ""
-    for event_id, ev in written.items():
-        if event_id not in on_wire:
-            origin = ev.origins[0] if ev.origins else None
-            out.append(
-                Disagreement(
-                    session,
-                    capture,
-                    event_id,
-                    "log-only",
-                    origin,
-                    f"event log: {event_id} written, never seen in the capture{holes}",
-                )
+    for row in written.join(
+        on_wire.select("id_field").unique(), on="id_field", how="anti", maintain_order="left"
+    ).iter_rows():
+        event_id = row[0]
+        out.append(
+            Disagreement(
+                session,
+                capture,
+                event_id,
+                "log-only",
+                _origin(row),
+                f"event log: {event_id} written, never seen in the capture{holes}",
             )
-    emitted = set(info.emitted)
-    for ev in capture.events:
-        if not ev.id_field or ev.id_field in written:
-            continue
-        if ev.id_field in info.evicted:
-            what = f"capture: {ev.id_field} on the wire, the event log says evicted"
-        elif ev.id_field in emitted:
-            what = f"capture: {ev.id_field} on the wire, the event log never records writing it"
+        )
+    unwritten = on_wire.join(
+        written.select("id_field"), on="id_field", how="anti", maintain_order="left"
+    )
+    asked = set(unwritten.get_column("id_field").to_list())
+    emitted = {i for i in info.emitted if i in asked}  # not a set of every emitted ID
+    for row in unwritten.iter_rows():
+        event_id = row[0]
+        if event_id in info.evicted:
+            what = f"capture: {event_id} on the wire, the event log says evicted"
+        elif event_id in emitted:
+            what = f"capture: {event_id} on the wire, the event log never records writing it"
         else:
             continue  # not an event this log knows (another producer, a priming event)
-        origin = ev.origins[0] if ev.origins else None
-        out.append(Disagreement(session, capture, ev.id_field, "capture-only", origin, what))
+        out.append(Disagreement(session, capture, event_id, "capture-only", _origin(row), what))
     return out

@@ -371,10 +371,10 @@ class EventSource:
         ``None`` when none does: its ``kind`` and ``id_field`` columns read
         :data:`KIND_SLICE` events at a time from each end, nothing else of it (issue 16)."""
         start, n = self.spans.get(key, (0, 0))
-        first = next(self._hits(start, range(0, n, KIND_SLICE), n, _ID_NO_SIGNAL, False), None)
+        first = next(self._hits(start, range(0, n, KIND_SLICE), n, CONSIDERED, False), None)
         if first is None:
             return None, None
-        return first, max(first, self._last(key, _ID_NO_SIGNAL, first) or first)
+        return first, max(first, self._last(key, CONSIDERED, first) or first)
 
     def last_data_with_id(self, key: tuple[int, int]) -> int | None:
         """The position of the last data event of exchange ``key`` that carries an ID
@@ -402,8 +402,9 @@ class EventSource:
 
 
 CARRIES_ID = pl.col("id_field").fill_null("") != ""
-# An event whose ID continuity is judged: it carries an ID and is no signal.
-_ID_NO_SIGNAL = CARRIES_ID & (pl.col("kind") != "signal")
+# An event whose ID continuity is judged: it carries an ID and is no signal (here and in
+# the per-slice judgements of facts.event_slices).
+CONSIDERED = CARRIES_ID & (pl.col("kind") != "signal")
 DATA_WITH_ID = CARRIES_ID & (pl.col("kind") == "data")
 
 # Events' kinds read at a time by EventSource.next_of_kind.

@@ -22,7 +22,7 @@ from sse_forensics.evidence.tables import (
     ExchangeColumns,
     split_by,
 )
-from sse_forensics.facts import front
+from sse_forensics.facts import event_slices, front
 from sse_forensics.facts.event_slices import Order, Tally
 from sse_forensics.facts.ids import IdCodec
 from sse_forensics.pipeline import scan_paths
@@ -171,7 +171,17 @@ def _naive_order(rows: list[tuple[int, str | None, str, str | None, int | None]]
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
 def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
-    rng = random.Random(size)
+    events = _random_rows(size)
+    got = {r: (o, p) for r, o, p in _order_flags(events, size).iter_rows()}
+    want = _naive_order(events.rows())
+    assert got == want
+    assert {o for o, _ in want.values()} == {"repeat", "backwards"}
+
+
+def _random_rows(seed: int) -> pl.DataFrame:
+    """Four streams' events (``rank, id_field, kind, prefix, seq``), the last one opaque:
+    IDs repeated, missing, empty, signals among them."""
+    rng = random.Random(seed)
     rows = []
     for rank in range(4):
         opaque = rank == 3
@@ -189,11 +199,41 @@ def test_id_order_judged_in_slices_agrees_with_walking(size: int) -> None:
         "prefix": pl.String,
         "seq": pl.Int64,
     }
-    events = pl.DataFrame(rows, schema=schema, orient="row")
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_id_order_agrees_when_ids_share_a_hash(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    """Issue 16: an ID is looked up among the earlier ones by its hash; two IDs of one
+    hash are told apart by the IDs themselves (a hash of the ID's length: 1..9 collide)."""
+    monkeypatch.setattr(
+        event_slices, "_ID_HASH", pl.col("id_field").str.len_bytes().cast(pl.UInt64).alias("h")
+    )
+    events = _random_rows(size)
     got = {r: (o, p) for r, o, p in _order_flags(events, size).iter_rows()}
-    want = _naive_order(rows)
-    assert got == want
-    assert {o for o, _ in want.values()} == {"repeat", "backwards"}
+    assert got == _naive_order(events.rows())
+
+
+def test_id_order_holds_a_hash_per_opaque_id_not_the_id() -> None:
+    """Issue 16: of an opaque stream's events, :class:`Order` holds until its pass ends a
+    row number, a stream rank and a 64-bit hash each (it held each ID, 24 bytes here, and
+    looked all of them up again as strings), and finds no repeat among distinct IDs."""
+    n = 20_000
+    events = pl.DataFrame(
+        {
+            "rank": pl.Series([0] * n, dtype=pl.Int64),
+            "id_field": [f"opaque-{k:016x}" for k in range(n)],
+            "kind": ["data"] * n,
+            "prefix": pl.Series([None] * n, dtype=pl.String),
+            "seq": pl.Series([None] * n, dtype=pl.Int64),
+        }
+    )
+    order = Order()
+    for k in range(0, n, 4096):
+        order.feed(events.slice(k, 4096), k)
+    held = sum(part.estimated_size() for part in order.unkeyed)
+    assert held <= 20 * n, held
+    assert order.result(lambda: ((k, events.slice(k, 4096)) for k in range(0, n, 4096))).is_empty()
 
 
 @pytest.mark.parametrize("cuts", [[], [1], [3, 17], [5, 6, 40, 90]])

@@ -7,6 +7,7 @@ observed order."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -14,7 +15,7 @@ from support.records import records_built
 from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
-from sse_forensics.facts import earlier, windows
+from sse_forensics.facts import build, earlier, windows
 from sse_forensics.pipeline import scan_paths
 from sse_forensics.report.jsonout import findings_jsonl
 from sse_forensics.result import ScanResult
@@ -113,3 +114,36 @@ def test_an_id_order_answers_as_the_list_of_ids() -> None:
     assert order.among({"a", "d", "x"}, 3) == {"a"}
     assert order.between(1, 4) == ids[1:4]
     assert order.tail_without(2, {"b", "a"}) == ["c", "d", "e"]
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_a_long_resume_is_judged_from_its_first_event_and_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opaque: bool
+) -> None:
+    """A short stream, then its resume answered with 1,500 events (past the windowed
+    size) after a silent jump of five: ``gaps.resume_gap`` builds the resume's first data
+    event, no other of its records (it built all of them), and its gap is the whole
+    records' gap."""
+    path = tmp_path / "replay.pcap"
+    hostile.write(
+        path, lambda w: hostile.long_stream_resume(w, 20, 5, opaque=opaque, replay=EVENTS)
+    )
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", WINDOWED)
+    built = records_built(monkeypatch)
+    in_resume_gap: list[int] = []
+    judge = build.resume_gap
+
+    def counted(*args: Any) -> Any:
+        before = len(built)
+        gap = judge(*args)
+        in_resume_gap.append(len(built) - before)
+        return gap
+
+    monkeypatch.setattr(build, "resume_gap", counted)
+    windowed = _judged(scan_paths([str(path)], jobs=1))
+    assert in_resume_gap == [1]  # the first data event
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert _judged(scan_paths([str(path)], jobs=1)) == windowed
+    assert in_resume_gap[-1] == EVENTS
+    if not opaque:
+        assert windowed[1][0]["replay_start"] == "jump"

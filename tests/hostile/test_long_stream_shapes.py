@@ -22,7 +22,7 @@ from support.scripts import load_script
 
 from sse_forensics.evidence import pieces
 from sse_forensics.evidence.tables import EventColumns
-from sse_forensics.facts import build, load, windows
+from sse_forensics.facts import build, join, load, windows
 from sse_forensics.facts.config import AnalysisConfig
 from sse_forensics.facts.ids import IdKey
 from sse_forensics.limits import Limits
@@ -284,3 +284,60 @@ def test_the_values_signals_took_are_kept_inside_the_jumps_only() -> None:
     )
     inside = windows._inside(signals, jumps)
     assert sorted((k.prefix, k.seq) for k in inside) == [("a", 2), ("a", 15), ("b", 2)]
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+def test_an_opaque_event_log_stream_is_judged_from_its_ids_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_pieces: bool
+) -> None:
+    """An event-log stream of 3,000 opaque IDs (past the windowed size the test sets),
+    five of them emitted and never written halfway: its gap in the producer's order is
+    found in its IDs' column, and only the events around it (and the last written one)
+    are built as records, where the whole stream's records were; the findings are the
+    whole records' (``gaps._log_order_gaps``, issue 16)."""
+    path = tmp_path / "opaque.events.jsonl"
+    hostile.write_event_log(path, 3000, opaque=True)
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 512)
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
+    built = records_built(monkeypatch)
+    windowed = findings_jsonl(scan_paths([str(path)], jobs=1))
+    assert b"Session hostile-long-0001" in windowed and b"opaque IDs" in windowed
+    assert len(built) == 3, sorted(built)  # the gap's two events, the last written
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert findings_jsonl(scan_paths([str(path)], jobs=1)) == windowed
+    assert len(built) > 2900  # its 2,995 written events
+
+
+def test_a_stream_in_a_capture_and_an_event_log_is_joined_from_its_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream of 3,000 events both a capture and the server's event log hold: the
+    disagreements of the two (``facts.join``) are found in their ID columns, neither
+    side's events read as objects (they were, on each side), and they are the
+    disagreements the objects give: three events the log never records writing, three
+    it wrote past the capture's last."""
+    folder = tmp_path / "logged"
+    hostile.write_logged_capture(folder, 3000)
+    folded: list[int] = []
+    fold = join._fold_event_log
+
+    def counted(log_ex: Any, capture: Any, session: Any) -> Any:
+        out = fold(log_ex, capture, session)
+        assert (log_ex._events, capture._events) == (None, None)  # neither read as objects
+        folded.append(capture.n_events)
+        rows = join._id_rows(capture), join._id_rows(log_ex)
+        assert capture.events and log_ex.events  # as objects now: read from them
+        assert join._id_rows(capture).equals(rows[0]) and join._id_rows(log_ex).equals(rows[1])
+        return out
+
+    monkeypatch.setattr(join, "_fold_event_log", counted)
+    result = scan_paths([str(folder)], jobs=1)
+    assert folded == [3000]
+    told = {f.message for f in result.findings if f.rule == "sources-disagree"}
+    assert len(told) == 6
+    for event_id, kind in [
+        *((k, "capture-only") for k in (1500, 1501, 1502)),
+        *((k, "log-only") for k in (3001, 3002, 3003)),
+    ]:
+        assert any(f"event {event_id} ({kind})" in m for m in told), (event_id, told)
