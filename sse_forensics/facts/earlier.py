@@ -20,7 +20,7 @@ from sse_forensics.facts.front import event_keys
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.load import CARRIES_ID, DATA_WITH_ID
 from sse_forensics.facts.model import EventRecord, StreamRecord
-from sse_forensics.facts.windows import _events_at, read_whole
+from sse_forensics.facts.windows import events_at, read_whole
 
 # Records built at a time (at most) from the positions a filter found.
 RECORD_SLICE = 64
@@ -55,7 +55,7 @@ def events_where(
         k, size = 0, 1  # one record first: a question often wants the first found only
         while k < len(positions):
             part = positions[k : k + size]
-            built = _events_at(stream, sorted(part))
+            built = events_at(stream, sorted(part))
             for p in part:
                 if test(built[p]):
                     yield built[p]
@@ -73,7 +73,7 @@ def has_data(stream: StreamRecord) -> bool:
 
 def event_at(stream: StreamRecord, position: int) -> EventRecord:
     """Event ``position`` of ``stream`` as a record, and no other built."""
-    return _events_at(stream, [position])[position]
+    return events_at(stream, [position])[position]
 
 
 def key_prefixes(stream: StreamRecord) -> set[str]:

@@ -521,7 +521,7 @@ def _log_order_gaps(
     16: a stream of a million opaque IDs was read as a record per event, a dict and a set
     of its IDs)."""
     from sse_forensics.facts.earlier import data_id_rows  # earlier reads through windows
-    from sse_forensics.facts.windows import _events_at
+    from sse_forensics.facts.windows import events_at
 
     written = data_id_rows(stream)
     emitted = pl.Series("id_field", log.emitted, pl.String)
@@ -549,7 +549,7 @@ def _log_order_gaps(
     pairs = pairs.filter(
         (before.gather(pairs.get_column("ib")) - before.gather(pairs.get_column("ia") + 1)) > 0
     )
-    at = _events_at(stream, sorted({*pairs.get_column("a_pos"), *pairs.get_column("b_pos")}))
+    at = events_at(stream, sorted({*pairs.get_column("a_pos"), *pairs.get_column("b_pos")}))
     out: list[GapRecord] = []
     for a_pos, b_pos, ia, ib in pairs.iter_rows():
         a, b = at[a_pos], at[b_pos]

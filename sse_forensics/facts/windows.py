@@ -84,7 +84,7 @@ class JumpViews:
                 full.signal_keys,
             )
         signals = self.signals.get(key)
-        at = _events_at(stream, sorted({p for pair in pairs for p in pair}))
+        at = events_at(stream, sorted({p for pair in pairs for p in pair}))
         jumps = [(at[a], at[b]) for a, b in pairs]
         view = LiveView(
             jumps,
@@ -109,7 +109,7 @@ class JumpViews:
         out = []
         for s in streams:
             for over, first in self.past.get((s.exchange.connection_id, s.exchange.index), []):
-                out.append(_capped(s, over, _events_at(s, [first])[first], limits))
+                out.append(_capped(s, over, events_at(s, [first])[first], limits))
             if s in self.signals_over:
                 out.append(_signals_capped(s, *self.signals_over[s], limits))
         return out
@@ -132,7 +132,7 @@ def _stream_gaps(stream: StreamRecord, positions: pl.Series) -> StreamGaps:
                 yield position, None if valid is None else SignalPayload(first, last, valid)
 
     def records(wanted: list[int]) -> list[EventRecord]:
-        built = _events_at(stream, wanted)
+        built = events_at(stream, wanted)
         return [built[p] for p in wanted]
 
     return StreamGaps(rows, records)
@@ -184,7 +184,7 @@ def id_ends(stream: StreamRecord) -> tuple[EventRecord | None, EventRecord | Non
     first, last = source.id_ends((ex.connection_id, ex.index))
     if first is None or last is None:
         return None, None
-    at = _events_at(stream, sorted({first, last}))
+    at = events_at(stream, sorted({first, last}))
     return at[first], at[last]
 
 
@@ -196,10 +196,10 @@ def last_data_with_id(stream: StreamRecord) -> EventRecord | None:
     if source is None or read_whole(stream):
         return next((e for e in reversed(stream.events) if e.carries_id and e.kind == "data"), None)
     last = source.last_data_with_id((ex.connection_id, ex.index))
-    return None if last is None else _events_at(stream, [last])[last]
+    return None if last is None else events_at(stream, [last])[last]
 
 
-def _events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
+def events_at(stream: StreamRecord, positions: list[int]) -> dict[int, EventRecord]:
     """The records of ``stream``'s events at ``positions`` (rising), and of no other."""
     ex, source = stream.exchange, stream.exchange.source
     if source is None or read_whole(stream):
