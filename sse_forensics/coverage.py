@@ -137,9 +137,7 @@ class StreamItems:
     @classmethod
     def of_rows(cls, rows: pl.DataFrame) -> StreamItems:
         """Items already decoded (:data:`_ITEM_COLUMNS`)."""
-        lost = pl.col("missing_bytes").fill_null(0) != 0
-        any_lost, all_lost = rows.select(lost.any(), lost.all().alias("all")).row(0)
-        return cls(rows, True, UnjudgedTotals(rows.height, 0, bool(any_lost), bool(all_lost)))
+        return cls(rows, True, _totals_of(rows))
 
     def batches(self, limit: int | None = None) -> Iterator[pl.DataFrame]:
         """The items in order, as frames of :data:`_ITEM_COLUMNS`: enough of them for the
@@ -158,13 +156,20 @@ class StreamItems:
 def _totals(source: pl.DataFrame) -> UnjudgedTotals:
     """The totals of the entries of ``source`` (``session_id``, ``unjudged``)."""
     totals = UnjudgedTotals()
-    lost = pl.col("missing_bytes").fill_null(0) != 0
     for part in _decoded(source):
-        whole, any_lost, all_lost = part.select(
-            pl.col("whole").fill_null(False).sum(), lost.any(), lost.all().alias("all")
-        ).row(0)
-        totals += UnjudgedTotals(part.height, int(whole), bool(any_lost), bool(all_lost))
+        totals += _totals_of(part)
     return totals
+
+
+def _totals_of(rows: pl.DataFrame) -> UnjudgedTotals:
+    """The totals of decoded items ``rows`` (streams not judged at all: its ``whole``
+    column, where it has one)."""
+    lost = pl.col("missing_bytes").fill_null(0) != 0
+    whole = pl.col("whole").fill_null(False).sum() if "whole" in rows.columns else pl.lit(0)
+    n_whole, any_lost, all_lost = rows.select(
+        whole.alias("whole"), lost.any(), lost.all().alias("all")
+    ).row(0)
+    return UnjudgedTotals(rows.height, int(n_whole), bool(any_lost), bool(all_lost))
 
 
 def keep_listed(
@@ -190,9 +195,8 @@ def keep_listed(
         .filter(pl.col("n").cum_sum() - pl.col("n") < listed)
         .get_column("row")
     )
-    kept = pl.Series("unjudged", [None] * sessions.height, pl.String).scatter(
-        keep, sessions.get_column("unjudged").gather(keep)
-    )
+    kept = pl.repeat(None, sessions.height, dtype=pl.String, eager=True).alias("unjudged")
+    kept = kept.scatter(keep, sessions.get_column("unjudged").gather(keep))
     return sessions.with_columns(kept), totals
 
 
