@@ -61,6 +61,9 @@ class ScanStats:
     events: int = 0
     resumes: int = 0
     partitions: int = 0
+    # Rows of the sessions table, counted by the partitions: a scan whose output lists only
+    # counts keeps the rows it lists, not one a session (:func:`.pipeline.analyze_partition`).
+    sessions: int = 0
 
 
 @dataclass(slots=True)

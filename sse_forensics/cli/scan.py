@@ -114,9 +114,13 @@ def scan(
         scratch=scratch,
         quiet=quiet,
         pool=pool,
-        # The JSON document lists every item it could not judge; the terminal (and stderr
-        # beside JSON lines, OCSF or tickets) the first few: the scan keeps those only.
-        unjudged_listed=None if format is ScanFormat.json else MAX_UNJUDGED_SHOWN,
+        # The JSON document lists every session and every item it could not judge; the
+        # terminal (and stderr beside JSON lines, OCSF or tickets) counts the sessions and
+        # lists the first few items: the scan keeps those only — unless --session must
+        # find its session among them all.
+        unjudged_listed=(
+            None if format is ScanFormat.json or session is not None else MAX_UNJUDGED_SHOWN
+        ),
     )
     option_warnings(result, id_scheme, log_format)
     # The IDs as a column, read as Python strings only if --session asks (1.28M sessions:

@@ -216,7 +216,6 @@ def _incidents(incidents: list[Incident], findings: list[Finding], numbers: dict
 
 
 def _summary(result: ScanResult, numbers: dict[str, int], incidents: list[Incident]) -> str:
-    tables = result.tables
     counts = Counter(i.classification for i in incidents)  # verdicts of incidents
     verdicts = " ".join(f"{_badge(v)} {counts.get(v, 0)}" for v in reversed(CLASSIFICATIONS))
     inputs = "".join(f"<li class=mono>{text(p, 300)}</li>" for p in result.inputs)
@@ -253,7 +252,7 @@ def _summary(result: ScanResult, numbers: dict[str, int], incidents: list[Incide
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{len(result.inputs)} file(s), {result.stats.frames} frames, "
-        f"{result.stats.tcp_connections} TCP connections, {tables['sessions'].height} "
+        f"{result.stats.tcp_connections} TCP connections, {result.stats.sessions} "
         f"session(s), {result.stats.streams} event stream(s), {result.stats.events} "
         f"SSE events, {result.stats.resumes} resume(s).</p>"
         + (f"<p>Incidents: {text(summarize(incidents).text(), 200)}</p>" if incidents else "")

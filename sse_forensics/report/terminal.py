@@ -280,7 +280,6 @@ def _ignored_line(ignored: list[str]) -> str:
 
 
 def render_scan(console: Console, result: ScanResult) -> None:
-    tables = result.tables
     incidents = group_incidents(result.findings)
     counts = Counter(i.classification for i in incidents)
     affected = {f.session_id for f in result.findings if f.session_id}
@@ -288,7 +287,7 @@ def render_scan(console: Console, result: ScanResult) -> None:
         Text.assemble(
             ("Scanned ", "bold"),
             f"{len(result.inputs)} file(s): {_read_summary(result)}, "
-            f"{tables['sessions'].height} session(s) ({len(affected)} with findings), "
+            f"{result.stats.sessions} session(s) ({len(affected)} with findings), "
             f"{result.stats.streams} event stream(s), "
             f"{result.stats.events} SSE events, {result.stats.resumes} resume(s).",
         )

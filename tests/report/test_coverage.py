@@ -153,6 +153,9 @@ def test_a_scan_that_lists_a_few_keeps_those_and_the_totals(tmp_path: Path, buck
     assert cov.missing_bytes() == coverage(full).missing_bytes()
     kept = listed.tables["sessions"].get_column("unjudged").drop_nulls()
     assert 3 <= kept.len() <= 3 * buckets  # each partition's first three at most
+    # Only the rows of the kept items go on; the sessions are counted, all of them.
+    assert listed.tables["sessions"].height == kept.len()
+    assert listed.stats.sessions == full.stats.sessions == full.tables["sessions"].height == 40
     with pytest.raises(ValueError):
         list(cov.items(4))
     with pytest.raises(ValueError):
