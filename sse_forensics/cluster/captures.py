@@ -94,18 +94,18 @@ def index_capture_file(path: str, scratch: str, shards: int = 1) -> SavedIndex:
     ts = cols["ts"]
     n = len(ts)
     part = flow_parts(cols, found.addresses, shards)
-    frame = pl.DataFrame(cols).with_columns(
-        pl.Series(ROW, np.arange(n, dtype=np.int64)), pl.Series("_part", part)
-    )
-    split = frame.partition_by("_part", as_dict=True, include_key=False)
+    order = np.argsort(part, kind="stable")  # by part, rows ascending in each
+    bounds = np.searchsorted(part[order], np.arange(shards + 2))
+    del part
     parts = []
-    for k in range(shards + 1):
+    for k in range(shards + 1):  # one part's rows gathered at a time
+        rows = order[bounds[k] : bounds[k + 1]]
         name = out / f"part-{k}.parquet"
-        split.get((k,), frame.drop("_part").clear()).write_parquet(
+        pl.DataFrame({**{c: v[rows] for c, v in cols.items()}, ROW: rows}).write_parquet(
             name, compression="zstd", statistics=False
         )
         parts.append(str(name))
-    del frame, split
+    del order
     times = out / "times.parquet"
     pl.DataFrame({"ts": ts}).write_parquet(times, compression="zstd", statistics=False)
     rest = out / "rest.pickle"
