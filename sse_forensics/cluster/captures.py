@@ -39,6 +39,7 @@ import polars as pl
 
 from sse_forensics.errors import UnreadableInput
 from sse_forensics.facts.config import AnalysisConfig
+from sse_forensics.ingest.inputs import input_size
 from sse_forensics.ingest.packet_index import (
     Addresses,
     PacketIndex,
@@ -58,6 +59,10 @@ ShardResult = tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]
 """What a shard returns: its evidence files (partition, table, file), row counts, summary."""
 
 ROW = "_row"  # a part's column: the row's place in its file
+SHARD_CAPTURE_BYTES = 1 << 30
+"""Capture bytes per shard of flows at most (read at call time): the shards outnumber the
+workers when the captures are larger (a shard's peak follows its flows' share: on a 1 GB
+ring, 2 shards: 362-394 MB, one pass's merged index 545 MB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,22 +280,27 @@ def reassemble_on(
     config: AnalysisConfig,
     shards: int,
 ) -> list[ShardResult]:
-    """Steps 1 and 2 (or 3) on ``executor``: the shards' results, in shard order. Raises
-    :class:`UnreadableInput` for the first input that is no capture, as a local scan."""
-    indexed = [executor.submit(index_capture_file, path, scratch, shards) for path in inputs]
+    """Steps 1 and 2 (or 3) on ``executor``: the shards' results, in shard order (shards of
+    flows: ``shards``, more for captures past ``shards`` × :data:`SHARD_CAPTURE_BYTES`).
+    Raises :class:`UnreadableInput` for the first input that is no capture, as a local
+    scan."""
+    by_size = -(-sum(input_size(p) for p in inputs) // SHARD_CAPTURE_BYTES)
+    flow_shards = max(shards, by_size)
+    indexed = [executor.submit(index_capture_file, p, scratch, flow_shards) for p in inputs]
     saved = [f.result() for f in indexed]
     refused = next((s.refused for s in saved if s.refused is not None), None)
     if refused is not None:
         raise UnreadableInput(*refused)
     if all(s.by_flow for s in saved):
-        keys = [executor.submit(number_flow_shard, saved, k, config) for k in range(shards)]
+        parts = range(flow_shards)
+        keys = [executor.submit(number_flow_shard, saved, k, config) for k in parts]
         ids = numbering([f.result() for f in keys], config.limits)
         if ids is not None:
             futures = [
                 executor.submit(
-                    reassemble_flow_shard, saved, buckets, scratch, config, (k, shards), ids[k]
+                    reassemble_flow_shard, saved, buckets, scratch, config, (k, flow_shards), ids[k]
                 )
-                for k in range(shards)
+                for k in parts
             ]
             return [f.result() for f in futures]
     futures = [

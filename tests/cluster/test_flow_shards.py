@@ -70,15 +70,20 @@ def _same(cluster: ScanResult, local: ScanResult) -> None:
     )
 
 
-@pytest.mark.parametrize(("shards", "mid_stream"), [(2, False), (3, False), (2, True)])
+@pytest.mark.parametrize(
+    ("workers", "shards", "mid_stream"), [(2, 2, False), (3, 3, False), (2, 2, True), (2, 5, False)]
+)
 def test_a_shard_holds_the_rows_of_its_own_flows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int, mid_stream: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, shards: int, mid_stream: bool
 ) -> None:
     """A four-file ring whose connections cross the files: each shard's index holds its
     own flows' rows only (together every TCP row once, each its row in the whole capture),
     and the connection ids, errors and JSON lines are the local scan's — also when every
-    connection is read mid-stream (the exact path decides them, not the fast path)."""
+    connection is read mid-stream (the exact path decides them, not the fast path), and
+    with more shards than workers (captures past SHARD_CAPTURE_BYTES a worker)."""
     paths = _ring(tmp_path, 4, mid_stream)
+    size = sum(Path(p).stat().st_size for p in paths)
+    monkeypatch.setattr(captures, "SHARD_CAPTURE_BYTES", -(-size // shards))
     loaded: list[tuple[int, int, np.ndarray]] = []
     load = captures.load_flow_shard
 
@@ -89,12 +94,13 @@ def test_a_shard_holds_the_rows_of_its_own_flows(
 
     monkeypatch.setattr(captures, "load_flow_shard", spy)
     config = AnalysisConfig()
-    cluster = _scan(paths, tmp_path, shards, config)
+    cluster = _scan(paths, tmp_path, workers, config)
     local = scan_paths(paths, config, jobs=1, keep_tables=False)
     assert local.stats.connections > 20 and local.findings
     _same(cluster, local)
     assert len(loaded) == 2 * shards  # a numbering pass and a reassembly pass per shard
     rows = {k: r for k, _n, r in loaded}
+    assert sorted(rows) == list(range(shards))
     assert all(0 < len(r) < local.stats.tcp_segments for r in rows.values())
     assert all(n == len(r) for _k, n, r in loaded)  # no other row than its own flows'
     every = np.sort(np.concatenate(list(rows.values())))
