@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import pickle
 import tempfile
@@ -69,9 +70,11 @@ ring, 2 shards: 362-394 MB, one pass's merged index 545 MB)."""
 class SavedIndex:
     """One capture file's index under the scratch directory: ``parts`` (Parquet) the TCP
     rows of each shard's flows, then the other rows; ``times`` its timestamps (Parquet);
-    ``rest`` the pickled rest; its frames, TCP segments, first and last timestamps, and
-    whether shards of flows can read it (``by_flow``: rows in time order, no error).
-    ``refused``: why the file is no capture (``UnreadableInput``'s source and reason)."""
+    ``rest`` the pickled rest; its frames, TCP segments, first and last timestamps, each
+    part's first and last (``spans``), and whether shards of flows can read it
+    (``by_flow``: rows in time order, no error). ``refused``: why the file is no capture
+    (``UnreadableInput``'s source and reason). A shard's view (:func:`shard_view`) names
+    its own part only, and ``times`` only if it needs them."""
 
     path: str
     parts: tuple[str, ...] = ()
@@ -83,6 +86,7 @@ class SavedIndex:
     last_ts: float = 0.0
     by_flow: bool = False
     refused: tuple[str, str] | None = None
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 def index_capture_file(path: str, scratch: str, shards: int = 1) -> SavedIndex:
@@ -102,15 +106,18 @@ def index_capture_file(path: str, scratch: str, shards: int = 1) -> SavedIndex:
     order = np.argsort(part, kind="stable")  # by part, rows ascending in each
     bounds = np.searchsorted(part[order], np.arange(shards + 2))
     del part
-    parts = []
+    parts, spans = [], []
     for k in range(shards + 1):  # one part's rows gathered at a time
         rows = order[bounds[k] : bounds[k + 1]]
         name = out / f"part-{k}.parquet"
-        pl.DataFrame({**{c: v[rows] for c, v in cols.items()}, ROW: rows}).write_parquet(
+        gathered = {c: v[rows] for c, v in cols.items()}
+        at = gathered["ts"]
+        spans.append((float(at.min()), float(at.max())) if len(at) else (math.inf, -math.inf))
+        pl.DataFrame({**gathered, ROW: rows}).write_parquet(
             name, compression="zstd", statistics=False
         )
         parts.append(str(name))
-    del order
+    del order, gathered
     times = out / "times.parquet"
     pl.DataFrame({"ts": ts}).write_parquet(times, compression="zstd", statistics=False)
     rest = out / "rest.pickle"
@@ -126,6 +133,7 @@ def index_capture_file(path: str, scratch: str, shards: int = 1) -> SavedIndex:
         float(ts[0]) if n else 0.0,
         float(ts[-1]) if n else 0.0,
         not found.read_errors and not found.decode_errors and bool(np.all(ts[1:] >= ts[:-1])),
+        spans=tuple(spans),
     )
 
 
@@ -184,39 +192,63 @@ def load_index(saved: list[SavedIndex]) -> PacketIndex:
     return _merge(files)
 
 
-def load_flow_shard(saved: list[SavedIndex], k: int) -> tuple[PacketIndex, FlowShard]:
-    """Shard ``k``'s rows of every file merged in the capture's time order, and each one's
-    row in the whole capture: before it, in every other file, the rows of an earlier
-    timestamp (of an equal one too in a file given before it) — counted from that file's
-    timestamps only where its time span overlaps this shard's rows of the file."""
+def shard_view(saved: list[SavedIndex], k: int) -> list[SavedIndex]:
+    """What shard ``k`` reads of ``saved``: its part of each file, and the timestamps of
+    the files it must count rows in (:func:`_overlap`); an object-store scratch sends a
+    task the files its arguments name, no other shard's."""
+    out = []
+    for j, other in enumerate(saved):
+        spans = [s.spans[k] for i, s in enumerate(saved) if i != j]
+        needed = any(_overlap(other, span) for span in spans)
+        out.append(
+            dataclasses.replace(
+                other, parts=(other.parts[k],), spans=(other.spans[k],), times=other.times * needed
+            )
+        )
+    return out
+
+
+def _overlap(other: SavedIndex, span: tuple[float, float]) -> bool:
+    """Whether ``other``'s rows must be counted one by one before rows of timestamps
+    ``span``: neither all before them nor all after (nor an empty side)."""
+    if not other.frames or span[0] > span[1]:
+        return False
+    return not other.last_ts < span[0] and not other.first_ts > span[1]
+
+
+def load_flow_shard(view: list[SavedIndex]) -> tuple[PacketIndex, FlowShard]:
+    """A shard's rows of every file (its :func:`shard_view`) merged in the capture's time
+    order, and each one's row in the whole capture: before it, in every other file, the
+    rows of an earlier timestamp (of an equal one too in a file given before it) — counted
+    from that file's timestamps only where its time span overlaps this shard's rows."""
     files: list[_FileIndex] = []
     placed: list[np.ndarray] = []
     try:
-        for s in saved:
-            found, row = _load_file(s, [s.parts[k]])
+        for s in view:
+            found, row = _load_file(s, list(s.parts))
             files.append(found)
             placed.append(row)
     except BaseException:
         for f in files:
             _close(f)
         raise
-    for j, other in enumerate(saved):
+    for j, other in enumerate(view):
         times: np.ndarray | None = None
-        for i, f in enumerate(files):
-            ts = f.cols["ts"]
-            if i == j or not len(ts) or not other.frames:
+        for i, mine in enumerate(view):
+            if i == j or not len(placed[i]) or not other.frames:
                 continue
-            if other.last_ts < ts[0]:
+            if other.last_ts < mine.spans[0][0]:
                 placed[i] += other.frames
-            elif other.first_ts <= ts[-1]:
+            elif _overlap(other, mine.spans[0]):
                 if times is None:
                     times = pl.read_parquet(other.times).get_column("ts").to_numpy()
-                placed[i] += np.searchsorted(times, ts, side="right" if j < i else "left")
-    ends = [s.last_ts for s in saved if s.frames]
+                at = files[i].cols["ts"]
+                placed[i] += np.searchsorted(times, at, side="right" if j < i else "left")
+    ends = [s.last_ts for s in view if s.frames]
     shard = FlowShard(
         np.sort(np.concatenate(placed)) if placed else np.zeros(0, dtype=np.int64),
-        sum(s.frames for s in saved),
-        sum(s.tcp_segments for s in saved),
+        sum(s.frames for s in view),
+        sum(s.tcp_segments for s in view),
         max(ends) if ends else None,
     )
     return _merge(files), shard
@@ -232,9 +264,10 @@ def _close(found: _FileIndex) -> None:
         found.fd = None
 
 
-def number_flow_shard(saved: list[SavedIndex], k: int, config: AnalysisConfig) -> DecisionKeys:
-    """Step 2a (on a worker): the sort keys of shard ``k``'s connections."""
-    index, shard = load_flow_shard(saved, k)
+def number_flow_shard(view: list[SavedIndex], config: AnalysisConfig) -> DecisionKeys:
+    """Step 2a (on a worker): the sort keys of a shard's connections (``view``: its
+    :func:`shard_view`)."""
+    index, shard = load_flow_shard(view)
     try:
         return decision_keys(index, shard, config.limits)
     finally:
@@ -242,18 +275,19 @@ def number_flow_shard(saved: list[SavedIndex], k: int, config: AnalysisConfig) -
 
 
 def reassemble_flow_shard(
-    saved: list[SavedIndex],
+    view: list[SavedIndex],
     buckets: int,
     scratch: str,
     config: AnalysisConfig,
     shard: tuple[int, int],
     ids: tuple[np.ndarray, np.ndarray],
 ) -> ShardResult:
-    """Step 2b (on a worker): shard ``k``'s connections under the ids ``ids`` (its
-    candidates', its exact path's) as evidence rows written under ``scratch``."""
+    """Step 2b (on a worker): shard ``k``'s connections (``view``: its :func:`shard_view`)
+    under the ids ``ids`` (its candidates', its exact path's) as evidence rows written
+    under ``scratch``."""
     from sse_forensics.pipeline import shard_rows
 
-    index, flows = load_flow_shard(saved, shard[0])
+    index, flows = load_flow_shard(view)
     flows.cand_ids, flows.exact_ids = ids
     return shard_rows(index, buckets, scratch, config, shard, flows)
 
@@ -292,15 +326,15 @@ def reassemble_on(
     if refused is not None:
         raise UnreadableInput(*refused)
     if all(s.by_flow for s in saved):
-        parts = range(flow_shards)
-        keys = [executor.submit(number_flow_shard, saved, k, config) for k in parts]
+        views = [shard_view(saved, k) for k in range(flow_shards)]
+        keys = [executor.submit(number_flow_shard, view, config) for view in views]
         ids = numbering([f.result() for f in keys], config.limits)
         if ids is not None:
             futures = [
                 executor.submit(
-                    reassemble_flow_shard, saved, buckets, scratch, config, (k, flow_shards), ids[k]
+                    reassemble_flow_shard, view, buckets, scratch, config, (k, flow_shards), ids[k]
                 )
-                for k in parts
+                for k, view in enumerate(views)
             ]
             return [f.result() for f in futures]
     futures = [

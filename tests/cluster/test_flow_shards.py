@@ -76,8 +76,9 @@ def _same(cluster: ScanResult, local: ScanResult) -> None:
 def test_a_shard_holds_the_rows_of_its_own_flows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, shards: int, mid_stream: bool
 ) -> None:
-    """A four-file ring whose connections cross the files: each shard's index holds its
-    own flows' rows only (together every TCP row once, each its row in the whole capture),
+    """A four-file ring whose connections cross the files: each shard is sent its own
+    part of each file and no file's timestamps (no file overlaps another in time), its
+    index holds its own flows' rows only (together every TCP row once, each its row in the whole capture),
     and the connection ids, errors and JSON lines are the local scan's — also when every
     connection is read mid-stream (the exact path decides them, not the fast path), and
     with more shards than workers (captures past SHARD_CAPTURE_BYTES a worker)."""
@@ -87,8 +88,11 @@ def test_a_shard_holds_the_rows_of_its_own_flows(
     loaded: list[tuple[int, int, np.ndarray]] = []
     load = captures.load_flow_shard
 
-    def spy(saved: list[captures.SavedIndex], k: int):  # type: ignore[no-untyped-def]
-        index, shard = load(saved, k)
+    def spy(view: list[captures.SavedIndex]):  # type: ignore[no-untyped-def]
+        index, shard = load(view)
+        k = int(Path(view[0].parts[0]).stem.removeprefix("part-"))
+        assert all(s.parts == (str(Path(s.parts[0]).parent / f"part-{k}.parquet"),) for s in view)
+        assert not any(s.times for s in view)  # a ring's files do not overlap in time
         loaded.append((k, len(index), shard.rows.copy()))
         return index, shard
 
