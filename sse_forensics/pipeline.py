@@ -70,6 +70,7 @@ from sse_forensics.workers import start_workers as _started
 
 if TYPE_CHECKING:
     from sse_forensics.evidence.log_partitions import LogIngest
+    from sse_forensics.reassembly.fast.flow_shard import FlowShard
 
 # Evidence bytes (file size) per partition: the objects of one partition are built at once,
 # so this bounds the judging's memory (benchmarks/scale.py: 64 MB gave a 590 MB peak on a
@@ -257,13 +258,15 @@ def shard_rows(
     scratch: str,
     config: AnalysisConfig,
     shard: tuple[int, int],
+    flows: FlowShard | None = None,
 ) -> tuple[list[tuple[int, str, Path]], dict[str, int], FastReassembly]:
-    """The connections of ``shard`` of ``index`` as evidence rows spilled under ``scratch``
-    (the caller adopts the files; ``index`` is closed), and the shard's summary."""
+    """The connections of ``shard`` of ``index`` (of its flows: ``flows``) as evidence rows
+    spilled under ``scratch`` (the caller adopts the files; ``index`` is closed), and the
+    shard's summary."""
     store = EvidenceStore(buckets, scratch=scratch)
     try:
         with _scan_gc():
-            summary = reassemble_fast(index, store.add, config, shard=shard)
+            summary = reassemble_fast(index, store.add, config, shard=shard, flows=flows)
     finally:
         index.close()
     store.spill()

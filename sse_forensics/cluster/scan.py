@@ -77,6 +77,8 @@ TASK_STAGES = {
     "fetch_input": "read",
     "unpack_input": "read",
     "index_capture_file": "read",
+    "number_flow_shard": "read",
+    "reassemble_flow_shard": "read",
     "reassemble_indexed_shard": "read",
     "_analyze_files": "facts",
 }

@@ -618,7 +618,8 @@ def test_local_workers_run_polars_on_their_dask_threads(
 
 
 def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) -> None:
-    """Workers die after indexing a capture, after writing a capture shard's partitions,
+    """Workers die after indexing a capture, after numbering a capture shard's connections,
+    after writing a capture shard's partitions,
     after reading a log file into partitions, after writing a session partition's rows, and
     before judging a partition: Dask reruns each task elsewhere, the findings are those of
     a local scan, and the scratch directory is empty at the end."""
@@ -632,7 +633,8 @@ def test_killed_workers_do_not_change_the_findings(distributed, tmp_path: Path) 
 
     deaths = {  # name → die after it ran
         "index_capture_file": True,
-        "reassemble_indexed_shard": True,
+        "number_flow_shard": True,
+        "reassemble_flow_shard": True,
         "read_log_file": True,
         "session_partition": True,
         "_analyze_files": False,

@@ -51,6 +51,7 @@ from sse_forensics.reassembly.fast import h2 as fh2
 from sse_forensics.reassembly.fast import http as fhttp
 from sse_forensics.reassembly.fast import tls as ftls
 from sse_forensics.reassembly.fast.exact import END, ErrorKey, ExactDriver
+from sse_forensics.reassembly.fast.flow_shard import FlowShard
 from sse_forensics.reassembly.fast.rows import classify_events
 from sse_forensics.reassembly.fast.sse import BodySource, parse_bodies
 from sse_forensics.reassembly.fast.tcp import (
@@ -225,22 +226,27 @@ def reassemble_fast(
     config: AnalysisConfig | None = None,
     *,
     shard: tuple[int, int] = (0, 1),
+    flows: FlowShard | None = None,
 ) -> FastReassembly:
     """Evidence rows of every TCP connection of ``index`` whose id ``% shard[1] ==
     shard[0]``, to ``sink``; see the module docstring. Rows, connections, errors, counters and
     loss equal the exact path's (a sharded run: its part of them; :func:`combine` joins the
-    parts of all shards into the unsharded result)."""
+    parts of all shards into the unsharded result). With ``flows``, ``index`` holds the
+    rows of some flows only, all its connections are the shard's, numbered as ``flows``
+    says (:mod:`.flow_shard`)."""
     config = config or AnalysisConfig()
     part, parts = shard
     if not 0 <= part < parts:
         raise ValueError(f"shard {shard}: want 0 <= k < n")
 
     def own(conn_id: int) -> bool:
-        return conn_id % parts == part
+        return flows is not None or conn_id % parts == part
 
     clock = _Clock()
     tls_keys, keylog_errors = tls_keys_for(config, index.stats)
     capture_end = float(index.ts[-1]) if len(index) else None
+    if flows is not None:
+        capture_end = flows.capture_end
     groups = group_flows(index)
     check = classify_groups(index, groups, capture_end if capture_end is not None else 0.0)
     cand = np.flatnonzero(check.candidate)
@@ -285,6 +291,8 @@ def reassemble_fast(
         before = len(cand_first) if row == END else int(np.searchsorted(cand_first, int(row)))
         main_decided.append(row)
         conn_id = before + len(main_decided)
+        if flows is not None and flows.exact_ids is not None:
+            conn_id = int(flows.exact_ids[len(main_decided) - 1])
         if own(conn_id):
             if row == END:
                 g = int(np.searchsorted(groups.first_row, flow_position(conn)))
@@ -294,10 +302,11 @@ def reassemble_fast(
         return conn_id
 
     ledger = ConnectionLedger()
+    position = flow_position if flows is None else lambda c: int(flows.at(flow_position(c)))
     main = ExactDriver(
         index,
         main_id,
-        flow_position,
+        position,
         evidence,
         own,
         tls_keys,
@@ -318,6 +327,8 @@ def reassemble_fast(
     # 3. Candidates: ids, then this shard's through the fast path, in batches.
     decided_rows = np.array(main_decided, dtype=np.float64)
     cand_ids = 1 + np.arange(len(cand)) + np.searchsorted(decided_rows, cand_first)
+    if flows is not None and flows.cand_ids is not None:
+        cand_ids = flows.cand_ids
     ctx = _Context(
         index,
         groups,
@@ -329,7 +340,7 @@ def reassemble_fast(
         ledger=ledger,
         tls_keys=tls_keys,
     )
-    mine = np.flatnonzero(cand_ids % parts == part)
+    mine = np.flatnonzero(cand_ids % parts == part) if flows is None else np.arange(len(cand))
     sizes = _payload_sizes(index, groups)
     batch: list[tuple[int, int]] = []
     batch_bytes = 0
@@ -351,7 +362,7 @@ def reassemble_fast(
         driver = ExactDriver(
             index,
             lambda row, _conn: ids_by_row[int(row)],
-            flow_position,
+            position,
             evidence,
             tls_keys=tls_keys,
             limits=config.limits,
@@ -370,14 +381,18 @@ def reassemble_fast(
     connections = sorted(ledger.kept, key=lambda c: c.id)
     stats = dict(index.stats)
     index_errors = list(index.errors) if part == 0 else []
+    frames, tcp_segments = len(index), index.tcp_segments
+    if flows is not None:  # keys in the whole capture's rows; its counts
+        keyed = [((flows.at(k[0]), k[1], k[2], k[3]), err) for k, err in keyed]
+        frames, tcp_segments = flows.frames, flows.tcp_segments
     keylog_errors = keylog_errors if part == 0 else []
     errors = keylog_errors + _merge_errors(list(index.sources), index.is_tcp, index_errors, keyed)
     clock.lap("errors")
     return FastReassembly(
         connections=connections,
         errors=errors,
-        frames=len(index),
-        tcp_segments=index.tcp_segments,
+        frames=frames,
+        tcp_segments=tcp_segments,
         capture_stats=stats,
         loss=_capture_loss([], stats if part == 0 else {}, counted=ledger.loss),
         shard=shard,
