@@ -492,11 +492,8 @@ def _resume_row(
         if s.resumed_event is not None:
             ev.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
     ev.extend(replay.extra_evidence)
-    data_events = s.data_events()
-    if data_events and not gap:
-        ev.append(
-            data_events[0].cite(f"first replayed data event: id {data_events[0].sse.id_field}")
-        )
+    if data and not gap:
+        ev.append(data[0].cite(f"first replayed data event: id {data[0].sse.id_field}"))
     return {
         "conn_id": s.exchange.connection_id,
         "ex_index": s.exchange.index,

@@ -14,7 +14,6 @@ from typing import Any
 
 import polars as pl
 
-from sse_forensics.evidence.tables import split_by
 from sse_forensics.facts.earlier import event_at
 from sse_forensics.facts.front import label_of
 from sse_forensics.facts.ids import IdCodec
@@ -181,35 +180,38 @@ class CounterExclusions:
         self._shared_sessions = shared_sessions
         self._server_groups = server_groups
         self._keyed = keyed
-        self._by_session: dict[str, pl.DataFrame] | None = None
+        self._built = False
         self._session_groups: dict[str, CounterGroup] = {}
         self._own_keys: dict[str, dict[tuple[int, int], CounterGroup]] = {}
         self._taken: dict[StreamRecord, TakenKeys] = {}
 
-    def _session_keys(self, session_id: str) -> pl.DataFrame:
+    def _groups(self) -> None:
+        """Every session's counter values (per prefix, sorted), and each logical stream's
+        own, from two ``group_by`` over the keyed table: a Python step per group, none per
+        event (issue 9: no per-row Python loop)."""
         keyed = self._keyed() if callable(self._keyed) else self._keyed
-        self._keyed = keyed
-        if self._by_session is None:  # one query for every session of the partition
-            self._by_session = split_by(keyed, "session_id")
-        return self._by_session.get(session_id, keyed.clear())
+        self._keyed, self._built = keyed, True
+        seq = pl.col("seq").unique().sort()
+        own = keyed.group_by("session_id", "root_conn", "root_index", "prefix").agg(seq)
+        streams: dict[str, dict[tuple[int, int], dict[str, list[int]]]] = defaultdict(
+            lambda: defaultdict(dict)
+        )
+        for session_id, rc, ri, prefix, seqs in own.iter_rows():
+            streams[session_id][(rc, ri)][prefix] = seqs
+        self._own_keys = {
+            sid: {k: CounterGroup.from_sorted(v) for k, v in roots.items()}
+            for sid, roots in streams.items()
+        }
+        shared = keyed.group_by("session_id", "prefix").agg(seq)
+        sessions: dict[str, dict[str, list[int]]] = defaultdict(dict)
+        for session_id, prefix, seqs in shared.iter_rows():
+            sessions[session_id][prefix] = seqs
+        self._session_groups = {k: CounterGroup.from_sorted(v) for k, v in sessions.items()}
 
     def _own(self, root: StreamRecord) -> CounterGroup:
-        session_id = root.session.session_id
-        own = self._own_keys.get(session_id)
-        if own is None:  # every logical stream of the session at once, over its rows only
-            keys = self._session_keys(session_id)
-            grouped: dict[tuple[int, int], dict[str, set[int]]] = defaultdict(
-                lambda: defaultdict(set)
-            )
-            for rc, ri, p, q in zip(
-                *(keys.get_column(c).to_list() for c in ("root_conn", "root_index", "prefix")),
-                keys.get_column("seq").to_list(),
-                strict=True,
-            ):
-                grouped[(rc, ri)][p].add(q)
-            own = self._own_keys[session_id] = {
-                k: CounterGroup.from_sets(v) for k, v in grouped.items()
-            }
+        if not self._built:  # every session of the partition at once
+            self._groups()
+        own = self._own_keys.get(root.session.session_id, {})
         return own.get((root.exchange.connection_id, root.exchange.index), NO_KEYS)
 
     def get(self, root: StreamRecord, default: TakenKeys = NOTHING_TAKEN) -> TakenKeys:
@@ -223,13 +225,8 @@ class CounterExclusions:
         if server_group is not None:
             taken = TakenKeys(server_group, self._own(root))
         elif session_id in self._shared_sessions:
-            group = self._session_groups.get(session_id)
-            if group is None:
-                keys = self._session_keys(session_id)
-                group = self._session_groups[session_id] = CounterGroup.from_arrays(
-                    keys.get_column("prefix").to_list(), keys.get_column("seq").to_numpy()
-                )
-            taken = TakenKeys(group, self._own(root))
+            own = self._own(root)  # the session's groups are built with it
+            taken = TakenKeys(self._session_groups.get(session_id, CounterGroup(())), own)
         else:
             taken = NOTHING_TAKEN
         self._taken[root] = taken

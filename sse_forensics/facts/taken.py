@@ -42,6 +42,13 @@ class CounterGroup:
         group.sorted = {p: sorted(v) for p, v in by_prefix.items()}
         return group
 
+    @classmethod
+    def from_sorted(cls, by_prefix: dict[str, list[int]]) -> CounterGroup:
+        """From the distinct counter values of each prefix, already sorted."""
+        group = cls(())
+        group.sorted = by_prefix
+        return group
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, IdKey) and bool(self.between(key.prefix, key.seq, key.seq))
 
