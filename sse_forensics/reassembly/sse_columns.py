@@ -60,6 +60,7 @@ __all__ = [
     "RETRY_MAX",
     "SEGMENT_BYTES",
     "SSEColumns",
+    "byte_positions",
     "parse_body",
 ]
 
@@ -91,7 +92,11 @@ SEGMENT_BYTES = 1 << 30
 RETRY_MAX = (1 << 63) - 1
 """``retry`` values beyond Int64 are stored as this (``SSEParser`` keeps a Python int)."""
 
-_SCAN_CHUNK = 1 << 24  # bytes compared per numpy pass: bounds the temporary bool array
+_SCAN_CHUNK = 1 << 16
+"""Bytes compared per numpy pass of :func:`byte_positions`: the temporary bool array stays
+under glibc's mmap threshold (128 KB, pinned by ``sse_forensics.memory``), so it is heap
+memory used again, not a fresh mapping faulted in page by page (issue 9: a 4 MB piece of
+heads cost ~1,000 page faults for its line ends; a 64 KB pass costs ~3 µs)."""
 _CHECK_BYTES = 1 << 16  # the UTF-8 fallback decodes runs of whole lines of about this size
 
 # Line kinds, from the line's first bytes.
@@ -233,7 +238,7 @@ def parse_body(
     id_lines = np.flatnonzero(kind == _ID)
     id_has_nul = np.zeros(len(id_lines), dtype=bool)
     if len(id_lines) and b"\0" in body:
-        nul = _positions(np.frombuffer(body, dtype=np.uint8), 0)
+        nul = byte_positions(np.frombuffer(body, dtype=np.uint8), 0)
         id_has_nul = np.searchsorted(nul, lines.content_end[id_lines]) > np.searchsorted(
             nul, lines.value_start[id_lines]
         )
@@ -359,8 +364,8 @@ def parse_body(
 # -- lines ------------------------------------------------------------------------------------
 
 
-def _positions(arr: np.ndarray, byte: int) -> np.ndarray:
-    """Offsets of ``byte`` in ``arr``, in order (int64)."""
+def byte_positions(arr: np.ndarray, byte: int) -> np.ndarray:
+    """Offsets of ``byte`` in ``arr``, in order (int64), :data:`_SCAN_CHUNK` bytes a pass."""
     if len(arr) <= _SCAN_CHUNK:
         return np.flatnonzero(arr == byte)
     parts = [
@@ -376,11 +381,11 @@ def _line_ends(buf: bytes, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     A CR that is the last byte of the body ends its line (what ``SSEParser.close()`` does
     with a CR held back at the end of a feed).
     """
-    lf = _positions(arr, _LF)
+    lf = byte_positions(arr, _LF)
     if b"\r" not in buf:
         return lf, lf + 1
     n = len(arr)
-    cr = _positions(arr, _CR)
+    cr = byte_positions(arr, _CR)
     after = np.minimum(cr + 1, n - 1)
     lone = cr[(cr + 1 >= n) | (arr[after] != _LF)]
     lf_content_end = lf - (arr[np.maximum(lf - 1, 0)] == _CR) * (lf > 0)

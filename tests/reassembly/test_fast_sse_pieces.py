@@ -107,6 +107,32 @@ def test_gather_in_spans(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     for span in (1, 97, 5000, 1 << 20):
         monkeypatch.setattr(fsse, "GATHER_SPAN", span)
         assert bytes(fsse.gather(buf, starts, sizes)) == want
+    monkeypatch.setattr(fsse, "JOIN_MEAN", 0)  # the ranges joined as slices
+    assert bytes(fsse.gather(buf, starts, sizes)) == want
+
+
+def test_gather_joins_long_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranges of ``JOIN_MEAN`` bytes or more on average are joined as slices: no mask over
+    their span, no temporary of the result's size (issue 9: their fresh pages were a sixth
+    of the fast path's page faults); shorter ones are masked."""
+    buf = bytes(range(256)) * 400
+    starts = np.arange(0, len(buf) - 300, 300, dtype=np.int64)
+    sizes = np.full(len(starts), 200, dtype=np.int64)
+    want = b"".join(buf[s : s + 200] for s in starts.tolist())
+    masked: list[int] = []
+    real = fsse._masked
+
+    def spy(src: np.ndarray, at: np.ndarray, n: np.ndarray) -> np.ndarray:
+        masked.append(len(at))
+        return real(src, at, n)
+
+    monkeypatch.setattr(fsse, "_masked", spy)
+    assert fsse.gather(buf, starts, sizes) == want
+    assert masked == []
+    assert bytes(fsse.gather(buf, starts, sizes // 4)) == b"".join(
+        buf[s : s + 50] for s in starts.tolist()
+    )
+    assert masked == [len(starts)]
 
 
 def test_heads_read_in_place() -> None:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -258,6 +259,30 @@ def test_accepts_bytes_like():
     body = b"data: x\n\n"
     assert parse_body(memoryview(body)).events.rows() == parse_body(body).events.rows()
     assert parse_body(bytearray(body)).events.rows() == parse_body(body).events.rows()
+
+
+def test_byte_scans_stay_under_the_mmap_threshold():
+    """Line ends (and chunk-size lines, :class:`~sse_forensics.reassembly.fast.http.ChunkIndex`)
+    are found a pass of at most 128 KB at a time: a larger bool temporary is a fresh mapping
+    each time, faulted in 4 KB at a time (issue 9); the positions are those of one pass."""
+    from sse_forensics.memory import MMAP_THRESHOLD
+    from sse_forensics.reassembly.fast.http import ChunkIndex
+
+    rng = random.Random(3)
+    body = bytes(rng.choice(b"ab\r\n0:") for _ in range(600_000))
+    arr = np.frombuffer(body, dtype=np.uint8)
+    widest: list[int] = []
+    real = np.flatnonzero
+
+    def spy(a: Any) -> Any:
+        widest.append(np.asarray(a).size)
+        return real(a)
+
+    with mock.patch.object(sse_columns.np, "flatnonzero", spy):
+        got = sse_columns.byte_positions(arr, 10)
+        ChunkIndex(body)
+    assert max(widest) <= MMAP_THRESHOLD
+    assert np.array_equal(got, real(arr == 10))
 
 
 # -- hypothesis: random SSE-ish bodies -----------------------------------------------------

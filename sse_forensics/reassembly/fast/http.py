@@ -49,6 +49,7 @@ from sse_forensics.reassembly.http.grammar import (
     VERSION_PREFIX,
 )
 from sse_forensics.reassembly.http_events import Headers, header
+from sse_forensics.reassembly.sse_columns import byte_positions
 
 R_LEFTOVER = "http: bytes after the last complete message"
 R_HEAD = "http: head the parser would reject or report"
@@ -141,7 +142,7 @@ class ChunkIndex:
     def __init__(self, buf: bytes) -> None:
         arr = np.frombuffer(buf, dtype=np.uint8)
         n = len(arr)
-        cr = _positions(arr, _CR)
+        cr = byte_positions(arr, _CR)
         cr = cr[(cr >= 2) & (cr + 1 < n)]
         cr = cr[(arr[cr + 1] == _LF) & (_HEX[arr[cr - 1]] != 255)]
         width = _WIDTH + 1
@@ -203,14 +204,6 @@ class ChunkIndex:
     def before(self, pos: int) -> int:
         """How many candidates start before ``pos``."""
         return int(np.searchsorted(self.start, pos))
-
-
-def _positions(arr: np.ndarray, byte: int, step: int = 1 << 24) -> np.ndarray:
-    if len(arr) <= step:
-        return np.flatnonzero(arr == byte)
-    return np.concatenate(
-        [np.flatnonzero(arr[i : i + step] == byte) + i for i in range(0, len(arr), step)]
-    )
 
 
 @dataclass(slots=True)
