@@ -78,10 +78,11 @@ def test_a_shard_holds_the_rows_of_its_own_flows(
 ) -> None:
     """A four-file ring whose connections cross the files: each shard is sent its own
     part of each file and no file's timestamps (no file overlaps another in time), its
-    index holds its own flows' rows only (together every TCP row once, each its row in the whole capture),
-    and the connection ids, errors and JSON lines are the local scan's — also when every
-    connection is read mid-stream (the exact path decides them, not the fast path), and
-    with more shards than workers (captures past SHARD_CAPTURE_BYTES a worker)."""
+    index holds its own flows' rows only (together every TCP row once, each its row in the
+    whole capture), and the connection ids, errors and JSON lines are the local scan's —
+    also when every connection is read mid-stream (the exact path decides them, not the
+    fast path), and with more shards than workers (captures past SHARD_CAPTURE_BYTES a
+    worker)."""
     paths = _ring(tmp_path, 4, mid_stream)
     size = sum(Path(p).stat().st_size for p in paths)
     monkeypatch.setattr(captures, "SHARD_CAPTURE_BYTES", -(-size // shards))
