@@ -44,6 +44,7 @@ from sse_forensics.facts.model import (
     evidence,
 )
 from sse_forensics.facts.observed import ObservedOrders, ResumeOrder
+from sse_forensics.facts.replay_columns import replay_data
 from sse_forensics.facts.replays import RESUME_STORM_ATTEMPTS, ReplayFacts, ReplayJudge
 from sse_forensics.facts.requests import RequestIndex, collect_requests
 from sse_forensics.facts.session_rows import sessions_table
@@ -146,7 +147,7 @@ def build_facts(
         streams, front.shared_session, front.server_groups, lambda: keyed_roots(cols, frame_)
     )
     orders = ObservedOrders(index, cols, frame_)
-    judge = ReplayJudge(index, requests, front.foreign, _replayed_in(cols), orders)
+    judge = ReplayJudge(index, requests, front.foreign, _replayed_in(cols), orders, cols.parts)
 
     gaps: list[GapRecord] = []
     resumes: list[tuple[StreamRecord, GapRecord | None]] = []
@@ -304,6 +305,12 @@ def _codec(s: StreamRecord) -> IdCodec:
     """The ID scheme of the stream's logical stream (set by ``assign_ids``)."""
     assert s.codec is not None
     return s.codec
+
+
+def _sends(s: StreamRecord, event: str) -> bool:
+    """``s`` holds an event of type ``event`` (a long stream's asked of its columns)."""
+    found = events_where(s, pl.col("event") == event, lambda e: e.sse.event == event)
+    return next(found, None) is not None
 
 
 def _replayed_in(cols: KeyedEvents) -> Callable[[set[tuple[str, str]]], set[Key]]:
@@ -478,9 +485,9 @@ def _resume_row(
                 break
         if dropped_by is None and gap is not None and gap.first == succ:
             dropped_by = "replay-jump"
-    data = s.data_events()
+    n_data, first_data = replay_data(s)  # a long replay's from its columns
     gap_signal = gap.signal if gap is not None and gap.signal != "410" else None
-    if gap_signal is None and any(e.sse.event == RESUME_GAP for e in s.events):
+    if gap_signal is None and _sends(s, RESUME_GAP):
         gap_signal = RESUME_GAP
     complete = gap.complete if gap is not None else not s.exchange.holes
     if gap is not None:
@@ -492,8 +499,8 @@ def _resume_row(
         if s.resumed_event is not None:
             ev.append(s.resumed_event.cite(f"Last-Event-ID {s.last_event_id!r} first seen here"))
     ev.extend(replay.extra_evidence)
-    if data and not gap:
-        ev.append(data[0].cite(f"first replayed data event: id {data[0].sse.id_field}"))
+    if first_data is not None and not gap:
+        ev.append(first_data.cite(f"first replayed data event: id {first_data.sse.id_field}"))
     return {
         "conn_id": s.exchange.connection_id,
         "ex_index": s.exchange.index,
@@ -504,8 +511,8 @@ def _resume_row(
         "resumes_stream": s.resumed_from.key if s.resumed_from else None,
         "status": s.status,
         "is_event_stream": s.exchange.is_event_stream,
-        "data_events": len(data),
-        "first_event_id": data[0].sse.id_field if data else None,
+        "data_events": n_data,
+        "first_event_id": first_data.sse.id_field if first_data is not None else None,
         "successor_dropped": dropped_by is not None,
         "dropped_by": dropped_by,
         "gap_signal": gap_signal,

@@ -47,7 +47,7 @@ def events_where(
     added = None
     if keyed:
         columns = tuple(dict.fromkeys(("conn_id", "ex_index", "id_field", *columns)))
-        added = _keys_of(stream)
+        added = keys_of(stream)
     for hits in source.rows_where(key, where, columns, added, reverse):
         positions = hits.get_column("position").cast(pl.Int64).to_list()
         if reverse:
@@ -108,7 +108,7 @@ def top_counter(stream: StreamRecord, prefix: str) -> EventRecord | None:
     return None if best is None else event_at(stream, best[1])
 
 
-def _keys_of(stream: StreamRecord) -> Callable[[pl.DataFrame], pl.DataFrame]:
+def keys_of(stream: StreamRecord) -> Callable[[pl.DataFrame], pl.DataFrame]:
     """What gives rows of ``stream`` (``conn_id``, ``ex_index``, ``id_field``) their IDs'
     keys, ``prefix`` and ``seq`` (:func:`.front.event_keys`; null where none)."""
     ex = stream.exchange
@@ -127,7 +127,7 @@ def _keyed(stream: StreamRecord, where: pl.Expr) -> Iterator[pl.DataFrame]:
     ex, source = stream.exchange, stream.exchange.source
     assert source is not None
     read = ("conn_id", "ex_index", "id_field", "kind")
-    yield from source.rows_where((ex.connection_id, ex.index), where, read, _keys_of(stream))
+    yield from source.rows_where((ex.connection_id, ex.index), where, read, keys_of(stream))
 
 
 class IdOrder:

@@ -1450,6 +1450,16 @@ def _foreign(
         return {}
     pairs_wanted = replayed.select("id_field", "h").unique()
     ids = pairs_wanted.get_column("id_field").unique().implode()
+    # Only an event a second task holds can be first sighted in another task than its
+    # replay's: the others are left out before their sightings are read (issue 16: a
+    # resume's replay of a million events was looked up whole, each sighting with its
+    # origin, to find none elsewhere).
+    pairs_wanted = _in_two_tasks(
+        source, pairs_wanted, is_data & pl.col("id_field").is_in(ids), front
+    )
+    if not pairs_wanted.height:
+        return {}
+    ids = pairs_wanted.get_column("id_field").unique().implode()
     # Every sighting of those events, one partition at a time (only the IDs' rows are read;
     # their data only as a hash).
     columns: list[str | pl.Expr] = [
@@ -1675,6 +1685,37 @@ def _response_codecs(
         )
     )
     return codes.codecs, split_by(frame, "_b", keep_key=False)
+
+
+# An event's (ID, data hash) pair as one hash: what :func:`partition_pairs` returns.
+_PAIR = pl.struct("id_field", "h").hash(seed=0)
+
+
+def _in_two_tasks(
+    source: FrontSource, pairs: pl.DataFrame, where: pl.Expr, front: Front
+) -> pl.DataFrame:
+    """Those of the replayed events ``pairs`` (``id_field, h``) that partitions of more
+    than one of ``front``'s tasks hold, told by a hash of each pair (a collision keeps a
+    pair, never drops one)."""
+    task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
+    asks = [(b, pairs) for b in range(source.buckets)]
+    columns: list[str | pl.Expr] = ["id_field", pl.col("data").hash().alias("h")]
+    held = [
+        mine.with_columns(task=pl.lit(task_of.get(b, -1 - b), pl.Int64))
+        for b, mine in source.map_events(partition_pairs, columns, where, asks, chunked=False)
+    ]
+    if not held:
+        return pairs.clear()
+    shared = pl.concat(held).unique().group_by("p").len().filter(pl.col("len") > 1).get_column("p")
+    return pairs.filter(_PAIR.is_in(shared.implode()))
+
+
+def partition_pairs(events: Iterator[pl.DataFrame], pairs: pl.DataFrame) -> pl.DataFrame | None:
+    """The hashes (``p``) of the replayed events ``pairs`` one partition holds
+    (:func:`_in_two_tasks`)."""
+    for frame in events:  # the partition's events in one frame
+        return frame.join(pairs, on=["id_field", "h"], how="semi").select(_PAIR.alias("p")).unique()
+    return None
 
 
 @dataclass(frozen=True, slots=True)

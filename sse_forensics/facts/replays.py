@@ -15,6 +15,7 @@ import polars as pl
 from sse_forensics.facts.earlier import (
     CARRIES_ID,
     DATA_WITH_ID,
+    event_at,
     events_where,
     has_data,
     key_prefixes,
@@ -26,6 +27,13 @@ from sse_forensics.facts.ids import IdCodec, IdKey
 from sse_forensics.facts.index import StreamIndex
 from sse_forensics.facts.model import EventRecord, Evidence, StreamRecord, evidence
 from sse_forensics.facts.observed import ObservedOrders, ResumeOrder
+from sse_forensics.facts.replay_columns import (
+    Parts,
+    Sightings,
+    crossings,
+    duplicates,
+    is_long,
+)
 from sse_forensics.facts.requests import RequestIndex
 from sse_forensics.facts.signals import BACKPRESSURE_DISCONNECT, STREAM_GAP
 
@@ -65,6 +73,13 @@ def _is_2xx_stream(s: StreamRecord) -> bool:
     return s.status is not None and 200 <= s.status < 300 and s.exchange.is_event_stream
 
 
+_DATA = pl.col("kind") == "data"
+
+
+def _is_data(e: EventRecord) -> bool:
+    return e.kind == "data"
+
+
 # An event that may carry a JSON-RPC response (its first message, or more than one).
 _MAY_ANSWER = pl.col("rpc_kind").is_in(["response", "error"]) | pl.col("rpc_more").is_not_null()
 
@@ -94,6 +109,7 @@ class ReplayJudge:
         foreign: dict[tuple[int, int], dict[int, ForeignEvent]] | None = None,
         first_seen_in: Callable[[set[tuple[str, str]]], set[tuple[int, int]]] | None = None,
         orders: ObservedOrders | None = None,
+        parts: Parts | None = None,
     ) -> None:
         self.index = index
         # Where each resume's Last-Event-ID sits in its observed order (:mod:`.observed`).
@@ -106,6 +122,9 @@ class ReplayJudge:
         # Which streams hold given (ID, data) pairs (facts.build): the first sightings are
         # looked for there only, not in every event of the partition.
         self._first_seen_in = first_seen_in
+        # A long resume's replayed events are looked for in the partition's columns
+        # (:mod:`.replay_columns`), not as records.
+        self.sightings = Sightings(parts, index.logical) if parts is not None else None
 
     @property
     def first_seen(self) -> dict[tuple[str, str], EventRecord]:
@@ -118,7 +137,7 @@ class ReplayJudge:
                 pairs = {
                     (e.id_field, e.sse.data)
                     for s in self.streams
-                    if s.kind == "resume" and s.resumed_from is not None
+                    if s.kind == "resume" and s.resumed_from is not None and not self._long(s)
                     for e in s.data_events()
                     if e.carries_id
                 }
@@ -163,13 +182,15 @@ class ReplayJudge:
         facts.cursorless_get_after = self._cursor_lost(r)
         if not _is_2xx_stream(r):
             return facts
-        data = r.data_events()
-        if not data:
+        long = self._long(r)
+        # A long replay is asked of its columns (.replay_columns), never built whole.
+        data = [] if long else r.data_events()
+        first = next(events_where(r, _DATA, _is_data), None) if long else next(iter(data), None)
+        if first is None:
             facts.replay_start = "empty"
             facts.empty_how = self._empty_how(r)
             facts.empty_replay = facts.empty_how is not None
             return facts
-        first = data[0]
         facts.replay_start = self._start(first, gap, codec, lk, order, li, leid)
         if facts.bd_last_written is not None:
             wk = codec.key(facts.bd_last_written)
@@ -178,6 +199,8 @@ class ReplayJudge:
             elif (wi := order.ids().last(facts.bd_last_written)) is not None:
                 ids = order.ids()
                 facts.continues_after_bd = wi + 1 < len(ids) and ids[wi + 1] == first.sse.id_field
+        if long:
+            facts.duplicates = duplicates(r, lk, order)
         before_leid: set[str] | None = None  # read only for an event without a matching key
         for e in data:
             if lk is not None and e.key is not None and e.key.prefix == lk.prefix:
@@ -190,6 +213,10 @@ class ReplayJudge:
                 facts.duplicates += 1
         self._crossings(r, data, facts, codec)
         return facts
+
+    def _long(self, r: StreamRecord) -> bool:
+        """``r``'s replay is judged from its columns (:mod:`.replay_columns`)."""
+        return self.sightings is not None and is_long(r)
 
     def order(self, r: StreamRecord) -> ResumeOrder:
         """Where ``r``'s Last-Event-ID sits in its observed order (:mod:`.observed`)."""
@@ -341,6 +368,10 @@ class ReplayJudge:
         # numbering like `1_8` repeats across sessions, and so may a progress notification).
         own_prefixes = {p for s in self.index.logical(r) if s is not r for p in key_prefixes(s)}
         foreign = self.foreign.get((r.exchange.connection_id, r.exchange.index), {})
+        if self._long(r):
+            prefixed = own_prefixes if codec.scheme == "prefixed" else None
+            self._long_crossings(r, facts, codec, prefixed, foreign)
+            return
         for e in data:
             if not e.carries_id:
                 continue
@@ -368,6 +399,49 @@ class ReplayJudge:
             else:
                 continue
             self._cite_crossing(facts, r, e, first.cite(""), first.stream.label, owner)
+
+    def _long_crossings(
+        self,
+        r: StreamRecord,
+        facts: ReplayFacts,
+        codec: IdCodec,
+        own_prefixes: set[str] | None,
+        foreign: dict[int, ForeignEvent],
+    ) -> None:
+        """:meth:`_crossings` of a long resume, from its columns (:func:`.replay_columns.
+        crossings`): only the events cited are built."""
+        assert self.sightings is not None  # a long resume is judged with them (_long)
+        other_sessions = r.session.counter_scope == "server" or codec.scheme != "int"
+        found = crossings(
+            r, own_prefixes, foreign, self.sightings, lambda rank: self.streams[rank].logical
+        )
+        for c in found:
+            owner: str | None = None
+            if c.rank is None:
+                if not other_sessions:
+                    continue
+                elsewhere = foreign[c.position]
+                owner, label = elsewhere.session, elsewhere.label
+                facts.crossed_sessions += 1
+            else:
+                holder = self.streams[c.rank]
+                label = holder.label
+                if holder.session is r.session:
+                    facts.crossed_streams += 1
+                elif other_sessions:
+                    facts.crossed_sessions += 1
+                    owner = holder.session.session_id
+                else:
+                    continue
+            if facts.crossed_first is not None and (
+                owner is None or facts.crossed_session is not None
+            ):
+                continue  # nothing more to cite (_cite_crossing)
+            if c.rank is None:
+                sighting = evidence(foreign[c.position].origin, "")
+            else:
+                sighting = event_at(self.streams[c.rank], c.first_position).cite("")
+            self._cite_crossing(facts, r, event_at(r, c.position), sighting, label, owner)
 
     @staticmethod
     def _cite_crossing(
@@ -452,7 +526,7 @@ class ReplayJudge:
             r.status is not None and not 200 <= r.status < 300 and r.status not in (404, 410)
         ) or (
             _is_2xx_stream(r)
-            and not r.data_events()
+            and not has_data(r)
             and r.exchange.response_end_reason in ("complete", "fin")
         )
         if not failed:

@@ -111,3 +111,19 @@ def test_a_partition_without_events_is_not_a_task() -> None:
         holding = [b for b in range(16) if store.task_files([b])["events"]]
     assert 0 < len(holding) < 16
     assert pool.tasks.count("partition_ids") == len(holding)
+
+
+def test_first_sightings_are_read_only_for_events_two_tasks_hold() -> None:
+    """Resumes whose replayed events no other task holds (issue 16: a replay of a million
+    events was looked up whole, every sighting with its origin, to find none elsewhere):
+    the pass screens the pairs by a hash per task and reads no first sighting."""
+    paths = [
+        str(p)
+        for name in ("clean-resume-int", "shared-counter-two-streams")
+        for p in (SAMPLES / f"{name}.pcap", LOGS / name)
+        if p.exists()
+    ]
+    here, pooled, tasks = _fronts(paths, buckets=3)
+    assert len(here.tasks) > 1 and not here.foreign
+    assert _as_plain(pooled) == _as_plain(here)
+    assert "partition_pairs" in tasks and "partition_first" not in tasks

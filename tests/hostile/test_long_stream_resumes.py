@@ -147,3 +147,41 @@ def test_a_long_resume_is_judged_from_its_first_event_and_columns(
     assert in_resume_gap[-1] == EVENTS
     if not opaque:
         assert windowed[1][0]["replay_start"] == "jump"
+
+
+# (skip, leid, opaque): a short stream, then its resume answered with EVENTS events.
+LONG_REPLAYS = {
+    "jump": (5, 0, False),
+    "duplicates": (-3, 0, False),
+    "opaque-jump": (5, 0, True),
+    "opaque-duplicates": (-4, 0, True),
+}
+
+
+@pytest.mark.parametrize("from_pieces", [False, True])
+@pytest.mark.parametrize("shape", sorted(LONG_REPLAYS))
+def test_a_long_replay_is_judged_from_its_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str, from_pieces: bool
+) -> None:
+    """A resume answered with 1,500 events (past the windowed size): its data events,
+    duplicates and leaked events are counted from its columns (``facts.replay_columns``;
+    ``ReplayJudge.judge`` built a record of each, and so did the resumes table), the
+    events cited only are built, and every judgement is the whole records' one."""
+    skip, leid, opaque = LONG_REPLAYS[shape]
+    path = tmp_path / f"{shape}.pcap"
+    hostile.write(
+        path,
+        lambda w: hostile.long_stream_resume(w, 20, skip, leid, opaque=opaque, replay=EVENTS),
+    )
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", WINDOWED)
+    if from_pieces:
+        monkeypatch.setattr(pieces, "STREAM_ROWS", 256)  # read 256 rows at a time
+    built = records_built(monkeypatch)
+    windowed = _judged(scan_paths([str(path)], jobs=1))
+    assert len(built) <= 2, sorted(built)[:30]  # the first data event, a gap's end
+    monkeypatch.setattr(windows, "WINDOWED_EVENTS", 1 << 30)  # read whole
+    assert _judged(scan_paths([str(path)], jobs=1)) == windowed
+    assert len(built) > EVENTS
+    row = windowed[1][0]
+    assert row["data_events"] == EVENTS
+    assert row["replayed_duplicates"] == (-skip if skip < 0 else 0)
