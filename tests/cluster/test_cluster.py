@@ -182,18 +182,12 @@ def test_capture_ring_gives_the_local_findings(client, tmp_path: Path) -> None:
     a corrupt capture: each file indexed once, the shards merge the indexes into the local
     scan's timeline (same connection numbers, same errors in the same order)."""
     import shutil
-    import struct
 
-    from support.fast_path import make_capture_module
+    from support.fast_path import make_capture_module, pcap_records
 
     whole = tmp_path / "mcp.pcap"
     make_capture_module().write_capture(whole, 3000, 5)
-    content = whole.read_bytes()
-    header, offset, records = content[:24], 24, []
-    while offset < len(content):
-        caplen = struct.unpack_from("<I", content, offset + 8)[0]
-        records.append(content[offset : offset + 16 + caplen])
-        offset += 16 + caplen
+    header, records = pcap_records(whole)
     ring = tmp_path / "ring"
     ring.mkdir()
     third = len(records) // 3

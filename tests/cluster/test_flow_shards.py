@@ -6,13 +6,12 @@ are the ones a cluster runs."""
 from __future__ import annotations
 
 import dataclasses
-import struct
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support.fast_path import make_capture_module
+from support.fast_path import make_capture_module, pcap_records
 
 import sse_forensics.cluster.captures as captures
 from sse_forensics.facts.config import AnalysisConfig
@@ -28,15 +27,9 @@ def _ring(tmp_path: Path, files: int, mid_stream: bool = False) -> list[str]:
     them open at once)."""
     whole = tmp_path / "mcp.pcap"
     make_capture_module().write_capture(whole, 3000, 5)
-    content = whole.read_bytes()
-    header, offset, records = content[:24], 24, []
-    while offset < len(content):
-        caplen = struct.unpack_from("<I", content, offset + 8)[0]
-        record = content[offset : offset + 16 + caplen]
-        offset += 16 + caplen
-        if mid_stream and _tcp_flags(record) & 0x12 == 0x02:
-            continue
-        records.append(record)
+    header, records = pcap_records(whole)
+    if mid_stream:
+        records = [r for r in records if _tcp_flags(r) & 0x12 != 0x02]
     paths = []
     cut = np.linspace(0, len(records), files + 1).astype(int)
     for n in range(files):

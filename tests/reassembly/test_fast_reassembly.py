@@ -29,6 +29,7 @@ from support.fast_path import (
     assert_equivalent,
     fast,
     make_capture_module,
+    pcap_records,
 )
 from support.mutations import mutated_capture
 
@@ -513,12 +514,7 @@ def test_ring_buffer_split_inside_connections(tmp_path: Path) -> None:
     """A capture cut into two files (ring buffer): connections span both."""
     path = tmp_path / "mcp.pcap"
     make_capture_module().write_capture(path, 3000, 4)
-    content = path.read_bytes()
-    header, offset, records = content[:24], 24, []
-    while offset < len(content):
-        caplen = struct.unpack_from("<I", content, offset + 8)[0]
-        records.append(content[offset : offset + 16 + caplen])
-        offset += 16 + caplen
+    header, records = pcap_records(path)
     half = len(records) // 2
     first, second = tmp_path / "ring-1.pcap", tmp_path / "ring-2.pcap"
     first.write_bytes(header + b"".join(records[:half]))

@@ -277,3 +277,15 @@ class Conversation:
             self.send(False, PSH | ACK, b"late")
         else:
             self.send(True, FIN | ACK, gap=1.5)
+
+
+def pcap_records(path: Path) -> tuple[bytes, list[bytes]]:
+    """A little-endian classic pcap file (the generator's) as its 24-byte file header and
+    its records (16-byte record header and frame), to cut into a ring of files."""
+    content = path.read_bytes()
+    header, offset, records = content[:24], 24, []
+    while offset < len(content):
+        caplen = struct.unpack_from("<I", content, offset + 8)[0]
+        records.append(content[offset : offset + 16 + caplen])
+        offset += 16 + caplen
+    return header, records
