@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from sse_forensics.ingest.logs import formats as F
-from sse_forensics.ingest.logs.lines import split_lines
+from sse_forensics.ingest.logs.lines import read_as_compressed, split_lines
 from sse_forensics.ingest.logs.model import ACCESS_SCHEMA, valid_epoch
 
 SAMPLE_BYTES = 200
@@ -485,6 +485,8 @@ def _read_fields(
     """The fields path (module docstring), or None when a line of the chunk needs the
     segments path (then no line is taken from here)."""
     if b"\r" in data:  # polars reads a \r at a field's end as nothing, in one read only
+        return None
+    if read_as_compressed(data):  # polars would inflate it: the segments path splits it
         return None
     names = [_FIELD.format(j) for j in range(plan.fields + 1)]
     try:

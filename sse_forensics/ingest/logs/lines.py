@@ -10,6 +10,20 @@ if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
 
+# Leading bytes that polars' CSV reader takes for a gzip, zstd or zlib stream, which it then
+# inflates (polars 2.1: gzip, zstd, and "x" followed by one of four zlib flag bytes).
+_INFLATED = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+_ZLIB_FLAGS = (b"\x01", b"\x5e", b"\x9c", b"\xda")
+
+
+def read_as_compressed(data: bytes) -> bool:
+    """Whether polars would read ``data`` as a compressed stream: a log chunk whose first
+    line starts ``x^`` (hostile or not) raised ``OSError: corrupt deflate stream``, or
+    worse, would be read as what it inflates to. Such a chunk is split without polars'
+    reader (issue 16: one record costs only itself)."""
+    return data.startswith(_INFLATED) or (data[:1] == b"x" and data[1:2] in _ZLIB_FLAGS)
+
+
 def split_lines(
     data: bytes, separator: str, ncols: int, *, rows: int | None = None
 ) -> pl.DataFrame:
@@ -36,15 +50,17 @@ def split_lines(
             encoding=encoding,
         )
 
-    try:
-        df = read("utf8")
-    except pl.exceptions.ComputeError:
-        # Invalid UTF-8 somewhere: the lossy decoder is ~40% slower, so only on demand.
-        df = read("utf8-lossy")
     expected = rows if rows is not None else data.count(b"\n") + (not data.endswith(b"\n"))
-    if df.height == expected:
-        return df
-    # Not seen in practice; kept so that a row always is a line (line numbers cite it).
+    if not read_as_compressed(data):
+        try:
+            df = read("utf8")
+        except pl.exceptions.ComputeError:
+            # Invalid UTF-8 somewhere: the lossy decoder is ~40% slower, so only on demand.
+            df = read("utf8-lossy")
+        if df.height == expected:
+            return df
+    # Rare (a chunk polars would inflate; a row count that differs: not seen in practice),
+    # kept so that a row always is a line (line numbers cite it).
     lines = data.decode("utf-8", "replace").split("\n")
     if data.endswith(b"\n"):
         lines.pop()

@@ -164,6 +164,19 @@ def test_random_lines_never_raise(lines):
         assert out.rows.height + out.unreadable == out.lines
 
 
+@pytest.mark.parametrize(
+    "head", [b"x^0", b"x\x01", b"x\x9c", b"x\xda", b"\x1f\x8b", b"\x28\xb5\x2f\xfd"]
+)
+def test_a_first_line_that_looks_compressed_costs_only_itself(head: bytes) -> None:
+    """A chunk whose first line starts like a gzip, zlib or zstd stream (polars' CSV reader
+    took ``x^0...`` for one: ``OSError: corrupt deflate stream``, found by the fuzz test
+    above): that line is unreadable, the next one is read."""
+    data = head + b"aaaa\n" + MCP_LINE.encode() + b"\n"
+    out = parse_access_chunk(compile_format("mcp"), data, source="x")
+    assert (out.lines, out.unreadable, out.rows.height) == (2, 1, 1)
+    assert out.rows.get_column("line").to_list() == [2]
+
+
 # The fields path (space-separated CSV, proven laid out) and the segments path must give
 # the same rows, line numbers, counts and samples; every line the fields path cannot prove
 # sends its whole chunk to the segments path.
