@@ -1441,24 +1441,35 @@ def _foreign(
         return {}
     data_hash = pl.col("data").hash().alias("h")
     is_data = (pl.col("kind") == "data") & _HAS_ID
-    # What the resumes replayed: (ID, data hash) of their data events.
+    in_resumes = is_data & pl.col("conn_id").is_in(resumed.get_column("conn_id").unique().implode())
+    # What the resumes replayed, an event as one hash of its (ID, data) pair. Only an event
+    # a second task holds can be first sighted in another task than its replay's: the
+    # others are left out before their sightings are read, and before their IDs are held
+    # as text (issue 16: a resume's replay of a million events was looked up whole, each
+    # sighting with its origin, to find none elsewhere; its IDs and pairs as strings were
+    # the scan's peak, and on the 6.13 GB log set the scan's process's).
+    hashed = source.events(
+        ["conn_id", "ex_index", _EVENT_PAIR.alias("p"), pl.col("id_field").hash().alias("i")],
+        in_resumes,
+    ).join(resumed, on=["conn_id", "ex_index"], how="semi")
+    if not hashed.height:
+        return {}
+    id_hashes = hashed.get_column("i").unique().implode()
+    shared = _in_two_tasks(
+        source,
+        hashed.get_column("p").unique(),
+        is_data & pl.col("id_field").hash().is_in(id_hashes),
+        front,
+    )
+    del hashed, id_hashes
+    if not shared.len():
+        return {}
+    # Those events as text: a hash that collides keeps a pair, never drops one.
     replayed = source.events(
         ["conn_id", "ex_index", "session", "position", "id_field", data_hash],
-        is_data & pl.col("conn_id").is_in(resumed.get_column("conn_id").unique().implode()),
+        in_resumes & _EVENT_PAIR.is_in(shared.implode()),
     ).join(resumed, on=["conn_id", "ex_index"], how="semi")
-    if not replayed.height:
-        return {}
     pairs_wanted = replayed.select("id_field", "h").unique()
-    ids = pairs_wanted.get_column("id_field").unique().implode()
-    # Only an event a second task holds can be first sighted in another task than its
-    # replay's: the others are left out before their sightings are read (issue 16: a
-    # resume's replay of a million events was looked up whole, each sighting with its
-    # origin, to find none elsewhere).
-    pairs_wanted = _in_two_tasks(
-        source, pairs_wanted, is_data & pl.col("id_field").is_in(ids), front
-    )
-    if not pairs_wanted.height:
-        return {}
     ids = pairs_wanted.get_column("id_field").unique().implode()
     # Every sighting of those events, one partition at a time (only the IDs' rows are read;
     # their data only as a hash).
@@ -1687,34 +1698,32 @@ def _response_codecs(
     return codes.codecs, split_by(frame, "_b", keep_key=False)
 
 
-# An event's (ID, data hash) pair as one hash: what :func:`partition_pairs` returns.
-_PAIR = pl.struct("id_field", "h").hash(seed=0)
+# An event's (ID, data) pair as one hash, over the events' own columns: what
+# :func:`partition_pairs` returns.
+_EVENT_PAIR = pl.struct("id_field", pl.col("data").hash().alias("h")).hash(seed=0)
 
 
-def _in_two_tasks(
-    source: FrontSource, pairs: pl.DataFrame, where: pl.Expr, front: Front
-) -> pl.DataFrame:
-    """Those of the replayed events ``pairs`` (``id_field, h``) that partitions of more
-    than one of ``front``'s tasks hold, told by a hash of each pair (a collision keeps a
-    pair, never drops one)."""
+def _in_two_tasks(source: FrontSource, pairs: pl.Series, where: pl.Expr, front: Front) -> pl.Series:
+    """Those of the replayed events' pair hashes ``pairs`` (:data:`_EVENT_PAIR`) that
+    partitions of more than one of ``front``'s tasks hold (a collision keeps a pair,
+    never drops one)."""
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     asks = [(b, pairs) for b in range(source.buckets)]
-    columns: list[str | pl.Expr] = ["id_field", pl.col("data").hash().alias("h")]
+    columns: list[str | pl.Expr] = [_EVENT_PAIR.alias("p")]
     held = [
         mine.with_columns(task=pl.lit(task_of.get(b, -1 - b), pl.Int64))
         for b, mine in source.map_events(partition_pairs, columns, where, asks, chunked=False)
     ]
     if not held:
         return pairs.clear()
-    shared = pl.concat(held).unique().group_by("p").len().filter(pl.col("len") > 1).get_column("p")
-    return pairs.filter(_PAIR.is_in(shared.implode()))
+    return pl.concat(held).unique().group_by("p").len().filter(pl.col("len") > 1).get_column("p")
 
 
-def partition_pairs(events: Iterator[pl.DataFrame], pairs: pl.DataFrame) -> pl.DataFrame | None:
-    """The hashes (``p``) of the replayed events ``pairs`` one partition holds
+def partition_pairs(events: Iterator[pl.DataFrame], pairs: pl.Series) -> pl.DataFrame | None:
+    """The pair hashes (``p``) of the replayed events ``pairs`` one partition holds
     (:func:`_in_two_tasks`)."""
     for frame in events:  # the partition's events in one frame
-        return frame.join(pairs, on=["id_field", "h"], how="semi").select(_PAIR.alias("p")).unique()
+        return frame.filter(pl.col("p").is_in(pairs.implode())).unique()
     return None
 
 
