@@ -71,6 +71,11 @@ def has_data(stream: StreamRecord) -> bool:
     return source.next_of_kind(key, -1, "data") < source.count(key)
 
 
+def first_data(stream: StreamRecord) -> EventRecord | None:
+    """``stream``'s first data event (``stream.data_events()[0]``), and no other built."""
+    return next(events_where(stream, pl.col("kind") == "data", lambda e: e.kind == "data"), None)
+
+
 def event_at(stream: StreamRecord, position: int) -> EventRecord:
     """Event ``position`` of ``stream`` as a record, and no other built."""
     return events_at(stream, [position])[position]

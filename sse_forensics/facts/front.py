@@ -1449,7 +1449,7 @@ def _foreign(
     # sighting with its origin, to find none elsewhere; its IDs and pairs as strings were
     # the scan's peak, and on the 6.13 GB log set the scan's process's).
     hashed = source.events(
-        ["conn_id", "ex_index", _EVENT_PAIR.alias("p"), pl.col("id_field").hash().alias("i")],
+        ["conn_id", "ex_index", pair_hash().alias("p"), pl.col("id_field").hash().alias("i")],
         in_resumes,
     ).join(resumed, on=["conn_id", "ex_index"], how="semi")
     if not hashed.height:
@@ -1467,7 +1467,7 @@ def _foreign(
     # Those events as text: a hash that collides keeps a pair, never drops one.
     replayed = source.events(
         ["conn_id", "ex_index", "session", "position", "id_field", data_hash],
-        in_resumes & _EVENT_PAIR.is_in(shared.implode()),
+        in_resumes & pair_hash().is_in(shared.implode()),
     ).join(resumed, on=["conn_id", "ex_index"], how="semi")
     pairs_wanted = replayed.select("id_field", "h").unique()
     ids = pairs_wanted.get_column("id_field").unique().implode()
@@ -1698,18 +1698,19 @@ def _response_codecs(
     return codes.codecs, split_by(frame, "_b", keep_key=False)
 
 
-# An event's (ID, data) pair as one hash, over the events' own columns: what
-# :func:`partition_pairs` returns.
-_EVENT_PAIR = pl.struct("id_field", pl.col("data").hash().alias("h")).hash(seed=0)
+def pair_hash() -> pl.Expr:
+    """A 64-bit hash of an event's (ID, data) pair: screens pairs before they are compared
+    (:func:`partition_pairs` returns it; :mod:`.replay_columns` screens a long replay's)."""
+    return pl.struct("id_field", "data").hash(seed=0)
 
 
 def _in_two_tasks(source: FrontSource, pairs: pl.Series, where: pl.Expr, front: Front) -> pl.Series:
-    """Those of the replayed events' pair hashes ``pairs`` (:data:`_EVENT_PAIR`) that
+    """Those of the replayed events' pair hashes ``pairs`` (:func:`pair_hash`) that
     partitions of more than one of ``front``'s tasks hold (a collision keeps a pair,
     never drops one)."""
     task_of = {b: n for n, task in enumerate(front.tasks) for b in task}
     asks = [(b, pairs) for b in range(source.buckets)]
-    columns: list[str | pl.Expr] = [_EVENT_PAIR.alias("p")]
+    columns: list[str | pl.Expr] = [pair_hash().alias("p")]
     held = [
         mine.with_columns(task=pl.lit(task_of.get(b, -1 - b), pl.Int64))
         for b, mine in source.map_events(partition_pairs, columns, where, asks, chunked=False)

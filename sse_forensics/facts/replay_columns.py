@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from sse_forensics.facts import windows
-from sse_forensics.facts.earlier import events_where, keys_of
+from sse_forensics.facts.earlier import first_data, keys_of
+from sse_forensics.facts.front import pair_hash
 from sse_forensics.facts.ids import IdKey
 from sse_forensics.facts.load import DATA_WITH_ID
 from sse_forensics.facts.model import EventRecord, StreamRecord
@@ -48,8 +49,7 @@ def replay_data(stream: StreamRecord) -> tuple[int, EventRecord | None]:
     if not is_long(stream):
         data = stream.data_events()
         return len(data), data[0] if data else None
-    first = next(events_where(stream, _DATA, lambda e: e.kind == "data"), None)
-    return data_count(stream), first
+    return data_count(stream), first_data(stream)
 
 
 def duplicates(r: StreamRecord, lk: IdKey | None, order: ResumeOrder) -> int:
@@ -189,8 +189,3 @@ class Sightings:
             for part in self._data_rows()
         ]
         return pl.concat(found).unique(["id_field", "data"], keep="first", maintain_order=True)
-
-
-def pair_hash() -> pl.Expr:
-    """A 64-bit hash of an event's (ID, data) pair: screens pairs before they are compared."""
-    return pl.struct("id_field", "data").hash(seed=0)

@@ -17,6 +17,7 @@ from sse_forensics.facts.earlier import (
     DATA_WITH_ID,
     event_at,
     events_where,
+    first_data,
     has_data,
     key_prefixes,
     top_counter,
@@ -71,13 +72,6 @@ class ReplayFacts:
 
 def _is_2xx_stream(s: StreamRecord) -> bool:
     return s.status is not None and 200 <= s.status < 300 and s.exchange.is_event_stream
-
-
-_DATA = pl.col("kind") == "data"
-
-
-def _is_data(e: EventRecord) -> bool:
-    return e.kind == "data"
 
 
 # An event that may carry a JSON-RPC response (its first message, or more than one).
@@ -185,7 +179,7 @@ class ReplayJudge:
         long = self._long(r)
         # A long replay is asked of its columns (.replay_columns), never built whole.
         data = [] if long else r.data_events()
-        first = next(events_where(r, _DATA, _is_data), None) if long else next(iter(data), None)
+        first = first_data(r) if long else next(iter(data), None)
         if first is None:
             facts.replay_start = "empty"
             facts.empty_how = self._empty_how(r)
