@@ -174,30 +174,32 @@ def _totals_of(rows: pl.DataFrame) -> UnjudgedTotals:
 
 def keep_listed(
     sessions: pl.DataFrame, first_seen: pl.DataFrame, listed: int
-) -> tuple[pl.DataFrame, UnjudgedTotals]:
-    """``sessions`` (one partition's) keeping the ``unjudged`` entries of its first sessions
-    in the scan's order — by first exchange (``first_seen``, row for row), then those
-    without one by ID (``pipeline._session_order``) — until they hold ``listed`` items, and
-    the totals of all of them: the scan's first ``listed`` items are among its partitions'
-    first ``listed``, and the rest are counted, not held (issue 10: 509k items, ~170 MB of
-    JSON text on the client at the end of a scan of the 2.45 GB log set, whose output lists
-    20)."""
+) -> tuple[pl.DataFrame, pl.DataFrame, UnjudgedTotals]:
+    """The rows of ``sessions`` (one partition's) whose ``unjudged`` entries the scan may
+    list — its first sessions in the scan's order, by first exchange (``first_seen``, row
+    for row), then those without one by ID (``pipeline._session_order``), until they hold
+    ``listed`` items — with their first exchanges, and the totals of all the entries: the
+    scan's first ``listed`` items are among its partitions' first ``listed``, and the rest
+    are counted, not held. Such an output counts the sessions and holds no other row
+    (issue 10: 509k items, ~170 MB of JSON text, and ~75-100 bytes a session on the client
+    at the end of a scan of the 2.45 GB log set, whose output lists 20)."""
     source = sessions.select("session_id", "unjudged")
     totals = dataclasses.replace(_totals(source), listed=listed)
     if totals.count <= listed:
-        return sessions, totals
-    items = pl.col("unjudged").str.json_decode(_ENTRY).list.len()
-    keep = (
-        pl.concat([source.select("session_id", items.alias("n")), first_seen], how="horizontal")
-        .with_row_index("row")
-        .filter(pl.col("n").is_not_null())
-        .sort("conn_id", "index", "session_id", nulls_last=True)
-        .filter(pl.col("n").cum_sum() - pl.col("n") < listed)
-        .get_column("row")
-    )
-    kept = pl.repeat(None, sessions.height, dtype=pl.String, eager=True).alias("unjudged")
-    kept = kept.scatter(keep, sessions.get_column("unjudged").gather(keep))
-    return sessions.with_columns(kept), totals
+        rows = source.get_column("unjudged").is_not_null().arg_true()
+    else:
+        items = pl.col("unjudged").str.json_decode(_ENTRY).list.len()
+        rows = (
+            pl.concat([source.select("session_id", items.alias("n")), first_seen], how="horizontal")
+            .with_row_index("row")
+            .filter(pl.col("n").is_not_null())
+            .sort("conn_id", "index", "session_id", nulls_last=True)
+            .filter(pl.col("n").cum_sum() - pl.col("n") < listed)
+            .get_column("row")
+            .sort()
+        )
+    kept = sessions.select(pl.all().gather(rows)), first_seen.select(pl.all().gather(rows))
+    return *kept, totals
 
 
 def _decoded(source: pl.DataFrame) -> Iterator[pl.DataFrame]:

@@ -411,13 +411,10 @@ def analyze_partition(
     else:
         scan_sessions = _scan_sessions(fact_tables["sessions"])
         if unjudged_listed is not None:
-            scan_sessions, unjudged = keep_listed(scan_sessions, first_seen, unjudged_listed)
-            # Such an output shows the sessions as a count (``counts``) and lists the items
-            # kept: only their rows go on (issue 10: ~75-100 bytes a session on the client at
-            # the end of a scan, 2.56M sessions on the 2.45 GB log set; issue 9: 5 GB of
-            # logs, ~6.4M sessions, under 1 GB).
-            listed = scan_sessions.get_column("unjudged").is_not_null()
-            scan_sessions, first_seen = scan_sessions.filter(listed), first_seen.filter(listed)
+            # Only the rows of the items kept go on; the sessions are counted (``counts``).
+            scan_sessions, first_seen, unjudged = keep_listed(
+                scan_sessions, first_seen, unjudged_listed
+            )
         tables = {"sessions": compact(scan_sessions)}
     return PartitionResult(tables, findings, counts, kept, first_seen, caps, unjudged=unjudged)
 
