@@ -163,13 +163,13 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _load_file(s: SavedIndex, parts: list[str]) -> tuple[_FileIndex, np.ndarray]:
-    """The file index of ``s`` holding the rows of ``parts`` (in file order), and those
-    rows' places in the file; payload bytes are read from the file (``pread``)."""
+def _load_file(s: SavedIndex) -> tuple[_FileIndex, np.ndarray]:
+    """The file index of ``s`` holding the rows of its ``parts`` (in file order), and
+    those rows' places in the file; payload bytes are read from the file (``pread``)."""
     with open(s.rest, "rb") as fh:
         found: _FileIndex = pickle.load(fh)
-    frame = pl.concat([pl.read_parquet(p) for p in parts])
-    if len(parts) > 1:
+    frame = pl.concat([pl.read_parquet(p) for p in s.parts])
+    if len(s.parts) > 1:
         frame = frame.sort(ROW)
     row = frame.get_column(ROW).to_numpy().astype(np.int64)  # a copy: load_flow_shard adds
     frame = frame.drop(ROW)
@@ -178,18 +178,26 @@ def _load_file(s: SavedIndex, parts: list[str]) -> tuple[_FileIndex, np.ndarray]
     return found, row
 
 
-def load_index(saved: list[SavedIndex]) -> PacketIndex:
-    """The merged index of ``saved`` files, as ``index_captures`` of their paths gives it;
-    payload bytes are read from the files (``pread``)."""
+def _load_files(saved: list[SavedIndex]) -> tuple[list[_FileIndex], list[np.ndarray]]:
+    """:func:`_load_file` of each of ``saved``; the files opened closed again if one fails."""
     files: list[_FileIndex] = []
+    rows: list[np.ndarray] = []
     try:
         for s in saved:
-            files.append(_load_file(s, list(s.parts))[0])
+            found, row = _load_file(s)
+            files.append(found)
+            rows.append(row)
     except BaseException:
         for f in files:
             _close(f)
         raise
-    return _merge(files)
+    return files, rows
+
+
+def load_index(saved: list[SavedIndex]) -> PacketIndex:
+    """The merged index of ``saved`` files, as ``index_captures`` of their paths gives it;
+    payload bytes are read from the files (``pread``)."""
+    return _merge(_load_files(saved)[0])
 
 
 def shard_view(saved: list[SavedIndex], k: int) -> list[SavedIndex]:
@@ -221,17 +229,7 @@ def load_flow_shard(view: list[SavedIndex]) -> tuple[PacketIndex, FlowShard]:
     order, and each one's row in the whole capture: before it, in every other file, the
     rows of an earlier timestamp (of an equal one too in a file given before it) — counted
     from that file's timestamps only where its time span overlaps this shard's rows."""
-    files: list[_FileIndex] = []
-    placed: list[np.ndarray] = []
-    try:
-        for s in view:
-            found, row = _load_file(s, list(s.parts))
-            files.append(found)
-            placed.append(row)
-    except BaseException:
-        for f in files:
-            _close(f)
-        raise
+    files, placed = _load_files(view)
     for j, other in enumerate(view):
         times: np.ndarray | None = None
         for i, mine in enumerate(view):
